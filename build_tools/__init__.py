@@ -1,0 +1,1 @@
+"""Build the rocm / rocm-sdk-* Python distributions from a TheRock artifact tree."""

@@ -1,0 +1,1 @@
+"""Device-code engine: ELF reading and surgery, offload bundles, `.kpack` archives."""

@@ -1,0 +1,64 @@
+"""The one exception tree of this project.
+
+Every error raised on purpose derives from :class:`RocmPackagingError`. Command-line
+entry points catch that root, print one line and exit non-zero; anything else escaping
+is a bug. Messages name the file and the field that is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+__all__ = [
+    "ArtifactError",
+    "ElfError",
+    "ManifestError",
+    "PackagingError",
+    "RocmPackagingError",
+    "ToolError",
+    "UsageError",
+]
+
+
+class RocmPackagingError(Exception):
+    """Root of every deliberate error; carries the offending path when there is one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        problems: Iterable[str] = (),
+    ) -> None:
+        self.message = message
+        self.path = os.fspath(path) if path is not None else None
+        self.problems = tuple(problems)
+        text = f"{self.path}: {message}" if self.path else message
+        if self.problems:
+            text += "".join(f"\n  - {p}" for p in self.problems)
+        super().__init__(text)
+
+
+class UsageError(RocmPackagingError):
+    """A command-line value is invalid (unknown family, bad version, ...)."""
+
+
+class ArtifactError(RocmPackagingError):
+    """The artifact tree is malformed (manifest, naming, conflicts, escaping links)."""
+
+
+class ManifestError(RocmPackagingError):
+    """One of our YAML manifests is invalid; names the file and the key."""
+
+
+class ElfError(RocmPackagingError):
+    """An ELF file is corrupt, unsupported, or cannot be edited safely."""
+
+
+class PackagingError(RocmPackagingError):
+    """Assembling or writing packages failed."""
+
+
+class ToolError(RocmPackagingError):
+    """An external program is missing, too old, or failed (keeps its command and output)."""
