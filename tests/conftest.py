@@ -1,0 +1,53 @@
+"""Shared fixtures: real Debian ROCm inputs and the hipcc compiler.
+
+Outside CI a missing input skips its tests with the reason; with ``CI=true`` (as
+``.ci/run`` sets) the same condition fails, so real-input tests never silently vanish.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from build_tools.debian_inputs import fetch_debs
+from kpack.errors import ToolError
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip (locally) or fail (in CI) when a real input or tool is unavailable."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"required in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def debian_package() -> Callable[[str], Path]:
+    """Return a function mapping a Debian package name to its extracted root."""
+    cache: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            try:
+                cache[name] = fetch_debs([name])[name]
+            except ToolError as exc:
+                require(False, f"cannot fetch Debian package {name}: {exc}")
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def hipcc() -> Path:
+    """Path of a working ``hipcc`` (Debian's, clang-15 based)."""
+    path = shutil.which("hipcc")
+    require(path is not None, "hipcc is not installed (apt-get install hipcc)")
+    assert path is not None
+    return Path(path)
