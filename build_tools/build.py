@@ -1,0 +1,140 @@
+"""Apply a build plan: the only stage that writes.
+
+Everything goes into a temporary directory inside ``--dest-dir``; at the end ``dist/``
+is replaced as a whole (rename), so a failed run leaves the previous ``dist/`` intact and
+nothing from an earlier run survives in a new one. Unrelated files in ``--dest-dir`` are
+left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpack.errors import PackagingError
+
+from .devel import write_devel_tar
+from .payload import PayloadFile
+from .plan import BuildPlan, PackagePlan
+from .sdist import write_sdist
+from .wheel import Member, write_wheel
+
+__all__ = ["Built", "apply_plan"]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Built:
+    plan: PackagePlan
+    path: Path  # relative to dest-dir
+    size: int
+
+
+def _member(file: PayloadFile) -> Member:
+    return Member(arcname=file.arcname, source=file.content(), executable=file.executable)
+
+
+def _entry_points(plan: PackagePlan) -> bytes | None:
+    if not plan.entry_points:
+        return None
+    lines = ["[console_scripts]"] + [f"{n} = {t}" for n, t in sorted(plan.entry_points)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _devel_member(plan: BuildPlan, pkg: PackagePlan, work: Path) -> Member:
+    opts = plan.options
+    tar_path = work / Path(pkg.devel_tar_name).name
+    write_devel_tar(tar_path, pkg.devel_tar, epoch=opts.epoch, xz=opts.devel_tarball_compression)
+    return Member(arcname=pkg.devel_tar_name, source=tar_path)
+
+
+def _write_package(plan: BuildPlan, pkg: PackagePlan, out_dir: Path, work: Path) -> Path:
+    opts = plan.options
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if pkg.kind == "meta":
+        return write_sdist(
+            out_dir, dist_name=pkg.dist_name, version=opts.version,
+            files=[_member(f) for f in pkg.payload], pkg_info=pkg.metadata, epoch=opts.epoch,
+        )
+    members = [_member(f) for f in pkg.payload]
+    if pkg.devel_tar:
+        members.append(_devel_member(plan, pkg, work))
+    result = write_wheel(
+        out_dir, dist_name=pkg.dist_name, version=opts.version, tag=opts.wheel_tag,
+        members=members, metadata=pkg.metadata, entry_points=_entry_points(pkg),
+        compression=opts.wheel_compression, epoch=opts.epoch, jobs=opts.jobs,
+    )
+    return result.path
+
+
+def _stage_package(plan: BuildPlan, pkg: PackagePlan, stage: Path, work: Path) -> None:
+    """``--no-build-packages``: lay the package's files out in a directory instead."""
+    for file in pkg.payload:
+        target = stage / file.arcname
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("wb") as out:
+            for chunk in file.iter_chunks():
+                out.write(chunk)
+        target.chmod(0o755 if file.executable else 0o644)
+    if pkg.devel_tar:
+        member = _devel_member(plan, pkg, work)
+        target = stage / member.arcname
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(member.source), target)
+    name = "PKG-INFO" if pkg.kind == "meta" else "METADATA"
+    (stage / name).write_bytes(pkg.metadata)
+
+
+def _replace_dir(new: Path, final: Path) -> None:
+    old = None
+    if final.exists():
+        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+        final.rename(old)
+    new.rename(final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _prepare_dest(dest: Path) -> Path:
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".rocm-build-", dir=dest))
+    except OSError as exc:
+        raise PackagingError(f"destination is not writable: {exc.strerror}", path=dest) from exc
+
+
+def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]:
+    """Write every package of ``plan``; returns what was written."""
+    dest = plan.options.dest_dir
+    tmp = _prepare_dest(dest)
+    built: list[Built] = []
+    try:
+        work = tmp / "work"
+        work.mkdir()
+        out_root = tmp / "dist"
+        for pkg in plan.packages:
+            if progress:
+                progress(f"writing {pkg.dist_name}" + (f" ({pkg.family})" if pkg.family else ""))
+            if plan.options.build_packages:
+                path = _write_package(plan, pkg, out_root / pkg.subdir, work)
+                built.append(Built(pkg, Path("dist") / path.relative_to(out_root), path.stat().st_size))
+            else:
+                stage_name = pkg.dist_name + (f"-{pkg.family}" if pkg.subdir else "")
+                _stage_package(plan, pkg, tmp / "stage" / stage_name, work)
+                built.append(Built(pkg, Path(stage_name), 0))
+        if plan.options.build_packages:
+            _replace_dir(out_root, dest / "dist")
+        else:
+            for stage in sorted((tmp / "stage").iterdir()):
+                _replace_dir(stage, dest / stage.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return built

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Build the rocm / rocm-sdk-* Python packages from a TheRock artifact tree.
+
+    python build_tools/build_python_packages.py --artifact-dir ARTIFACTS --dest-dir OUT \\
+        --version 7.99.0.dev0
+
+Writes OUT/dist/: the ``rocm`` selector sdist, ``rocm-sdk-core``, one
+``rocm-sdk-libraries-<family>`` per GPU family (legacy mode), ``rocm-sdk-devel`` and
+``rocm-profiler``. ``dist/`` is replaced as a whole at the end; a failed run leaves the
+previous one intact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kpack.errors import RocmPackagingError, UsageError  # noqa: E402
+
+__all__ = ["main"]
+
+log = logging.getLogger("build_python_packages")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="build-python-packages",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--artifact-dir", type=Path, required=True, help="exploded artifact root")
+    p.add_argument("--dest-dir", type=Path, required=True,
+                   help="output root; packages go to DEST/dist (replaced as a whole)")
+    p.add_argument("--build-packages", action=argparse.BooleanOptionalAction, default=True,
+                   help="build wheels and the sdist (--no-build-packages: only stage the "
+                        "package trees, including the devel tarball, under DEST/<dist-name>)")
+    p.add_argument("--version", default="",
+                   help="package version (PEP 440; the canonical form is used everywhere)")
+    p.add_argument("--version-file", type=Path,
+                   help="version.json whose 'rocm-version' + '.dev0' is used without --version")
+    p.add_argument("--version-suffix", "--package-nonce", dest="nonce", default="",
+                   help="package-NAME nonce appended to every platform package "
+                        "(_rocm_sdk_core<NONCE>); despite its name it does not change the version")
+    p.add_argument("--devel-tarball-compression", action=argparse.BooleanOptionalAction,
+                   default=False, help="ship the devel payload as _devel.tar.xz instead of _devel.tar")
+    p.add_argument("--wheel-compression", action=argparse.BooleanOptionalAction, default=True,
+                   help="deflate wheel members (--no-wheel-compression: store them)")
+    p.add_argument("--linux-amdgpu-families", default=None,
+                   help="','/';'-separated GPU families for Linux (empty: not given)")
+    p.add_argument("--windows-amdgpu-families", default=None,
+                   help="','/';'-separated GPU families for Windows (empty: not given)")
+    p.add_argument("--targets-cmake", type=Path,
+                   help="parse family -> target table from TheRock's therock_amdgpu_targets.cmake")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (packages, file counts, sizes) and write nothing")
+    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2,
+                   help="worker threads for scanning and compression (default: CPU count)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    return p
+
+
+def _version(args: argparse.Namespace) -> str:
+    from build_tools.options import canonical_version
+
+    if args.version.strip():
+        return canonical_version(args.version.strip())
+    if args.version_file is None:
+        raise UsageError("--version is required (or --version-file pointing at version.json)")
+    try:
+        data = json.loads(args.version_file.read_text(encoding="utf-8"))
+        base = data["rocm-version"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"cannot read 'rocm-version': {exc}", path=args.version_file) from exc
+    return canonical_version(f"{base}.dev0")
+
+
+def _nonce(text: str) -> str:
+    if text and not all(c.isalnum() or c == "_" for c in text):
+        raise UsageError(f"--version-suffix {text!r} may only hold letters, digits and '_'")
+    return text
+
+
+def _progress(enabled: bool) -> object:
+    start = time.monotonic()
+
+    def say(message: str) -> None:
+        if enabled:
+            print(f"[{time.monotonic() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s: %(message)s",
+    )
+    from build_tools.artifacts import scan_artifacts
+    from build_tools.assemble import plan_build
+    from build_tools.build import apply_plan
+    from build_tools.manifests import load_manifests
+    from build_tools.options import BuildOptions, default_platform_tag, source_date_epoch
+    from build_tools.targets import load_family_table, parse_family_list, parse_targets_cmake
+
+    say = _progress(sys.stderr.isatty() or args.verbose > 0)
+    table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
+    linux = parse_family_list(args.linux_amdgpu_families)
+    windows = parse_family_list(args.windows_amdgpu_families)
+    for family in (*linux, *windows):
+        table.expand(family)  # UsageError for an unknown family
+    options = BuildOptions(
+        artifact_dir=args.artifact_dir, dest_dir=args.dest_dir, version=_version(args),
+        nonce=_nonce(args.nonce), build_packages=args.build_packages,
+        devel_tarball_compression=args.devel_tarball_compression,
+        wheel_compression=args.wheel_compression, linux_families=linux,
+        windows_families=windows, platform_tag=default_platform_tag(),
+        epoch=source_date_epoch(), jobs=max(1, args.jobs),
+    )
+    say(f"scanning {args.artifact_dir}")  # type: ignore[operator]
+    catalog = scan_artifacts(args.artifact_dir)
+    mode = "kpack-split" if catalog.kpack_split else "legacy"
+    say(f"{len(catalog.artifacts)} artifacts, {mode} mode; planning")  # type: ignore[operator]
+    if catalog.kpack_split:
+        raise UsageError(
+            "this tree is in kpack-split mode (flags.KPACK_SPLIT_ARTIFACTS is true); "
+            "kpack-split packaging is not implemented yet, and a legacy build of it would "
+            "package it wrongly",
+            path=catalog.manifest_path,
+        )
+    plan = plan_build(catalog, load_manifests(), options)
+    for notice in plan.notices:
+        print(f"notice: {notice}", file=sys.stderr)
+    if args.dry_run:
+        rows = [("package", "family", "files", "input size")] + [
+            (p.dist_name, p.family or "-", str(p.file_count), _size(p.input_bytes))
+            for p in plan.packages
+        ]
+        print(_table(rows))
+        return 0
+    built = apply_plan(plan, progress=say)  # type: ignore[arg-type]
+    rows = [("package", "file", "files", "size")] + [
+        (b.plan.dist_name, str(b.path), str(b.plan.file_count), _size(b.size)) for b in built
+    ]
+    print(_table(rows))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run(argv)
+    except RocmPackagingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The validated inputs of one build (what the command line asked for)."""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from kpack.errors import UsageError
+
+__all__ = ["BuildOptions", "canonical_version", "default_platform_tag", "source_date_epoch"]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    artifact_dir: Path
+    dest_dir: Path
+    version: str  # canonical PEP 440
+    nonce: str
+    build_packages: bool = True
+    devel_tarball_compression: bool = False
+    wheel_compression: bool = True
+    linux_families: tuple[str, ...] = ()
+    windows_families: tuple[str, ...] = ()
+    platform_tag: str = "linux_x86_64"
+    epoch: int = 315532800
+    jobs: int = 2
+
+    @property
+    def wheel_tag(self) -> str:
+        return f"py3-none-{self.platform_tag}"
+
+
+def canonical_version(text: str) -> str:
+    """PEP 440 check; the canonical form is used everywhere (metadata, pins, names)."""
+    try:
+        return str(Version(text))
+    except InvalidVersion as exc:
+        raise UsageError(f"--version {text!r} is not a valid PEP 440 version") from exc
+
+
+def default_platform_tag() -> str:
+    env = os.environ.get("ROCM_SDK_WHEEL_PLATFORM_TAG", "").strip()
+    if env:
+        return env
+    return sysconfig.get_platform().replace("-", "_").replace(".", "_")
+
+
+def source_date_epoch() -> int:
+    """``SOURCE_DATE_EPOCH`` if set (clamped to the ZIP minimum, 1980), else 1980-01-01."""
+    text = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not text:
+        return 315532800
+    try:
+        return max(int(text), 315532800)
+    except ValueError as exc:
+        raise UsageError(f"SOURCE_DATE_EPOCH={text!r} is not an integer") from exc

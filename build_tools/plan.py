@@ -1,0 +1,323 @@
+"""Plan a whole build: which packages, which files, which edits — nothing is written.
+
+Stages: select artifacts per package -> merge into a namespace -> re-layout (§6) ->
+derive RPATHs and plan ELF edits (§7) -> devel members (§8) -> rendered files. The
+result is a frozen :class:`BuildPlan` that ``--dry-run`` prints and ``apply`` writes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kpack.elf import ElfInfo, FileKind, plan_rpath_edit, verify_elf
+from kpack.errors import ElfError, PackagingError
+
+from .artifacts import Catalog, EntryKind
+from .elfscan import scan_files
+from .globs import GlobSet
+from .launcher import LauncherTemplate, compile_launcher
+from .layout import LaidOutFile, RuntimeLayout, layout_runtime
+from .manifests import Manifests, PackageKind, PackageSpec
+from .namespace import Namespace, merge
+from .options import BuildOptions
+from .payload import PayloadFile, TarEntry, TarKind
+from .rpath import PackageFiles, derive_rpath
+
+__all__ = ["BuildPlan", "PackagePlan", "RuntimePackage", "plan_build"]
+
+log = logging.getLogger(__name__)
+
+_EDITABLE = (FileKind.EXECUTABLE, FileKind.SHARED_LIBRARY)
+
+
+@dataclass(frozen=True)
+class RuntimePackage:
+    """A runtime package after re-layout: names, namespace and what ships."""
+
+    spec: PackageSpec
+    family: str | None
+    dist_name: str
+    pure: str | None
+    platform: str
+    namespace: Namespace
+    layout: RuntimeLayout
+
+    @property
+    def files(self) -> PackageFiles:
+        return PackageFiles.of(self.platform, list(self.layout.files))
+
+
+@dataclass(frozen=True)
+class PackagePlan:
+    """One wheel (or the sdist) to write."""
+
+    logical: str
+    kind: str  # core / profiler / libraries / devel / meta
+    dist_name: str
+    family: str | None
+    subdir: str  # '' or the family, for multi-family legacy dist/ layout
+    payload: tuple[PayloadFile, ...]
+    entry_points: tuple[tuple[str, str], ...] = ()  # (script name, module:func)
+    devel_tar: tuple[TarEntry, ...] = ()
+    devel_tar_name: str = ""  # arcname of the tarball inside the wheel
+    summary: str = ""
+    metadata: bytes = b""  # METADATA for wheels, PKG-INFO for the sdist
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def file_count(self) -> int:
+        return len(self.payload) + len(self.devel_tar)
+
+    @property
+    def input_bytes(self) -> int:
+        tar = sum(e.file.size for e in self.devel_tar if e.file is not None)
+        return sum(p.size for p in self.payload) + tar
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    options: BuildOptions
+    catalog: Catalog
+    families: tuple[str, ...]
+    runtime: tuple[RuntimePackage, ...]
+    packages: tuple[PackagePlan, ...]
+    notices: tuple[str, ...]
+
+
+# ---------------------------------------------------------------- naming
+
+
+def dist_name(spec: PackageSpec, family: str | None) -> str:
+    return spec.dist.format(target_family=(family or "").split(":", 1)[0])
+
+
+def pure_name(spec: PackageSpec, family: str | None) -> str | None:
+    if spec.pure is None:
+        return None
+    return spec.pure.format(target_family=(family or "").split(":", 1)[0])
+
+
+def platform_name(dist: str, nonce: str) -> str:
+    return "_" + dist.replace("-", "_") + nonce
+
+
+# ---------------------------------------------------------------- selection
+
+
+def _targets(sel_targets: Sequence[str], family: str | None) -> list[str]:
+    out = []
+    for t in sel_targets:
+        if t == "generic":
+            out.append("generic")
+        elif family is not None:
+            out.append(family)
+    return out
+
+
+def _runtime_namespace(catalog: Catalog, spec: PackageSpec, family: str | None) -> Namespace:
+    selected = []
+    for sel in spec.select:
+        selected.extend(catalog.select(sel.names, sel.components, _targets(sel.targets, family)))
+    include = GlobSet.of(spec.include) if spec.include else None
+    exclude = GlobSet.of(spec.exclude) if spec.exclude else None
+    return merge(dict.fromkeys(selected), include=include, exclude=exclude)
+
+
+def _runtime_package(
+    catalog: Catalog, spec: PackageSpec, family: str | None, options: BuildOptions,
+    elf: dict[Path, ElfInfo | None],
+) -> RuntimePackage:
+    ns = _runtime_namespace(catalog, spec, family)
+    elf.update(scan_files(
+        (e.source for e in ns if e.kind is EntryKind.FILE and e.source not in elf),
+        jobs=options.jobs,
+    ))
+    dist = dist_name(spec, family)
+    return RuntimePackage(
+        spec=spec, family=family, dist_name=dist, pure=pure_name(spec, family),
+        platform=platform_name(dist, options.nonce), namespace=ns,
+        layout=layout_runtime(ns, elf),
+    )
+
+
+# ---------------------------------------------------------------- ELF edits
+
+
+def _plan_elf(
+    arcname: str, source: Path, rpath: tuple[str, ...], executable: bool
+) -> PayloadFile:
+    edit = plan_rpath_edit(source, rpath)
+    if edit is None:
+        return PayloadFile.copy(arcname, source, executable=executable)
+    with edit.open() as view:
+        verify_elf(view, name=f"{source} (RPATH edit for {arcname})")
+    return PayloadFile.edited(arcname, edit, executable=executable)
+
+
+def _original_rpath(info: ElfInfo) -> tuple[str, ...]:
+    return info.rpath if info.rpath is not None else (info.runpath or ())
+
+
+def _runtime_payload(
+    pkg: RuntimePackage,
+    search: Sequence[RuntimePackage],
+    launcher: LauncherTemplate | None,
+) -> list[PayloadFile]:
+    own = pkg.files
+    by_logical = {p.spec.logical: p for p in search}
+    declared = [
+        (by_logical[d.package].files, d.subdir)
+        for d in pkg.spec.rpath_deps
+        if d.package in by_logical
+    ]
+    search_files = [own] + [p.files for p in search if p is not pkg]
+    out: list[PayloadFile] = []
+    for relpath, laid in sorted(pkg.layout.files.items()):
+        arcname = f"{pkg.platform}/{relpath}"
+        if laid.launcher_target is not None:
+            if launcher is None:
+                raise PackagingError("launcher stub template missing", path=laid.origin)
+            data = launcher.render(laid.launcher_target, origin=laid.origin)
+            out.append(PayloadFile.literal(arcname, data, executable=True))
+            continue
+        if laid.source is None:
+            raise PackagingError("planned file has no source", path=laid.origin)
+        if laid.elf is not None and laid.elf.kind in _EDITABLE:
+            rpath = derive_rpath(
+                relpath=relpath, own=own, original=_original_rpath(laid.elf),
+                needed=laid.elf.needed, declared=declared, search=search_files,
+            )
+            out.append(_plan_elf(arcname, laid.source, rpath, laid.executable))
+        else:
+            out.append(PayloadFile.copy(arcname, laid.source, executable=laid.executable))
+    return out
+
+
+def _launcher_for(packages: Sequence[RuntimePackage]) -> LauncherTemplate | None:
+    for pkg in packages:
+        for laid in pkg.layout.files.values():
+            if laid.launcher_target is not None:
+                return compile_launcher(needed_by=laid.origin)
+    return None
+
+
+# ---------------------------------------------------------------- devel
+
+
+def _devel_namespace(
+    catalog: Catalog, spec: PackageSpec, family: str | None, runtime: Sequence[RuntimePackage]
+) -> Namespace:
+    populated = {e.artifact.name for p in runtime for e in p.namespace}
+    selected = []
+    for sel in spec.select:
+        names = set(sel.names)
+        if sel.from_runtime_packages:
+            names |= populated
+        names -= set(sel.except_names)
+        selected.extend(catalog.select(names, sel.components, _targets(sel.targets, family)))
+    return merge(dict.fromkeys(selected))
+
+
+def _devel_members(
+    ns: Namespace, runtime: Sequence[RuntimePackage], platform: str,
+    elf: Mapping[Path, ElfInfo | None],
+) -> list[TarEntry]:
+    aliases: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for pkg in runtime:
+        for relpath, soname in pkg.layout.aliases.items():
+            aliases.setdefault(relpath, soname)
+        for relpath in pkg.layout.files:
+            owner.setdefault(relpath, pkg.platform)
+    relpaths = sorted(set(ns.entries) | set(owner))
+    devel_files = PackageFiles.of(platform, relpaths)
+    members: list[TarEntry] = []
+    for relpath in relpaths:
+        arcname = f"{platform}/{relpath}"
+        entry = ns.get(relpath)
+        if entry is not None and entry.kind is EntryKind.DIR:
+            members.append(TarEntry(TarKind.DIR, arcname_=arcname))
+        elif relpath in aliases:
+            members.append(TarEntry(TarKind.SYMLINK, arcname_=arcname, link=aliases[relpath]))
+        elif relpath in owner:
+            up = "../" * len(relpath.split("/"))
+            link = f"{up}{owner[relpath]}/{relpath}"
+            members.append(TarEntry(TarKind.SYMLINK, arcname_=arcname, link=link))
+        elif entry is not None and entry.kind is EntryKind.SYMLINK:
+            members.append(TarEntry(TarKind.SYMLINK, arcname_=arcname, link=entry.link or ""))
+        elif entry is not None:
+            info = elf.get(entry.source)
+            executable = bool(entry.mode & 0o111)
+            if info is not None and info.kind in _EDITABLE:
+                rpath = derive_rpath(
+                    relpath=relpath, own=devel_files, original=_original_rpath(info),
+                    needed=info.needed, declared=(), search=(devel_files,),
+                )
+                file = _plan_elf(arcname, entry.source, rpath, executable)
+            else:
+                file = PayloadFile.copy(arcname, entry.source, executable=executable)
+            members.append(TarEntry(TarKind.FILE, file=file))
+    return members
+
+
+# ---------------------------------------------------------------- whole build
+
+
+def _families(catalog: Catalog) -> tuple[str, ...]:
+    return () if catalog.kpack_split else catalog.targets
+
+
+def plan_runtime(
+    catalog: Catalog, manifests: Manifests, options: BuildOptions,
+    elf: dict[Path, ElfInfo | None],
+) -> tuple[list[RuntimePackage], list[str]]:
+    """Lay out core, profiler and one libraries package per family."""
+    notices: list[str] = []
+    shared: list[RuntimePackage] = []
+    per_family: list[RuntimePackage] = []
+    for spec in manifests.packages.values():
+        if spec.kind in (PackageKind.CORE, PackageKind.PROFILER):
+            pkg = _runtime_package(catalog, spec, None, options, elf)
+            if not pkg.layout.files:
+                if spec.required:
+                    raise PackagingError(f"refusing to build an empty {pkg.dist_name} package")
+                notices.append(f"{pkg.dist_name}: no matching artifacts; not built")
+                continue
+            shared.append(pkg)
+        elif spec.kind is PackageKind.LIBRARIES:
+            for family in _families(catalog):
+                pkg = _runtime_package(catalog, spec, family, options, elf)
+                if pkg.layout.files:
+                    per_family.append(pkg)
+                else:
+                    notices.append(f"{pkg.dist_name}: no matching artifacts; not built")
+    return shared + per_family, notices
+
+
+def library_registry(
+    manifests: Manifests, runtime: Sequence[RuntimePackage]
+) -> list[dict[str, object]]:
+    """Registry entries (for ``_dist_info``) whose files this build ships."""
+    out = []
+    for lib in manifests.libraries:
+        present = any(
+            posixpath.dirname(relpath) == lib.posix_relpath
+            and fnmatch.fnmatchcase(posixpath.basename(relpath), lib.so_pattern)
+            for pkg in runtime if pkg.spec.logical == lib.package
+            for relpath in pkg.layout.files
+        )
+        if present:
+            out.append({
+                "shortname": lib.shortname, "package": lib.package,
+                "so_pattern": lib.so_pattern, "dll_pattern": lib.dll_pattern,
+                "posix_relpath": lib.posix_relpath, "optional": lib.optional,
+            })
+    return sorted(out, key=lambda e: str(e["shortname"]))
+
+
+__all__ += ["dist_name", "library_registry", "platform_name", "plan_runtime", "pure_name"]

@@ -1,0 +1,1 @@
+"""Native files of a ROCm Python package (a regular package, not a namespace)."""

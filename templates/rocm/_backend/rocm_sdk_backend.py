@@ -1,0 +1,186 @@
+"""In-tree PEP 517 build backend of the ``rocm`` meta package (standard library only).
+
+pip or uv build this sdist on the installing machine, because its dependencies
+depend on that machine's GPU (or on ROCM_SDK_TARGET_FAMILY). There are no build
+requirements, so an offline ``pip install --no-index --find-links DIR rocm``
+works. The wheel is ``rocm-<version>-py3-none-any.whl`` with the ``rocm_sdk``
+package and the ``rocm-sdk`` console script, written reproducibly.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import importlib.util
+import io
+import os
+import sys
+import tarfile
+import time
+import zipfile
+from email.parser import HeaderParser
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import rocm_sdk_requires
+
+ROOT = Path(__file__).resolve().parent.parent
+DIST_INFO_PY = ROOT / "src" / "rocm_sdk" / "_dist_info.py"
+ENTRY_POINTS = "[console_scripts]\nrocm-sdk = rocm_sdk.__main__:main\n"
+WHEEL_TAG = "py3-none-any"
+_REPLACED_FIELDS = {"metadata-version", "name", "version", "requires-dist", "provides-extra",
+                    "dynamic"}
+_EXCLUDED_PARTS = {"__pycache__", ".git"}
+ConfigSettings = dict[str, Any] | None
+
+
+def _load_dist_info() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("_rocm_sdk_build_dist_info", DIST_INFO_PY)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load {DIST_INFO_PY}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _file_version(version: str) -> str:
+    return version.replace("-", "_")
+
+
+def _timestamp() -> int:
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    return max(int(epoch), 315532800) if epoch.isdigit() else 315532800  # 1980-01-01
+
+
+def _pkg_info() -> tuple[list[tuple[str, str]], str]:
+    """Headers other than those computed here, and the description body."""
+    path = ROOT / "PKG-INFO"
+    if not path.is_file():
+        return [("Summary", "ROCm SDK for Python"), ("Requires-Python", ">=3.10")], ""
+    message = HeaderParser().parsestr(path.read_text(encoding="utf-8"))
+    headers = [(k, str(v)) for k, v in message.items() if k.lower() not in _REPLACED_FIELDS]
+    body = message.get_payload()
+    return headers, body if isinstance(body, str) else ""
+
+
+def metadata_text() -> str:
+    """The wheel METADATA, with dependencies resolved on this machine."""
+    di = _load_dist_info()
+    reqs = rocm_sdk_requires.compute_requirements(di)
+    for note in reqs.notes:
+        print(f"rocm: {note}", file=sys.stderr)
+    headers, body = _pkg_info()
+    fields = [("Metadata-Version", "2.2"), ("Name", "rocm"), ("Version", di.__version__)]
+    fields += headers + rocm_sdk_requires.metadata_fields(reqs)
+    text = "".join(f"{k}: {v}\n" for k, v in fields)
+    return text + ("\n" + body if body.strip() else "")
+
+
+def _version_of(metadata: str) -> str:
+    return HeaderParser().parsestr(metadata)["Version"]
+
+
+def _dist_info_files(metadata: str) -> dict[str, bytes]:
+    wheel = (
+        "Wheel-Version: 1.0\nGenerator: rocm_sdk_backend\nRoot-Is-Purelib: true\n"
+        f"Tag: {WHEEL_TAG}\n"
+    )
+    return {
+        "METADATA": metadata.encode("utf-8"),
+        "WHEEL": wheel.encode("utf-8"),
+        "entry_points.txt": ENTRY_POINTS.encode("utf-8"),
+        "top_level.txt": b"rocm_sdk\n",
+    }
+
+
+def _tree_files(root: Path) -> list[tuple[str, Path]]:
+    """(POSIX relpath, path) of every regular file under ``root``, sorted."""
+    files = []
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
+        if _EXCLUDED_PARTS.intersection(rel.parts) or path.suffix in (".pyc", ".pyo"):
+            continue
+        if path.is_file():
+            files.append((rel.as_posix(), path))
+    return sorted(files)
+
+
+def _mode(path: Path) -> int:
+    return 0o755 if os.stat(path).st_mode & 0o111 else 0o644
+
+
+def _record_row(arcname: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{arcname},sha256={digest},{len(data)}\n"
+
+
+def _write_wheel(path: Path, members: list[tuple[str, bytes, int]], record_name: str) -> None:
+    date_time = time.gmtime(_timestamp())[:6]
+    record = "".join(_record_row(name, data) for name, data, _ in members) + f"{record_name},,\n"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data, mode in [*members, (record_name, record.encode(), 0o644)]:
+            info = zipfile.ZipInfo(name, date_time=date_time)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.create_system = 3
+            info.external_attr = (0o100000 | mode) << 16
+            zf.writestr(info, data)
+
+
+def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
+    return []
+
+
+def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list[str]:
+    return []
+
+
+def prepare_metadata_for_build_wheel(
+    metadata_directory: str, config_settings: ConfigSettings = None
+) -> str:
+    metadata = metadata_text()
+    name = f"rocm-{_file_version(_version_of(metadata))}.dist-info"
+    target = Path(metadata_directory) / name
+    target.mkdir(parents=True, exist_ok=True)
+    for filename, data in _dist_info_files(metadata).items():
+        (target / filename).write_bytes(data)
+    return name
+
+
+def build_wheel(
+    wheel_directory: str,
+    config_settings: ConfigSettings = None,
+    metadata_directory: str | None = None,
+) -> str:
+    if metadata_directory is not None:
+        found = sorted(Path(metadata_directory).glob("rocm-*.dist-info/METADATA"))
+        metadata = found[0].read_text(encoding="utf-8") if found else metadata_text()
+    else:
+        metadata = metadata_text()
+    version = _file_version(_version_of(metadata))
+    dist_info = f"rocm-{version}.dist-info"
+    members = [(rel, path.read_bytes(), _mode(path)) for rel, path in _tree_files(ROOT / "src")]
+    members += [(f"{dist_info}/{n}", d, 0o644) for n, d in _dist_info_files(metadata).items()]
+    filename = f"rocm-{version}-{WHEEL_TAG}.whl"
+    Path(wheel_directory).mkdir(parents=True, exist_ok=True)
+    _write_wheel(Path(wheel_directory) / filename, members, f"{dist_info}/RECORD")
+    return filename
+
+
+def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
+    version = _file_version(_load_dist_info().__version__)
+    top = f"rocm-{version}"
+    filename = f"{top}.tar.gz"
+    Path(sdist_directory).mkdir(parents=True, exist_ok=True)
+    mtime = _timestamp()
+    with open(Path(sdist_directory) / filename, "wb") as raw, gzip.GzipFile(
+        fileobj=raw, mode="wb", mtime=mtime
+    ) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel, path in _tree_files(ROOT):
+            data = path.read_bytes()
+            info = tarfile.TarInfo(f"{top}/{rel}")
+            info.size, info.mtime, info.mode = len(data), mtime, _mode(path)
+            tar.addfile(info, io.BytesIO(data))
+    return filename

@@ -1,0 +1,95 @@
+"""The ``rocm-sdk`` command line (also ``python -m rocm_sdk``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from . import _dist_info as di
+from ._errors import RocmSdkError
+from ._layout import package_dir
+
+DIST_INFO_JSON = Path("share", "therock", "dist_info.json")
+
+
+def _path(args: argparse.Namespace) -> int:
+    from ._devel import get_devel_root
+
+    root = get_devel_root()
+    if args.cmake:
+        print(root / "lib" / "cmake")
+    elif args.bin:
+        print(root / "bin")
+    else:
+        print(root)
+    return 0
+
+
+def _version(args: argparse.Namespace) -> int:
+    print(di.__version__)
+    return 0
+
+
+def _targets(args: argparse.Namespace) -> int:
+    core = package_dir(di.ALL_PACKAGES["core"].platform_package_name())
+    if core is None:
+        raise RocmSdkError("rocm-sdk-core is not installed")
+    path = core / DIST_INFO_JSON
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))["dist_amdgpu_targets"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RocmSdkError(f"cannot read dist_amdgpu_targets from {path}: {exc}") from exc
+    print(";".join(value) if isinstance(value, list) else value)
+    return 0
+
+
+def _init(args: argparse.Namespace) -> int:
+    from ._devel import get_devel_root
+
+    root = get_devel_root()
+    if not args.quiet:
+        print(f"Devel contents expanded to '{root}'")
+    return 0
+
+
+def _test(args: argparse.Namespace) -> int:
+    from .tests import run_all
+
+    return run_all()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rocm-sdk", description="ROCm SDK for Python")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    path = sub.add_parser("path", help="print a path of the devel tree (expands it if needed)")
+    which = path.add_mutually_exclusive_group(required=True)
+    which.add_argument("--cmake", action="store_true", help="the CMake package directory")
+    which.add_argument("--root", action="store_true", help="the root of the devel tree")
+    which.add_argument("--bin", action="store_true", help="the bin directory of the devel tree")
+    path.set_defaults(func=_path)
+    sub.add_parser("version", help="print the ROCm package version").set_defaults(func=_version)
+    sub.add_parser("targets", help="print the GPU targets of this build").set_defaults(
+        func=_targets
+    )
+    init = sub.add_parser("init", help="expand the devel package and link device files")
+    init.add_argument("--quiet", action="store_true", help="print nothing on success")
+    init.set_defaults(func=_init)
+    sub.add_parser("test", help="run the installation self-tests").set_defaults(func=_test)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="rocm-sdk: %(levelname)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except (RocmSdkError, ModuleNotFoundError, FileNotFoundError, ValueError, OSError) as exc:
+        print(f"rocm-sdk: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Expansion of the rocm-sdk-devel package after installation.
+
+The devel wheel ships its tree as ``rocm_sdk_devel/_devel.tar[.xz]``, because a
+wheel cannot hold symlinks. On first use the tarball is expanded next to the
+other platform packages as ``_rocm_sdk_devel<nonce>/``, every created path is
+appended to the devel RECORD (so ``pip uninstall`` removes it), and the tarball
+is deleted last.
+
+Crash safety: the tree is expanded into a staging sibling and renamed into
+place, and the tarball is deleted after the rename. A tree counts as complete
+only when its ``__init__.py`` exists and the tarball is gone, so an interrupted
+expansion is always redone from scratch. Concurrent callers serialise on an
+exclusive lock of the devel RECORD and re-check completeness once they hold it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import _dist_info as di
+from ._device_links import RECONCILE_LOCK_NAME, reconcile_device_links
+from ._errors import DevelError
+from ._layout import find_dist_info, package_dir
+from ._record import LockedRecord, locked_record
+from ._tar_expand import extract_tree
+
+TARBALL_NAMES = ("_devel.tar.xz", "_devel.tar")
+
+
+@dataclass(frozen=True)
+class DevelLayout:
+    """Where the installed devel package and its expanded tree live."""
+
+    site: Path
+    pure_dir: Path
+    platform_dir: Path
+    dist_name: str
+
+    @property
+    def staging_dir(self) -> Path:
+        return self.site / f".{self.platform_dir.name}.partial"
+
+    def tarball(self) -> Path | None:
+        for name in TARBALL_NAMES:
+            path = self.pure_dir / name
+            if path.is_file():
+                return path
+        return None
+
+
+def locate_devel() -> DevelLayout:
+    """The devel layout; ModuleNotFoundError if rocm-sdk-devel is not installed."""
+    entry = di.ALL_PACKAGES.get("devel")
+    pure_name = entry.pure_package_name() if entry is not None else None
+    pure_dir = package_dir(pure_name) if pure_name else None
+    if entry is None or pure_dir is None:
+        raise ModuleNotFoundError(
+            "the ROCm devel package is not installed; install it with: pip install 'rocm[devel]'"
+        )
+    return DevelLayout(
+        site=pure_dir.parent,
+        pure_dir=pure_dir,
+        platform_dir=pure_dir.parent / entry.platform_package_name(),
+        dist_name=entry.dist_name(),
+    )
+
+
+def is_expanded(layout: DevelLayout) -> bool:
+    """True once an expansion has completed (its last step deletes the tarball)."""
+    return (layout.platform_dir / "__init__.py").is_file() and layout.tarball() is None
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def _expand_locked(layout: DevelLayout, record: LockedRecord) -> None:
+    tarball = layout.tarball()
+    if tarball is None:
+        raise DevelError(
+            f"{layout.platform_dir} is incomplete and {layout.pure_dir} has no _devel.tar "
+            "or _devel.tar.xz; reinstall rocm-sdk-devel"
+        )
+    staging = layout.staging_dir
+    _remove(staging)
+    _remove(layout.platform_dir)
+    top = layout.platform_dir.name
+    try:
+        created = extract_tree(tarball, top, staging, layout.site)
+        if "__init__.py" not in created:
+            raise DevelError(f"{tarball} has no {top}/__init__.py")
+        (staging / RECONCILE_LOCK_NAME).touch()
+        created.append(RECONCILE_LOCK_NAME)
+        record.append(f"{top}/{rel}" for rel in created)
+        os.rename(staging, layout.platform_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    tarball.unlink()
+
+
+def expand(layout: DevelLayout) -> bool:
+    """Expand the devel tarball unless done; True if this call expanded it."""
+    dist_info = find_dist_info(layout.site, layout.dist_name)
+    record = dist_info / "RECORD" if dist_info is not None else None
+    if record is None or not record.is_file():
+        raise DevelError(
+            f"{layout.dist_name} has no RECORD in {layout.site}: it was not installed by a "
+            "Python package installer, so it cannot be expanded. Install 'rocm[devel]' "
+            "into a virtual environment."
+        )
+    with locked_record(record) as locked:
+        if is_expanded(layout):
+            return False
+        _expand_locked(layout, locked)
+        return True
+
+
+def get_devel_root() -> Path:
+    """The expanded devel tree, expanding it and reconciling device links first."""
+    layout = locate_devel()
+    if not is_expanded(layout):
+        expand(layout)
+    reconcile_device_links(layout.site, layout.platform_dir, di.__version__)
+    return layout.platform_dir

@@ -1,0 +1,184 @@
+"""Safe, order-independent expansion of the devel tarball into a directory.
+
+The archive is streamed once. Pass 1 writes directories and regular files and
+only remembers links. Pass 2 creates the links, then checks that every symlink
+resolves inside site-packages. Pass 3 turns each symlink whose target is a
+regular file into a hardlink, so the outcome never depends on member order.
+Compiler-driver links directly under ``bin/`` and directory links stay symlinks.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._errors import UnsafeArchiveError
+
+KEEP_AS_SYMLINK = frozenset(
+    {"amdclang", "amdclang++", "amdclang-cl", "amdclang-cpp", "amdflang", "amdlld", "amdllvm"}
+)
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Link:
+    relpath: str
+    target: str
+    hard: bool
+
+
+def member_relpath(name: str, top: str) -> str:
+    """A member name relative to the top directory ``top`` ('' for ``top`` itself).
+
+    Raises UnsafeArchiveError for absolute names, '..' components and names
+    outside ``top/``.
+    """
+    if name.startswith(("/", "\\")) or "\\" in name or re.match(r"^[A-Za-z]:", name):
+        raise UnsafeArchiveError(f"member {name!r} is absolute or not a POSIX path")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise UnsafeArchiveError(f"member {name!r} contains '..'")
+    if not parts or parts[0] != top:
+        raise UnsafeArchiveError(f"member {name!r} is outside {top}/")
+    return "/".join(parts[1:])
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _write_file(archive: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        raise UnsafeArchiveError(f"member {member.name!r} appears twice") from None
+    source = archive.extractfile(member)
+    with os.fdopen(fd, "wb") as out:
+        if source is not None:
+            shutil.copyfileobj(source, out, _CHUNK)
+    os.chmod(path, (member.mode & 0o777) | 0o600)
+
+
+def _stream_pass(tarball: Path, top: str, dest: Path) -> tuple[list[str], list[_Link]]:
+    files: list[str] = []
+    links: list[_Link] = []
+    with tarfile.open(tarball, "r|*") as archive:
+        for member in archive:
+            rel = member_relpath(member.name, top)
+            if member.isdir():
+                (dest / rel).mkdir(parents=True, exist_ok=True)
+            elif not rel:
+                raise UnsafeArchiveError(f"member {member.name!r} must be a directory")
+            elif member.isreg():
+                _write_file(archive, member, dest / rel)
+                files.append(rel)
+            elif member.issym():
+                links.append(_Link(rel, member.linkname, hard=False))
+            elif member.islnk():
+                links.append(_Link(rel, member_relpath(member.linkname, top), hard=True))
+            else:
+                raise UnsafeArchiveError(f"member {member.name!r} has an unsupported type")
+    return files, links
+
+
+def _check_link_placement(link: _Link, link_names: set[str], dest: Path, top: str) -> None:
+    if _has_link_ancestor(link.relpath, link_names):
+        raise UnsafeArchiveError(f"member {top}/{link.relpath} lies under a link")
+    if os.path.lexists(dest / link.relpath):
+        raise UnsafeArchiveError(f"member {top}/{link.relpath} appears twice")
+    target = link.target
+    absolute = posixpath.isabs(target) or "\\" in target or re.match(r"^[A-Za-z]:", target)
+    if not link.hard and absolute:
+        raise UnsafeArchiveError(f"symlink {top}/{link.relpath} has absolute target {target!r}")
+
+
+def _has_link_ancestor(relpath: str, link_names: set[str]) -> bool:
+    parts = relpath.split("/")
+    return any("/".join(parts[:i]) in link_names for i in range(1, len(parts)))
+
+
+def _create_links(links: list[_Link], dest: Path, top: str, hard: bool) -> None:
+    link_names = {link.relpath for link in links}
+    for link in sorted(links, key=lambda k: k.relpath):
+        if link.hard != hard:
+            continue
+        _check_link_placement(link, link_names, dest, top)
+        path = dest / link.relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not hard:
+            os.symlink(link.target, path)
+            continue
+        source = dest / link.target
+        if (
+            link.target in link_names
+            or _has_link_ancestor(link.target, link_names)
+            or source.is_symlink()
+            or not source.is_file()
+        ):
+            raise UnsafeArchiveError(
+                f"hardlink {top}/{link.relpath} must name a regular file member, "
+                f"not {link.target!r}"
+            )
+        os.link(source, path)
+
+
+def _check_symlink_targets(links: list[_Link], dest: Path, site: Path, top: str) -> None:
+    """Every symlink must resolve inside ``dest`` or elsewhere in site-packages."""
+    real_dest = os.path.realpath(dest)
+    real_site = os.path.realpath(site)
+    final = os.path.join(real_site, top)
+    for link in links:
+        if link.hard:
+            continue
+        resolved = os.path.realpath(dest / link.relpath)
+        inside = _within(resolved, real_dest) or (
+            _within(resolved, real_site) and not _within(resolved, final)
+        )
+        if not inside:
+            raise UnsafeArchiveError(
+                f"symlink {top}/{link.relpath} -> {link.target!r} resolves outside site-packages"
+            )
+
+
+def _replace_with_hardlink(source: str, path: Path) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copy2(source, tmp)
+    os.replace(tmp, path)
+
+
+def _symlinks_to_hardlinks(links: list[_Link], dest: Path) -> None:
+    for link in sorted(links, key=lambda k: k.relpath):
+        parent, _, name = link.relpath.rpartition("/")
+        if link.hard or (os.name != "nt" and parent == "bin" and name in KEEP_AS_SYMLINK):
+            continue
+        path = dest / link.relpath
+        resolved = os.path.realpath(path)
+        if os.path.isfile(resolved):
+            _replace_with_hardlink(resolved, path)
+
+
+def extract_tree(tarball: Path, top: str, dest: Path, site: Path) -> list[str]:
+    """Expand the members under ``top/`` of ``tarball`` into the new dir ``dest``.
+
+    ``dest`` must be a direct child of ``site`` (like the final ``site/top``), so
+    relative links resolve the same. Returns the POSIX relpaths (relative to
+    ``dest``) of every file and link created, sorted.
+    """
+    dest.mkdir()
+    files, links = _stream_pass(tarball, top, dest)
+    _create_links(links, dest, top, hard=False)
+    _check_symlink_targets(links, dest, site, top)
+    _create_links(links, dest, top, hard=True)
+    _symlinks_to_hardlinks(links, dest)
+    return sorted(files + [link.relpath for link in links])

