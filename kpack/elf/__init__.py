@@ -1,0 +1,27 @@
+"""ELF reading, classification and in-process DT_RPATH surgery (x86-64, ELF64 LE).
+
+Scan once into frozen values (:func:`scan_elf`, :func:`classify`), plan an edit as a
+value (:func:`plan_rpath_edit` returns an :class:`ElfEdit`), verify it
+(:func:`verify_elf`), then write it (:meth:`ElfEdit.write_to`, or all three in
+:func:`apply_rpath_edit`). Errors are :class:`kpack.errors.ElfError`.
+"""
+
+from __future__ import annotations
+
+from kpack.elf._apply import apply_rpath_edit, check_rpath_edit
+from kpack.elf._edit import ElfEdit
+from kpack.elf._rpath import plan_rpath_edit
+from kpack.elf._scan import ElfInfo, FileKind, classify, scan_elf
+from kpack.elf._verify import verify_elf
+
+__all__ = [
+    "ElfEdit",
+    "ElfInfo",
+    "FileKind",
+    "apply_rpath_edit",
+    "check_rpath_edit",
+    "classify",
+    "plan_rpath_edit",
+    "scan_elf",
+    "verify_elf",
+]

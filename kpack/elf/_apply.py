@@ -1,0 +1,95 @@
+"""Plan, verify and write an RPATH edit in one call."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from kpack.elf._edit import ElfEdit
+from kpack.elf._format import PF_R, PF_W, PF_X, PT_DYNAMIC, PT_LOAD, PT_PHDR, Phdr
+from kpack.elf._read import Reader, open_reader, read_layout
+from kpack.elf._rpath import plan_rpath_edit
+from kpack.elf._scan import ElfInfo, scan_reader
+from kpack.elf._verify import verify_elf
+from kpack.errors import ElfError
+
+__all__ = ["apply_rpath_edit", "check_rpath_edit"]
+
+log = logging.getLogger(__name__)
+
+
+def apply_rpath_edit(path: Path, entries: Sequence[str], dest: Path) -> bool:
+    """Set DT_RPATH of ``path`` to ``entries`` and write the result to ``dest``.
+
+    The planned result is verified before anything is written; ``dest`` is replaced
+    atomically. Returns ``False`` if nothing had to change (``dest`` is then a copy).
+    """
+    path = Path(path)
+    edit = plan_rpath_edit(path, entries)
+    if edit is None:
+        with open_reader(path) as reader:
+            size = reader.size
+        ElfEdit(path, size, (), b"").write_to(Path(dest))
+        return False
+    check_rpath_edit(edit, entries)
+    edit.write_to(Path(dest))
+    return True
+
+
+def check_rpath_edit(edit: ElfEdit, entries: Sequence[str]) -> list[str]:
+    """Verify a planned RPATH edit: structure (E4), meaning, and segment invariants (E2/E3).
+
+    Returns the verifier's warnings; raises :class:`ElfError` on any problem.
+    """
+    name = f"{edit.source} (edited)"
+    with open_reader(edit.source) as reader:
+        before = scan_reader(reader, edit.source)
+        old_phdrs = read_layout(reader, with_sections=False).phdrs
+    with edit.open() as view:
+        warnings = verify_elf(view, name=name)
+        new_reader = Reader(view, name)
+        after = scan_reader(new_reader, edit.source)
+        new_phdrs = read_layout(new_reader, with_sections=False).phdrs
+    for warning in warnings:
+        log.warning("%s: %s", name, warning)
+    problems = _meaning(before, after, entries) + _invariants(old_phdrs, new_phdrs)
+    if problems:
+        raise ElfError("planned RPATH edit is wrong", path=edit.source, problems=problems)
+    return warnings
+
+
+def _meaning(before: ElfInfo | None, after: ElfInfo | None, entries: Sequence[str]) -> list[str]:
+    if before is None or after is None:
+        return ["result is not an ELF file"]
+    want = tuple(entries) if entries else None
+    problems = []
+    if after.rpath != want:
+        problems.append(f"DT_RPATH is {after.rpath!r}, expected {want!r}")
+    if after.runpath is not None:
+        problems.append(f"DT_RUNPATH {after.runpath!r} remains")
+    if replace(after, rpath=None, runpath=None) != replace(before, rpath=None, runpath=None):
+        problems.append("SONAME, NEEDED, interpreter, kind or sections changed")
+    return problems
+
+
+def _invariants(old: tuple[Phdr, ...], new: tuple[Phdr, ...]) -> list[str]:
+    """At most one added PT_LOAD (R or RW, not first); other segments keep type and flags."""
+    added = [i for i, p in enumerate(new) if p.p_type == PT_LOAD and p not in old]
+    problems = []
+    if len(new) not in (len(old), len(old) + 1) or len(added) != len(new) - len(old):
+        return [f"segment count {len(old)} -> {len(new)}; expected at most one new PT_LOAD"]
+    for index in added:
+        p = new[index]
+        if p.p_flags & PF_X or not p.p_flags & PF_R or p.p_flags & ~(PF_R | PF_W | PF_X):
+            problems.append(f"new PT_LOAD[{index}] has flags {p.p_flags:#x}")
+        if index == min(i for i, q in enumerate(new) if q.p_type == PT_LOAD):
+            problems.append("new PT_LOAD is the first PT_LOAD")
+    kept = [p for i, p in enumerate(new) if i not in added]
+    for a, b in zip(old, kept, strict=True):
+        if (a.p_type, a.p_flags) != (b.p_type, b.p_flags):
+            problems.append(f"segment type/flags changed: {a} -> {b}")
+        elif a.p_type not in (PT_PHDR, PT_DYNAMIC) and a != b:
+            problems.append(f"segment changed: {a} -> {b}")
+    return problems
