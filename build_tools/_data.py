@@ -15,7 +15,7 @@ _HERE = Path(__file__).resolve().parent
 
 def data_dir(name: str) -> Path:
     """Return ``templates`` or ``manifests``, wherever this copy keeps them."""
-    for candidate in (_HERE / "data" / name, _HERE.parent / name):
+    for candidate in (_HERE / name, _HERE.parent / name):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"data directory {name!r} not found next to {_HERE}")

@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 
 Component = Literal["lib", "run", "dbg", "dev", "doc", "test"]
 COMPONENTS: tuple[Component, ...] = ("lib", "run", "dbg", "dev", "doc", "test")
-THEROCK_MANIFEST_RELPATH = "base_lib_generic/base/aux-overlay/stage/share/therock/therock_manifest.json"
+THEROCK_MANIFEST_RELPATH = (
+    "base_lib_generic/base/aux-overlay/stage/share/therock/therock_manifest.json"
+)
 DIST_INFO_RELPATH = "share/therock/dist_info.json"
 _ARCHIVE_SUFFIXES = (".tar.zst", ".tar.xz")
 
@@ -63,7 +65,7 @@ class ArtifactId:
         parts = dirname.split("_")
         if len(parts) != 3 or not all(parts) or parts[1] not in COMPONENTS:
             return None
-        return cls(parts[0], parts[1], parts[2])  # type: ignore[arg-type]
+        return cls(parts[0], parts[1], parts[2])
 
 
 @dataclass(frozen=True)
@@ -143,9 +145,7 @@ def _link_entry(path: Path, relpath: str, common: dict[str, Any]) -> Entry:
     target = os.readlink(path)
     resolved = PurePosixPath(os.path.normpath(os.path.join(os.path.dirname(relpath), target)))
     if os.path.isabs(target) or resolved.parts[:1] == ("..",):
-        raise ArtifactError(
-            f"symlink -> {target!r} leads outside the artifact tree", path=path
-        )
+        raise ArtifactError(f"symlink -> {target!r} leads outside the artifact tree", path=path)
     return Entry(relpath=relpath, kind=EntryKind.SYMLINK, link=target, **common)
 
 
@@ -169,7 +169,9 @@ def _walk_stage(artifact: ArtifactId, stage: str, stage_dir: Path) -> list[Entry
             elif stat.S_ISREG(st.st_mode):
                 mode = stat.S_IMODE(st.st_mode)
                 entries.append(
-                    Entry(relpath=relpath, kind=EntryKind.FILE, size=st.st_size, mode=mode, **common)
+                    Entry(
+                        relpath=relpath, kind=EntryKind.FILE, size=st.st_size, mode=mode, **common
+                    )
                 )
             else:
                 raise ArtifactError("not a regular file, directory or symlink", path=path)
@@ -203,7 +205,13 @@ def _load_therock_manifest(root: Path) -> tuple[Path, Mapping[str, Any], bool]:
 def _check_targets(artifacts: list[Artifact], kpack_split: bool) -> None:
     if not kpack_split:
         return
-    bad = sorted({a.id.dirname for a in artifacts if a.id.target != "generic" and not is_isa_target(a.id.target)})
+    bad = sorted(
+        {
+            a.id.dirname
+            for a in artifacts
+            if a.id.target != "generic" and not is_isa_target(a.id.target)
+        }
+    )
     if bad:
         raise ArtifactError(
             "kpack-split mode needs ISA targets (gfx<hex>[:feature±]) or 'generic'; found: "

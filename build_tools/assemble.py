@@ -14,35 +14,44 @@ from typing import Any
 from kpack.elf import ElfInfo
 
 from .artifacts import Catalog
+from .elfscan import scan_files
 from .manifests import ConsoleScript, Manifests, PackageKind, PackageSpec
 from .options import BuildOptions
-from .payload import PayloadFile
+from .payload import PayloadFile, TarEntry, TarKind
 from .plan import (
     BuildPlan,
     PackagePlan,
     RuntimePackage,
-    _devel_members,
-    _devel_namespace,
-    _launcher_for,
-    _runtime_payload,
+    devel_members,
+    devel_namespace,
     dist_name,
+    launcher_for,
     library_registry,
-    platform_name,
     plan_runtime,
+    platform_name,
     pure_name,
+    runtime_payload,
 )
 from .render import render_file, render_tree
 
 __all__ = ["plan_build"]
 
-META = {"logical_name": "meta", "dist_template": "rocm", "pure_template": "rocm_sdk",
-        "required": True, "target_specific": False}
+META = {
+    "logical_name": "meta",
+    "dist_template": "rocm",
+    "pure_template": "rocm_sdk",
+    "required": True,
+    "target_specific": False,
+}
 
 
 def _package_entry(spec: PackageSpec) -> dict[str, Any]:
     return {
-        "logical_name": spec.logical, "dist_template": spec.dist, "pure_template": spec.pure,
-        "required": spec.required, "target_specific": spec.target_specific,
+        "logical_name": spec.logical,
+        "dist_template": spec.dist,
+        "pure_template": spec.pure,
+        "required": spec.required,
+        "target_specific": spec.target_specific,
     }
 
 
@@ -57,8 +66,13 @@ class _Context:
     """The variables shared by every template of one scope (one family, or all)."""
 
     def __init__(
-        self, options: BuildOptions, manifests: Manifests, runtime: Sequence[RuntimePackage],
-        has_devel: bool, families: Sequence[str], default_family: str | None,
+        self,
+        options: BuildOptions,
+        manifests: Manifests,
+        runtime: Sequence[RuntimePackage],
+        has_devel: bool,
+        families: Sequence[str],
+        default_family: str | None,
     ) -> None:
         specs = {p.spec.logical: p.spec for p in runtime}
         devel = [s for s in manifests.packages.values() if s.kind is PackageKind.DEVEL]
@@ -80,9 +94,15 @@ class _Context:
             "packages": sorted([*entries, META], key=lambda e: str(e["logical_name"])),
             "libraries": library_registry(manifests, runtime),
             "console_scripts": [
-                {"name": s.name, "package": s.package, "relpath": s.relpath, "func": s.func,
-                 "probe_args": list(s.probe) if s.probe is not None else None,
-                 "expect": s.expect, "expand_devel": s.expand_devel}
+                {
+                    "name": s.name,
+                    "package": s.package,
+                    "relpath": s.relpath,
+                    "func": s.func,
+                    "probe_args": list(s.probe) if s.probe is not None else None,
+                    "expect": s.expect,
+                    "expand_devel": s.expand_devel,
+                }
                 for s in self.scripts
             ],
         }
@@ -92,11 +112,18 @@ class _Context:
 
 
 def _metadata(ctx: _Context, name: str, summary: str, requires: Sequence[str] = ()) -> bytes:
-    return render_file("metadata/METADATA.j2", {
-        "name": name, "version": ctx.base["version"], "summary": summary,
-        "description": summary + ".\n", "requires_dist": list(requires),
-        "provides_extra": [], "dynamic": [],
-    })
+    return render_file(
+        "metadata/METADATA.j2",
+        {
+            "name": name,
+            "version": ctx.base["version"],
+            "summary": summary,
+            "description": summary + ".\n",
+            "requires_dist": list(requires),
+            "provides_extra": [],
+            "dynamic": [],
+        },
+    )
 
 
 def _pure_files(
@@ -120,48 +147,65 @@ def _platform_init(platform: str) -> list[PayloadFile]:
 
 
 def _runtime_plan(
-    pkg: RuntimePackage, ctx: _Context, search: Sequence[RuntimePackage], launcher: Any,
+    pkg: RuntimePackage,
+    ctx: _Context,
+    search: Sequence[RuntimePackage],
+    launcher: Any,
     subdir: str,
 ) -> PackagePlan:
-    payload = _runtime_payload(pkg, search, launcher)
+    payload = runtime_payload(pkg, search, launcher)
     payload += _platform_init(pkg.platform)
     if pkg.pure is not None:
         payload += _pure_files(ctx, pkg.spec.kind.value, pkg.pure, pkg.spec.logical, pkg.family)
     scripts = tuple(
-        (s.name, f"{pkg.pure}._cli:{s.func}")
-        for s in ctx.scripts if s.package == pkg.spec.logical
+        (s.name, f"{pkg.pure}._cli:{s.func}") for s in ctx.scripts if s.package == pkg.spec.logical
     )
     return PackagePlan(
-        logical=pkg.spec.logical, kind=pkg.spec.kind.value, dist_name=pkg.dist_name,
-        family=pkg.family, subdir=subdir, payload=tuple(payload), entry_points=scripts,
-        summary=pkg.spec.summary, metadata=_metadata(ctx, pkg.dist_name, pkg.spec.summary),
+        logical=pkg.spec.logical,
+        kind=pkg.spec.kind.value,
+        dist_name=pkg.dist_name,
+        family=pkg.family,
+        subdir=subdir,
+        payload=tuple(payload),
+        entry_points=scripts,
+        summary=pkg.spec.summary,
+        metadata=_metadata(ctx, pkg.dist_name, pkg.spec.summary),
     )
 
 
 def _devel_plan(
-    catalog: Catalog, manifests: Manifests, options: BuildOptions, ctx: _Context,
-    scope: Sequence[RuntimePackage], family: str | None, subdir: str,
+    catalog: Catalog,
+    manifests: Manifests,
+    options: BuildOptions,
+    ctx: _Context,
+    scope: Sequence[RuntimePackage],
+    family: str | None,
+    subdir: str,
     elf: dict[Path, ElfInfo | None],
 ) -> PackagePlan | None:
     spec = next((s for s in manifests.packages.values() if s.kind is PackageKind.DEVEL), None)
     if spec is None:
         return None
-    ns = _devel_namespace(catalog, spec, family, scope)
-    from .elfscan import scan_files
+    ns = devel_namespace(catalog, spec, family, scope)
     elf.update(scan_files((e.source for e in ns if e.source not in elf), jobs=options.jobs))
     dist = dist_name(spec, family)
     platform = platform_name(dist, options.nonce)
-    members = _devel_members(ns, scope, platform, elf)
-    from .payload import TarEntry, TarKind
+    members = devel_members(ns, scope, platform, elf)
     for init in _platform_init(platform):
         members.append(TarEntry(TarKind.FILE, file=init))
     pure = pure_name(spec, family) or "rocm_sdk_devel"
     suffix = ".tar.xz" if options.devel_tarball_compression else ".tar"
     payload = _pure_files(ctx, "devel", pure, spec.logical, family)
     return PackagePlan(
-        logical=spec.logical, kind="devel", dist_name=dist, family=family, subdir=subdir,
-        payload=tuple(payload), devel_tar=tuple(sorted(members, key=lambda m: m.arcname)),
-        devel_tar_name=f"{pure}/_devel{suffix}", summary=spec.summary,
+        logical=spec.logical,
+        kind="devel",
+        dist_name=dist,
+        family=family,
+        subdir=subdir,
+        payload=tuple(payload),
+        devel_tar=tuple(sorted(members, key=lambda m: m.arcname)),
+        devel_tar_name=f"{pure}/_devel{suffix}",
+        summary=spec.summary,
         metadata=_metadata(ctx, dist, spec.summary),
     )
 
@@ -172,35 +216,52 @@ def _meta_plan(ctx: _Context, family: str | None, subdir: str) -> PackagePlan:
         PayloadFile.literal(rel, data, executable=exe)
         for rel, (data, exe) in render_tree("rocm", variables).items()
     ]
-    files.append(PayloadFile.literal(
-        "src/rocm_sdk/_dist_info.py", render_file("common/_dist_info.py.j2", variables)
-    ))
+    files.append(
+        PayloadFile.literal(
+            "src/rocm_sdk/_dist_info.py", render_file("common/_dist_info.py.j2", variables)
+        )
+    )
     summary = "ROCm SDK: installs the ROCm packages for this machine's GPU"
-    pkg_info = render_file("metadata/PKG-INFO.j2", {
-        "name": "rocm", "version": ctx.base["version"], "summary": summary,
-        "description": summary + ".\n", "requires_dist": [f"rocm-sdk-core=={ctx.base['version']}"],
-        "provides_extra": [], "dynamic": ["Requires-Dist", "Provides-Extra"],
-    })
+    pkg_info = render_file(
+        "metadata/PKG-INFO.j2",
+        {
+            "name": "rocm",
+            "version": ctx.base["version"],
+            "summary": summary,
+            "description": summary + ".\n",
+            "requires_dist": [f"rocm-sdk-core=={ctx.base['version']}"],
+            "provides_extra": [],
+            "dynamic": ["Requires-Dist", "Provides-Extra"],
+        },
+    )
     return PackagePlan(
-        logical="meta", kind="meta", dist_name="rocm", family=family, subdir=subdir,
-        payload=tuple(files), summary=summary, metadata=pkg_info,
+        logical="meta",
+        kind="meta",
+        dist_name="rocm",
+        family=family,
+        subdir=subdir,
+        payload=tuple(files),
+        summary=summary,
+        metadata=pkg_info,
     )
 
 
 def plan_build(catalog: Catalog, manifests: Manifests, options: BuildOptions) -> BuildPlan:
     elf: dict[Path, ElfInfo | None] = {}
     runtime, notices = plan_runtime(catalog, manifests, options, elf)
-    launcher = _launcher_for(runtime)
+    launcher = launcher_for(runtime)
     shared = [p for p in runtime if p.family is None]
     families = tuple(sorted({p.family for p in runtime if p.family is not None}))
     multi = len(families) > 1
     scopes: list[tuple[str | None, list[RuntimePackage]]] = (
         [(f, shared + [p for p in runtime if p.family == f]) for f in families]
-        if families else [(None, shared)]
+        if families
+        else [(None, shared)]
     )
     plans: list[PackagePlan] = []
-    base_ctx = _Context(options, manifests, runtime, True, families,
-                        families[0] if families else None)
+    base_ctx = _Context(
+        options, manifests, runtime, True, families, families[0] if families else None
+    )
     for pkg in runtime:
         scope = shared + ([pkg] if pkg.family is not None else [])
         plans.append(_runtime_plan(pkg, base_ctx, scope, launcher, ""))

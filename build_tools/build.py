@@ -61,16 +61,27 @@ def _write_package(plan: BuildPlan, pkg: PackagePlan, out_dir: Path, work: Path)
     out_dir.mkdir(parents=True, exist_ok=True)
     if pkg.kind == "meta":
         return write_sdist(
-            out_dir, dist_name=pkg.dist_name, version=opts.version,
-            files=[_member(f) for f in pkg.payload], pkg_info=pkg.metadata, epoch=opts.epoch,
+            out_dir,
+            dist_name=pkg.dist_name,
+            version=opts.version,
+            files=[_member(f) for f in pkg.payload],
+            pkg_info=pkg.metadata,
+            epoch=opts.epoch,
         )
     members = [_member(f) for f in pkg.payload]
     if pkg.devel_tar:
         members.append(_devel_member(plan, pkg, work))
     result = write_wheel(
-        out_dir, dist_name=pkg.dist_name, version=opts.version, tag=opts.wheel_tag,
-        members=members, metadata=pkg.metadata, entry_points=_entry_points(pkg),
-        compression=opts.wheel_compression, epoch=opts.epoch, jobs=opts.jobs,
+        out_dir,
+        dist_name=pkg.dist_name,
+        version=opts.version,
+        tag=opts.wheel_tag,
+        members=members,
+        metadata=pkg.metadata,
+        entry_points=_entry_points(pkg),
+        compression=opts.wheel_compression,
+        epoch=opts.epoch,
+        jobs=opts.jobs,
     )
     return result.path
 
@@ -125,7 +136,9 @@ def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]
                 progress(f"writing {pkg.dist_name}" + (f" ({pkg.family})" if pkg.family else ""))
             if plan.options.build_packages:
                 path = _write_package(plan, pkg, out_root / pkg.subdir, work)
-                built.append(Built(pkg, Path("dist") / path.relative_to(out_root), path.stat().st_size))
+                built.append(
+                    Built(pkg, Path("dist") / path.relative_to(out_root), path.stat().st_size)
+                )
             else:
                 stage_name = pkg.dist_name + (f"-{pkg.family}" if pkg.subdir else "")
                 _stage_package(plan, pkg, tmp / "stage" / stage_name, work)

@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kpack.errors import RocmPackagingError, UsageError  # noqa: E402
+from kpack.errors import RocmPackagingError, UsageError
 
 __all__ = ["main"]
 
@@ -38,32 +38,76 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--artifact-dir", type=Path, required=True, help="exploded artifact root")
-    p.add_argument("--dest-dir", type=Path, required=True,
-                   help="output root; packages go to DEST/dist (replaced as a whole)")
-    p.add_argument("--build-packages", action=argparse.BooleanOptionalAction, default=True,
-                   help="build wheels and the sdist (--no-build-packages: only stage the "
-                        "package trees, including the devel tarball, under DEST/<dist-name>)")
-    p.add_argument("--version", default="",
-                   help="package version (PEP 440; the canonical form is used everywhere)")
-    p.add_argument("--version-file", type=Path,
-                   help="version.json whose 'rocm-version' + '.dev0' is used without --version")
-    p.add_argument("--version-suffix", "--package-nonce", dest="nonce", default="",
-                   help="package-NAME nonce appended to every platform package "
-                        "(_rocm_sdk_core<NONCE>); despite its name it does not change the version")
-    p.add_argument("--devel-tarball-compression", action=argparse.BooleanOptionalAction,
-                   default=False, help="ship the devel payload as _devel.tar.xz instead of _devel.tar")
-    p.add_argument("--wheel-compression", action=argparse.BooleanOptionalAction, default=True,
-                   help="deflate wheel members (--no-wheel-compression: store them)")
-    p.add_argument("--linux-amdgpu-families", default=None,
-                   help="','/';'-separated GPU families for Linux (empty: not given)")
-    p.add_argument("--windows-amdgpu-families", default=None,
-                   help="','/';'-separated GPU families for Windows (empty: not given)")
-    p.add_argument("--targets-cmake", type=Path,
-                   help="parse family -> target table from TheRock's therock_amdgpu_targets.cmake")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the plan (packages, file counts, sizes) and write nothing")
-    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2,
-                   help="worker threads for scanning and compression (default: CPU count)")
+    p.add_argument(
+        "--dest-dir",
+        type=Path,
+        required=True,
+        help="output root; packages go to DEST/dist (replaced as a whole)",
+    )
+    p.add_argument(
+        "--build-packages",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="build wheels and the sdist (--no-build-packages: only stage the "
+        "package trees, including the devel tarball, under DEST/<dist-name>)",
+    )
+    p.add_argument(
+        "--version",
+        default="",
+        help="package version (PEP 440; the canonical form is used everywhere)",
+    )
+    p.add_argument(
+        "--version-file",
+        type=Path,
+        help="version.json whose 'rocm-version' + '.dev0' is used without --version",
+    )
+    p.add_argument(
+        "--version-suffix",
+        "--package-nonce",
+        dest="nonce",
+        default="",
+        help="package-NAME nonce appended to every platform package "
+        "(_rocm_sdk_core<NONCE>); despite its name it does not change the version",
+    )
+    p.add_argument(
+        "--devel-tarball-compression",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="ship the devel payload as _devel.tar.xz instead of _devel.tar",
+    )
+    p.add_argument(
+        "--wheel-compression",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="deflate wheel members (--no-wheel-compression: store them)",
+    )
+    p.add_argument(
+        "--linux-amdgpu-families",
+        default=None,
+        help="','/';'-separated GPU families for Linux (empty: not given)",
+    )
+    p.add_argument(
+        "--windows-amdgpu-families",
+        default=None,
+        help="','/';'-separated GPU families for Windows (empty: not given)",
+    )
+    p.add_argument(
+        "--targets-cmake",
+        type=Path,
+        help="parse family -> target table from TheRock's therock_amdgpu_targets.cmake",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (packages, file counts, sizes) and write nothing",
+    )
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="worker threads for scanning and compression (default: CPU count)",
+    )
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
     return p
 
@@ -109,8 +153,13 @@ def _size(n: int) -> str:
 
 def _table(rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             for r in rows]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -118,7 +167,11 @@ def _table(rows: Sequence[tuple[str, ...]]) -> str:
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
+        level=logging.DEBUG
+        if args.verbose > 1
+        else logging.INFO
+        if args.verbose
+        else logging.WARNING,
         format="%(levelname)s: %(message)s",
     )
     from build_tools.artifacts import scan_artifacts
@@ -135,12 +188,18 @@ def run(argv: Sequence[str] | None = None) -> int:
     for family in (*linux, *windows):
         table.expand(family)  # UsageError for an unknown family
     options = BuildOptions(
-        artifact_dir=args.artifact_dir, dest_dir=args.dest_dir, version=_version(args),
-        nonce=_nonce(args.nonce), build_packages=args.build_packages,
+        artifact_dir=args.artifact_dir,
+        dest_dir=args.dest_dir,
+        version=_version(args),
+        nonce=_nonce(args.nonce),
+        build_packages=args.build_packages,
         devel_tarball_compression=args.devel_tarball_compression,
-        wheel_compression=args.wheel_compression, linux_families=linux,
-        windows_families=windows, platform_tag=default_platform_tag(),
-        epoch=source_date_epoch(), jobs=max(1, args.jobs),
+        wheel_compression=args.wheel_compression,
+        linux_families=linux,
+        windows_families=windows,
+        platform_tag=default_platform_tag(),
+        epoch=source_date_epoch(),
+        jobs=max(1, args.jobs),
     )
     say(f"scanning {args.artifact_dir}")  # type: ignore[operator]
     catalog = scan_artifacts(args.artifact_dir)

@@ -15,4 +15,4 @@ def scan_files(paths: Iterable[Path], *, jobs: int = 2) -> Mapping[Path, ElfInfo
     """ELF facts for each path (None for non-ELF files); ElfError for corrupt ELF."""
     unique = sorted(set(paths))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return dict(zip(unique, pool.map(scan_elf, unique)))
+        return dict(zip(unique, pool.map(scan_elf, unique), strict=True))

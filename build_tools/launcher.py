@@ -53,8 +53,18 @@ def compile_launcher(*, needed_by: str) -> LauncherTemplate:
         )
     with tempfile.TemporaryDirectory(prefix="rocm-launcher-") as tmp:
         out = Path(tmp) / "launcher"
-        cmd = [*cc, "-O2", "-fPIE", "-pie", "-Wl,--build-id=none", "-s",
-               "-o", str(out), str(_SOURCE), "-ldl"]
+        cmd = [
+            *cc,
+            "-O2",
+            "-fPIE",
+            "-pie",
+            "-Wl,--build-id=none",
+            "-s",
+            "-o",
+            str(out),
+            str(_SOURCE),
+            "-ldl",
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise ToolError(

@@ -62,7 +62,9 @@ def layout_runtime(ns: Namespace, elf: Mapping[Path, ElfInfo | None]) -> Runtime
             continue
         target = entry if entry.kind is EntryKind.FILE else ns.resolve(entry.relpath)
         if target is None:
-            warnings.append(f"dropping dangling symlink {entry.relpath} -> {entry.link} ({entry.source})")
+            warnings.append(
+                f"dropping dangling symlink {entry.relpath} -> {entry.link} ({entry.source})"
+            )
             continue
         if target.kind is EntryKind.DIR:
             log.debug("dropping directory symlink %s", entry.relpath)
@@ -75,7 +77,11 @@ def layout_runtime(ns: Namespace, elf: Mapping[Path, ElfInfo | None]) -> Runtime
             else:
                 aliases[entry.relpath] = info.soname
                 alias_sources.setdefault(entry.relpath, (target, entry))
-        elif entry.kind is EntryKind.SYMLINK and info is not None and info.kind is FileKind.EXECUTABLE:
+        elif (
+            entry.kind is EntryKind.SYMLINK
+            and info is not None
+            and info.kind is FileKind.EXECUTABLE
+        ):
             files[entry.relpath] = LaidOutFile(
                 relpath=entry.relpath,
                 source=None,

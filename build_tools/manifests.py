@@ -116,7 +116,9 @@ class _Checker:
     def fail(self, key: str, message: str) -> None:
         self.problems.append(f"{key}: {message}")
 
-    def mapping(self, value: Any, key: str, allowed: set[str], required: set[str]) -> dict[str, Any]:
+    def mapping(
+        self, value: Any, key: str, allowed: set[str], required: set[str]
+    ) -> dict[str, Any]:
         if not isinstance(value, dict):
             self.fail(key, f"expected a mapping, got {type(value).__name__}")
             return {}
@@ -162,8 +164,18 @@ def _read_yaml(path: Path) -> Any:
 
 
 _PKG_KEYS = {
-    "kind", "dist", "pure", "summary", "required", "required_on_linux", "target_specific",
-    "select", "include", "exclude", "rpath_deps", "console_scripts",
+    "kind",
+    "dist",
+    "pure",
+    "summary",
+    "required",
+    "required_on_linux",
+    "target_specific",
+    "select",
+    "include",
+    "exclude",
+    "rpath_deps",
+    "console_scripts",
 }
 _SEL_KEYS = {"names", "from_runtime_packages", "except_names", "components", "targets"}
 _SCRIPT_KEYS = {"name", "relpath", "probe", "expect", "expand_devel"}
@@ -241,7 +253,9 @@ def _check_references(c: _Checker, packages: Mapping[str, PackageSpec]) -> None:
     for spec in packages.values():
         for i, dep in enumerate(spec.rpath_deps):
             if dep.package not in packages:
-                c.fail(f"packages.{spec.logical}.rpath_deps[{i}].package", f"unknown {dep.package!r}")
+                c.fail(
+                    f"packages.{spec.logical}.rpath_deps[{i}].package", f"unknown {dep.package!r}"
+                )
         if spec.target_specific != ("{target_family}" in spec.dist):
             c.fail(f"packages.{spec.logical}.dist", "'{target_family}' iff target_specific")
     names = [s.name for p in packages.values() for s in p.console_scripts]
@@ -249,7 +263,9 @@ def _check_references(c: _Checker, packages: Mapping[str, PackageSpec]) -> None:
         c.fail("console_scripts", f"{dup!r} is declared twice")
 
 
-def _libraries(c: _Checker, doc: Any, packages: Mapping[str, PackageSpec]) -> tuple[LibraryEntry, ...]:
+def _libraries(
+    c: _Checker, doc: Any, packages: Mapping[str, PackageSpec]
+) -> tuple[LibraryEntry, ...]:
     root = c.mapping(doc, "<top>", {"libraries"}, {"libraries"})
     raw = root.get("libraries")
     if not isinstance(raw, list):

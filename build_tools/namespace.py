@@ -83,9 +83,9 @@ def merge(
     merged: dict[str, Entry] = {}
     for artifact in sorted(artifacts, key=lambda a: a.id.dirname):
         for entry in artifact.entries:
-            if include is not None and not include.matches(entry.relpath):
-                if entry.kind is not EntryKind.DIR:
-                    continue
+            selected = include is None or include.matches(entry.relpath)
+            if not selected and entry.kind is not EntryKind.DIR:
+                continue
             if exclude is not None and exclude.matches(entry.relpath):
                 continue
             prior = merged.get(entry.relpath)

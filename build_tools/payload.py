@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.elf import ElfEdit
+from kpack.errors import PackagingError
 
 __all__ = ["PayloadFile", "TarEntry", "TarKind"]
 
@@ -45,7 +46,8 @@ class PayloadFile:
             return self.data
         if self.edit is not None:
             return self.edit.iter_chunks
-        assert self.source is not None  # noqa: S101 - constructors guarantee one source
+        if self.source is None:
+            raise PackagingError("payload file has no content", path=self.arcname)
         return self.source
 
     def iter_chunks(self) -> Iterator[bytes]:

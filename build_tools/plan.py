@@ -14,21 +14,34 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kpack.elf import ElfInfo, FileKind, plan_rpath_edit, verify_elf
-from kpack.errors import ElfError, PackagingError
+from kpack.elf import ElfInfo, FileKind, check_rpath_edit, plan_rpath_edit
+from kpack.errors import PackagingError
 
-from .artifacts import Catalog, EntryKind
+from .artifacts import Artifact, Catalog, EntryKind
 from .elfscan import scan_files
 from .globs import GlobSet
 from .launcher import LauncherTemplate, compile_launcher
-from .layout import LaidOutFile, RuntimeLayout, layout_runtime
+from .layout import RuntimeLayout, layout_runtime
 from .manifests import Manifests, PackageKind, PackageSpec
 from .namespace import Namespace, merge
 from .options import BuildOptions
 from .payload import PayloadFile, TarEntry, TarKind
 from .rpath import PackageFiles, derive_rpath
 
-__all__ = ["BuildPlan", "PackagePlan", "RuntimePackage", "plan_build"]
+__all__ = [
+    "BuildPlan",
+    "PackagePlan",
+    "RuntimePackage",
+    "devel_members",
+    "devel_namespace",
+    "dist_name",
+    "launcher_for",
+    "library_registry",
+    "plan_runtime",
+    "platform_name",
+    "pure_name",
+    "runtime_payload",
+]
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +133,7 @@ def _targets(sel_targets: Sequence[str], family: str | None) -> list[str]:
 
 
 def _runtime_namespace(catalog: Catalog, spec: PackageSpec, family: str | None) -> Namespace:
-    selected = []
+    selected: list[Artifact] = []
     for sel in spec.select:
         selected.extend(catalog.select(sel.names, sel.components, _targets(sel.targets, family)))
     include = GlobSet.of(spec.include) if spec.include else None
@@ -129,18 +142,27 @@ def _runtime_namespace(catalog: Catalog, spec: PackageSpec, family: str | None) 
 
 
 def _runtime_package(
-    catalog: Catalog, spec: PackageSpec, family: str | None, options: BuildOptions,
+    catalog: Catalog,
+    spec: PackageSpec,
+    family: str | None,
+    options: BuildOptions,
     elf: dict[Path, ElfInfo | None],
 ) -> RuntimePackage:
     ns = _runtime_namespace(catalog, spec, family)
-    elf.update(scan_files(
-        (e.source for e in ns if e.kind is EntryKind.FILE and e.source not in elf),
-        jobs=options.jobs,
-    ))
+    elf.update(
+        scan_files(
+            (e.source for e in ns if e.kind is EntryKind.FILE and e.source not in elf),
+            jobs=options.jobs,
+        )
+    )
     dist = dist_name(spec, family)
     return RuntimePackage(
-        spec=spec, family=family, dist_name=dist, pure=pure_name(spec, family),
-        platform=platform_name(dist, options.nonce), namespace=ns,
+        spec=spec,
+        family=family,
+        dist_name=dist,
+        pure=pure_name(spec, family),
+        platform=platform_name(dist, options.nonce),
+        namespace=ns,
         layout=layout_runtime(ns, elf),
     )
 
@@ -148,14 +170,12 @@ def _runtime_package(
 # ---------------------------------------------------------------- ELF edits
 
 
-def _plan_elf(
-    arcname: str, source: Path, rpath: tuple[str, ...], executable: bool
-) -> PayloadFile:
+def _plan_elf(arcname: str, source: Path, rpath: tuple[str, ...], executable: bool) -> PayloadFile:
     edit = plan_rpath_edit(source, rpath)
     if edit is None:
         return PayloadFile.copy(arcname, source, executable=executable)
-    with edit.open() as view:
-        verify_elf(view, name=f"{source} (RPATH edit for {arcname})")
+    for warning in check_rpath_edit(edit, rpath):
+        log.info("%s (RPATH edit for %s): %s", source, arcname, warning)
     return PayloadFile.edited(arcname, edit, executable=executable)
 
 
@@ -163,7 +183,7 @@ def _original_rpath(info: ElfInfo) -> tuple[str, ...]:
     return info.rpath if info.rpath is not None else (info.runpath or ())
 
 
-def _runtime_payload(
+def runtime_payload(
     pkg: RuntimePackage,
     search: Sequence[RuntimePackage],
     launcher: LauncherTemplate | None,
@@ -189,8 +209,12 @@ def _runtime_payload(
             raise PackagingError("planned file has no source", path=laid.origin)
         if laid.elf is not None and laid.elf.kind in _EDITABLE:
             rpath = derive_rpath(
-                relpath=relpath, own=own, original=_original_rpath(laid.elf),
-                needed=laid.elf.needed, declared=declared, search=search_files,
+                relpath=relpath,
+                own=own,
+                original=_original_rpath(laid.elf),
+                needed=laid.elf.needed,
+                declared=declared,
+                search=search_files,
             )
             out.append(_plan_elf(arcname, laid.source, rpath, laid.executable))
         else:
@@ -198,7 +222,7 @@ def _runtime_payload(
     return out
 
 
-def _launcher_for(packages: Sequence[RuntimePackage]) -> LauncherTemplate | None:
+def launcher_for(packages: Sequence[RuntimePackage]) -> LauncherTemplate | None:
     for pkg in packages:
         for laid in pkg.layout.files.values():
             if laid.launcher_target is not None:
@@ -209,11 +233,11 @@ def _launcher_for(packages: Sequence[RuntimePackage]) -> LauncherTemplate | None
 # ---------------------------------------------------------------- devel
 
 
-def _devel_namespace(
+def devel_namespace(
     catalog: Catalog, spec: PackageSpec, family: str | None, runtime: Sequence[RuntimePackage]
 ) -> Namespace:
     populated = {e.artifact.name for p in runtime for e in p.namespace}
-    selected = []
+    selected: list[Artifact] = []
     for sel in spec.select:
         names = set(sel.names)
         if sel.from_runtime_packages:
@@ -223,8 +247,10 @@ def _devel_namespace(
     return merge(dict.fromkeys(selected))
 
 
-def _devel_members(
-    ns: Namespace, runtime: Sequence[RuntimePackage], platform: str,
+def devel_members(
+    ns: Namespace,
+    runtime: Sequence[RuntimePackage],
+    platform: str,
     elf: Mapping[Path, ElfInfo | None],
 ) -> list[TarEntry]:
     aliases: dict[str, str] = {}
@@ -255,8 +281,12 @@ def _devel_members(
             executable = bool(entry.mode & 0o111)
             if info is not None and info.kind in _EDITABLE:
                 rpath = derive_rpath(
-                    relpath=relpath, own=devel_files, original=_original_rpath(info),
-                    needed=info.needed, declared=(), search=(devel_files,),
+                    relpath=relpath,
+                    own=devel_files,
+                    original=_original_rpath(info),
+                    needed=info.needed,
+                    declared=(),
+                    search=(devel_files,),
                 )
                 file = _plan_elf(arcname, entry.source, rpath, executable)
             else:
@@ -273,7 +303,9 @@ def _families(catalog: Catalog) -> tuple[str, ...]:
 
 
 def plan_runtime(
-    catalog: Catalog, manifests: Manifests, options: BuildOptions,
+    catalog: Catalog,
+    manifests: Manifests,
+    options: BuildOptions,
     elf: dict[Path, ElfInfo | None],
 ) -> tuple[list[RuntimePackage], list[str]]:
     """Lay out core, profiler and one libraries package per family."""
@@ -303,21 +335,24 @@ def library_registry(
     manifests: Manifests, runtime: Sequence[RuntimePackage]
 ) -> list[dict[str, object]]:
     """Registry entries (for ``_dist_info``) whose files this build ships."""
-    out = []
+    out: list[dict[str, object]] = []
     for lib in manifests.libraries:
         present = any(
             posixpath.dirname(relpath) == lib.posix_relpath
             and fnmatch.fnmatchcase(posixpath.basename(relpath), lib.so_pattern)
-            for pkg in runtime if pkg.spec.logical == lib.package
+            for pkg in runtime
+            if pkg.spec.logical == lib.package
             for relpath in pkg.layout.files
         )
         if present:
-            out.append({
-                "shortname": lib.shortname, "package": lib.package,
-                "so_pattern": lib.so_pattern, "dll_pattern": lib.dll_pattern,
-                "posix_relpath": lib.posix_relpath, "optional": lib.optional,
-            })
+            out.append(
+                {
+                    "shortname": lib.shortname,
+                    "package": lib.package,
+                    "so_pattern": lib.so_pattern,
+                    "dll_pattern": lib.dll_pattern,
+                    "posix_relpath": lib.posix_relpath,
+                    "optional": lib.optional,
+                }
+            )
     return sorted(out, key=lambda e: str(e["shortname"]))
-
-
-__all__ += ["dist_name", "library_registry", "platform_name", "plan_runtime", "pure_name"]

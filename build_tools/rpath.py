@@ -49,7 +49,7 @@ def _expand(entry: str, file_dir: str) -> str | None:
     """Site-packages-relative directory an entry denotes, or None if not $ORIGIN-based."""
     for token in ("$ORIGIN", "${ORIGIN}"):
         if entry == token or entry.startswith(token + "/"):
-            return posixpath.normpath(file_dir + entry[len(token):])
+            return posixpath.normpath(file_dir + entry[len(token) :])
     return None
 
 

@@ -107,7 +107,7 @@ _CMAKE_KEYWORDS = frozenset({"FAMILY", "EXCLUDE_TARGET_PROJECTS"})
 
 def _cmake_calls(text: str, command: str) -> list[list[str]]:
     """Argument lists of every ``command(...)`` call (comments stripped, quotes removed)."""
-    text = re.sub(r'#[^\n]*', "", text)
+    text = re.sub(r"#[^\n]*", "", text)
     tokens = _TOKEN_RE.findall(text)
     calls: list[list[str]] = []
     i = 0

@@ -12,9 +12,16 @@ from .treeutil import add_artifact, write_manifest
 
 def test_scan_model(tmp_path: Path) -> None:
     write_manifest(tmp_path)
-    add_artifact(tmp_path, "core-hip_lib_generic", "core/clr/stage", {
-        "lib/libx.so.1": b"x", "lib/libx.so": "symlink:libx.so.1", "share/empty": "dir:",
-    })
+    add_artifact(
+        tmp_path,
+        "core-hip_lib_generic",
+        "core/clr/stage",
+        {
+            "lib/libx.so.1": b"x",
+            "lib/libx.so": "symlink:libx.so.1",
+            "share/empty": "dir:",
+        },
+    )
     (tmp_path / "not_an_artifact").mkdir()
     (tmp_path / "README").write_text("ignored")
     cat = scan_artifacts(tmp_path)
@@ -40,15 +47,18 @@ def test_missing_flags_means_legacy(tmp_path: Path) -> None:
 
 def test_missing_therock_manifest(tmp_path: Path) -> None:
     add_artifact(tmp_path, "core-hip_lib_generic", "s", {"lib/a": b"a"})
-    with pytest.raises(ArtifactError, match="therock_manifest.json is missing.*base_lib_generic"):
+    with pytest.raises(ArtifactError, match=r"therock_manifest\.json is missing.*base_lib_generic"):
         scan_artifacts(tmp_path)
 
 
 @pytest.mark.parametrize(
     ("raw", "message"),
-    [("{not json", "malformed JSON"), ("[]", "JSON object"),
-     ('{"flags": {"KPACK_SPLIT_ARTIFACTS": "ON"}}', "must be JSON true or false"),
-     ('{"flags": []}', "'flags' must be")],
+    [
+        ("{not json", "malformed JSON"),
+        ("[]", "JSON object"),
+        ('{"flags": {"KPACK_SPLIT_ARTIFACTS": "ON"}}', "must be JSON true or false"),
+        ('{"flags": []}', "'flags' must be"),
+    ],
 )
 def test_bad_therock_manifest(tmp_path: Path, raw: str, message: str) -> None:
     path = write_manifest(tmp_path, raw=raw)
@@ -60,13 +70,17 @@ def test_bad_therock_manifest(tmp_path: Path, raw: str, message: str) -> None:
 def test_artifact_without_manifest(tmp_path: Path) -> None:
     write_manifest(tmp_path)
     (tmp_path / "blas_lib_generic" / "stage").mkdir(parents=True)
-    with pytest.raises(ArtifactError, match="blas_lib_generic.*no artifact_manifest.txt"):
+    with pytest.raises(ArtifactError, match=r"blas_lib_generic.*no artifact_manifest\.txt"):
         scan_artifacts(tmp_path)
 
 
 @pytest.mark.parametrize(
     ("line", "message"),
-    [("/abs/stage", "is absolute"), ("a/../../b", "contains '..'"), ("missing/stage", "does not exist")],
+    [
+        ("/abs/stage", "is absolute"),
+        ("a/../../b", "contains '..'"),
+        ("missing/stage", "does not exist"),
+    ],
 )
 def test_bad_manifest_lines(tmp_path: Path, line: str, message: str) -> None:
     write_manifest(tmp_path)

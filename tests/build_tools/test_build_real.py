@@ -44,17 +44,27 @@ def dist(sample_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _digests(dist: Path) -> dict[str, str]:
     return {
         p.relative_to(dist).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(dist.rglob("*")) if p.is_file()
+        for p in sorted(dist.rglob("*"))
+        if p.is_file()
     }
 
 
 def test_expected_packages(dist: Path) -> None:
     names = sorted(p.name for p in dist.iterdir())
-    assert names == sorted([
-        f"rocm-{VERSION}.tar.gz",
-        *(f"{n}-{VERSION}-py3-none-linux_x86_64.whl" for n in (
-            "rocm_sdk_core", "rocm_sdk_devel", "rocm_sdk_libraries_gfx90a_dcgpu", "rocm_profiler")),
-    ])
+    assert names == sorted(
+        [
+            f"rocm-{VERSION}.tar.gz",
+            *(
+                f"{n}-{VERSION}-py3-none-linux_x86_64.whl"
+                for n in (
+                    "rocm_sdk_core",
+                    "rocm_sdk_devel",
+                    "rocm_sdk_libraries_gfx90a_dcgpu",
+                    "rocm_profiler",
+                )
+            ),
+        ]
+    )
 
 
 def test_reproducible(sample_tree: Path, dist: Path, tmp_path: Path) -> None:
@@ -87,16 +97,18 @@ def test_rpath_oracles(dist: Path, tmp_path: Path) -> None:
     libs = _extract(dist, tmp_path, "rocm_sdk_libraries_gfx90a_dcgpu")
     core = _extract(dist, tmp_path, "rocm_sdk_core")
     so = libs / "_rocm_sdk_libraries_gfx90a_dcgpu/lib/librocrand.so.1"
-    out = subprocess.run(["patchelf", "--print-rpath", str(so)], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    out = subprocess.run(
+        ["patchelf", "--print-rpath", str(so)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert "$ORIGIN/../../_rocm_sdk_core/lib" in out.split(":")
     dyn = subprocess.run(["readelf", "-dlW", str(so)], capture_output=True, text=True, check=True)
     assert "(RPATH)" in dyn.stdout and "(RUNPATH)" not in dyn.stdout
     assert dyn.stderr == ""
     hip = core / "_rocm_sdk_core/lib/libamdhip64.so.5"
     assert hip.is_file()
-    hip_rpath = subprocess.run(["patchelf", "--print-rpath", str(hip)], capture_output=True,
-                               text=True, check=True).stdout.strip()
+    hip_rpath = subprocess.run(
+        ["patchelf", "--print-rpath", str(hip)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert "$ORIGIN" in hip_rpath.split(":")  # libhsa-runtime64 / comgr sit next to it
 
 
@@ -112,8 +124,19 @@ def test_launcher_stub_runs(dist: Path, tmp_path: Path) -> None:
 
 def test_wheel_oracles(dist: Path) -> None:
     wheels = sorted(str(p) for p in dist.glob("*.whl"))
-    twine = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *wheels,
-                            str(next(dist.glob("*.tar.gz")))], capture_output=True, text=True)
+    twine = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "twine",
+            "check",
+            "--strict",
+            *wheels,
+            str(next(dist.glob("*.tar.gz"))),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert twine.returncode == 0, twine.stdout + twine.stderr
 
 
@@ -124,16 +147,31 @@ def test_install_and_self_test(dist: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PIP_NO_INPUT": "1"}
     env.pop("ROCM_SDK_TARGET_FAMILY", None)
     proc = subprocess.run(
-        [*pip, "install", "--no-index", "--find-links", str(dist),
-         f"rocm[libraries,devel,profiler]=={VERSION}"],
-        capture_output=True, text=True, env=env,
+        [
+            *pip,
+            "install",
+            "--no-index",
+            "--find-links",
+            str(dist),
+            f"rocm[libraries,devel,profiler]=={VERSION}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    listed = subprocess.run([*pip, "list", "--format=freeze"], capture_output=True, text=True,
-                            check=True).stdout
-    for dist_name in ("rocm", "rocm-sdk-core", "rocm-sdk-libraries-gfx90a-dcgpu",
-                      "rocm-sdk-devel", "rocm-profiler"):
+    listed = subprocess.run(
+        [*pip, "list", "--format=freeze"], capture_output=True, text=True, check=True
+    ).stdout
+    for dist_name in (
+        "rocm",
+        "rocm-sdk-core",
+        "rocm-sdk-libraries-gfx90a-dcgpu",
+        "rocm-sdk-devel",
+        "rocm-profiler",
+    ):
         assert f"{dist_name}=={VERSION}" in listed.lower().replace("_", "-"), listed
-    test = subprocess.run([str(venv / "bin/rocm-sdk"), "test"], capture_output=True, text=True,
-                          env=env, timeout=900)
+    test = subprocess.run(
+        [str(venv / "bin/rocm-sdk"), "test"], capture_output=True, text=True, env=env, timeout=900
+    )
     assert test.returncode == 0, test.stdout[-4000:] + test.stderr[-8000:]

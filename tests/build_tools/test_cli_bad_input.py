@@ -50,21 +50,40 @@ def _corrupt(tree: Path, case: str) -> str:
         add_artifact(tree, "blas_lib_generic", "s", {"a": b"a"}, manifest=f"s\n{line}\n")
         return "blas_lib_generic/artifact_manifest.txt"
     if case == "conflict":
-        add_artifact(tree, "core-runtime_lib_generic", "core/rocr/stage", {"share/hip/version": b"6.0"})
+        add_artifact(
+            tree, "core-runtime_lib_generic", "core/rocr/stage", {"share/hip/version": b"6.0"}
+        )
         return "share/hip/version"
     if case == "escaping-symlink":
-        add_artifact(tree, "core-runtime_lib_generic", "s", {"lib/evil": "symlink:../../../../../etc"})
+        add_artifact(
+            tree, "core-runtime_lib_generic", "s", {"lib/evil": "symlink:../../../../../etc"}
+        )
         return "lib/evil"
     if case == "corrupt-elf":
-        add_artifact(tree, "core-runtime_lib_generic", "s", {"lib/libbad.so.1": b"\x7fELF\x02\x01\x01" + b"\0" * 20})
+        add_artifact(
+            tree,
+            "core-runtime_lib_generic",
+            "s",
+            {"lib/libbad.so.1": b"\x7fELF\x02\x01\x01" + b"\0" * 20},
+        )
         return "libbad.so.1"
     raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case", [
-    "missing-therock-manifest", "malformed-json", "no-artifact-manifest", "absolute-line",
-    "dotdot-line", "missing-stage", "conflict", "escaping-symlink", "corrupt-elf",
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing-therock-manifest",
+        "malformed-json",
+        "no-artifact-manifest",
+        "absolute-line",
+        "dotdot-line",
+        "missing-stage",
+        "conflict",
+        "escaping-symlink",
+        "corrupt-elf",
+    ],
+)
 def test_bad_tree(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tree = _tree(tmp_path / "tree")
     needle = _corrupt(tree, case)

@@ -13,31 +13,48 @@ from .treeutil import add_artifact, write_manifest
 
 
 def _info(path: Path, kind: FileKind, soname: str | None = None) -> ElfInfo:
-    return ElfInfo(path=path, kind=kind, soname=soname, needed=(), rpath=None, runpath=None,
-                   interp=None, has_hip_fatbin=False)
+    return ElfInfo(
+        path=path,
+        kind=kind,
+        soname=soname,
+        needed=(),
+        rpath=None,
+        runpath=None,
+        interp=None,
+        has_hip_fatbin=False,
+    )
 
 
 def _setup(tmp_path: Path):  # type: ignore[no-untyped-def]
     write_manifest(tmp_path)
-    add_artifact(tmp_path, "core-hip_lib_generic", "stage", {
-        "lib/libfoo.so.1.2.3": b"real",
-        "lib/libfoo.so.1": "symlink:libfoo.so.1.2.3",
-        "lib/libfoo.so": "symlink:libfoo.so.1",
-        "lib/libbar.so.2.0": b"bar",           # SONAME libbar.so.2, nothing named so
-        "lib/libplain.so": b"plain",            # no SONAME
-        "lib/dangling.so": "symlink:nothere.so",
-        "lib/dirlink": "symlink:../share",
-        "share/data.txt": b"data",
-        "share/alias.txt": "symlink:data.txt",
-        "libexec/tool": b"\x7fELFexe",
-        "bin/tool": "symlink:../libexec/tool",
-    })
+    add_artifact(
+        tmp_path,
+        "core-hip_lib_generic",
+        "stage",
+        {
+            "lib/libfoo.so.1.2.3": b"real",
+            "lib/libfoo.so.1": "symlink:libfoo.so.1.2.3",
+            "lib/libfoo.so": "symlink:libfoo.so.1",
+            "lib/libbar.so.2.0": b"bar",  # SONAME libbar.so.2, nothing named so
+            "lib/libplain.so": b"plain",  # no SONAME
+            "lib/dangling.so": "symlink:nothere.so",
+            "lib/dirlink": "symlink:../share",
+            "share/data.txt": b"data",
+            "share/alias.txt": "symlink:data.txt",
+            "libexec/tool": b"\x7fELFexe",
+            "bin/tool": "symlink:../libexec/tool",
+        },
+    )
     cat = scan_artifacts(tmp_path)
     ns = merge(cat.select(["core-hip"], ["lib"], ["generic"]))
     src = {e.relpath: e.source for e in ns}
     elf = {
-        src["lib/libfoo.so.1.2.3"]: _info(src["lib/libfoo.so.1.2.3"], FileKind.SHARED_LIBRARY, "libfoo.so.1"),
-        src["lib/libbar.so.2.0"]: _info(src["lib/libbar.so.2.0"], FileKind.SHARED_LIBRARY, "libbar.so.2"),
+        src["lib/libfoo.so.1.2.3"]: _info(
+            src["lib/libfoo.so.1.2.3"], FileKind.SHARED_LIBRARY, "libfoo.so.1"
+        ),
+        src["lib/libbar.so.2.0"]: _info(
+            src["lib/libbar.so.2.0"], FileKind.SHARED_LIBRARY, "libbar.so.2"
+        ),
         src["lib/libplain.so"]: _info(src["lib/libplain.so"], FileKind.SHARED_LIBRARY, None),
         src["libexec/tool"]: _info(src["libexec/tool"], FileKind.EXECUTABLE),
         src["share/data.txt"]: None,

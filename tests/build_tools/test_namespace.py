@@ -20,7 +20,9 @@ def _catalog(tmp_path: Path, **arts: dict[str, bytes | str]):  # type: ignore[no
 
 
 def test_identical_duplicates_are_fine(tmp_path: Path) -> None:
-    cat = _catalog(tmp_path, a_lib_generic={"share/N.txt": b"same"}, b_lib_generic={"share/N.txt": b"same"})
+    cat = _catalog(
+        tmp_path, a_lib_generic={"share/N.txt": b"same"}, b_lib_generic={"share/N.txt": b"same"}
+    )
     ns = merge(cat.select(["a", "b"], ["lib"], ["generic"]))
     assert ns.get("share/N.txt") is not None
 
@@ -40,17 +42,20 @@ def test_same_size_different_bytes_conflict(tmp_path: Path) -> None:
 
 
 def test_resolve_chains_dirs_and_dangling(tmp_path: Path) -> None:
-    cat = _catalog(tmp_path, a_lib_generic={
-        "lib/libx.so.1.2": b"elf",
-        "lib/libx.so.1": "symlink:libx.so.1.2",
-        "lib/libx.so": "symlink:libx.so.1",
-        "llvm/bin/clang": b"clang",
-        "lib/llvm": "symlink:../llvm",
-        "bin/clang": "symlink:../lib/llvm/bin/clang",
-        "lib/dangling": "symlink:nothere",
-        "lib/loop1": "symlink:loop2",
-        "lib/loop2": "symlink:loop1",
-    })
+    cat = _catalog(
+        tmp_path,
+        a_lib_generic={
+            "lib/libx.so.1.2": b"elf",
+            "lib/libx.so.1": "symlink:libx.so.1.2",
+            "lib/libx.so": "symlink:libx.so.1",
+            "llvm/bin/clang": b"clang",
+            "lib/llvm": "symlink:../llvm",
+            "bin/clang": "symlink:../lib/llvm/bin/clang",
+            "lib/dangling": "symlink:nothere",
+            "lib/loop1": "symlink:loop2",
+            "lib/loop2": "symlink:loop1",
+        },
+    )
     ns = merge(cat.select(["a"], ["lib"], ["generic"]))
     assert ns.resolve("lib/libx.so").relpath == "lib/libx.so.1.2"  # type: ignore[union-attr]
     assert ns.resolve("bin/clang").relpath == "llvm/bin/clang"  # type: ignore[union-attr]
@@ -60,8 +65,10 @@ def test_resolve_chains_dirs_and_dangling(tmp_path: Path) -> None:
 
 
 def test_include_exclude(tmp_path: Path) -> None:
-    cat = _catalog(tmp_path, a_lib_generic={
-        "bin/rocprof-sys-run": b"x", "bin/other": b"y", "lib/cmake/a.cmake": b"z"})
+    cat = _catalog(
+        tmp_path,
+        a_lib_generic={"bin/rocprof-sys-run": b"x", "bin/other": b"y", "lib/cmake/a.cmake": b"z"},
+    )
     arts = cat.select(["a"], ["lib"], ["generic"])
     ns = merge(arts, include=GlobSet.of(["bin/rocprof-*"]))
     files = {e.relpath for e in ns if e.kind is EntryKind.FILE}

@@ -19,19 +19,28 @@ SPEC_TABLE = {
     "gfx1100 gfx1101 gfx1102 gfx1200 gfx1201",
     "igpu-all": "gfx90c gfx1033 gfx1035 gfx1036 gfx1103 gfx1150 gfx1151 gfx1152 gfx1153",
     "dcgpu-all": "gfx908 gfx90a gfx942 gfx950 gfx1250",
-    "gfx900-dgpu": "gfx900", "gfx906-dgpu": "gfx906", "gfx90c-igpu": "gfx90c",
-    "gfx908-dcgpu": "gfx908", "gfx90a-dcgpu": "gfx90a",
-    "gfx94X-all": "gfx942", "gfx94X-dcgpu": "gfx942",
-    "gfx950-all": "gfx950", "gfx950-dcgpu": "gfx950",
-    "gfx101X-all": "gfx1010 gfx1011 gfx1012", "gfx101X-dgpu": "gfx1010 gfx1011 gfx1012",
+    "gfx900-dgpu": "gfx900",
+    "gfx906-dgpu": "gfx906",
+    "gfx90c-igpu": "gfx90c",
+    "gfx908-dcgpu": "gfx908",
+    "gfx90a-dcgpu": "gfx90a",
+    "gfx94X-all": "gfx942",
+    "gfx94X-dcgpu": "gfx942",
+    "gfx950-all": "gfx950",
+    "gfx950-dcgpu": "gfx950",
+    "gfx101X-all": "gfx1010 gfx1011 gfx1012",
+    "gfx101X-dgpu": "gfx1010 gfx1011 gfx1012",
     "gfx103X-all": "gfx1030 gfx1031 gfx1032 gfx1033 gfx1034 gfx1035 gfx1036",
     "gfx103X-dgpu": "gfx1030 gfx1031 gfx1032 gfx1034",
     "gfx103X-igpu": "gfx1033 gfx1035 gfx1036",
-    "gfx110X-all": "gfx1100 gfx1101 gfx1102 gfx1103", "gfx110X-dgpu": "gfx1100 gfx1101 gfx1102",
+    "gfx110X-all": "gfx1100 gfx1101 gfx1102 gfx1103",
+    "gfx110X-dgpu": "gfx1100 gfx1101 gfx1102",
     "gfx110X-igpu": "gfx1103",
     "gfx115X-all": "gfx1150 gfx1151 gfx1152 gfx1153",
     "gfx115X-igpu": "gfx1150 gfx1151 gfx1152 gfx1153",
-    "gfx120X-all": "gfx1200 gfx1201", "gfx125X-all": "gfx1250", "gfx125X-dcgpu": "gfx1250",
+    "gfx120X-all": "gfx1200 gfx1201",
+    "gfx125X-all": "gfx1250",
+    "gfx125X-dcgpu": "gfx1250",
 }
 
 
@@ -53,16 +62,26 @@ def test_single_target_is_its_own_family_and_unknown_fails() -> None:
 
 def test_family_list_separators_and_blank() -> None:
     assert parse_family_list(" gfx94X-dcgpu;gfx110X-all , gfx1151") == (
-        "gfx94X-dcgpu", "gfx110X-all", "gfx1151")
+        "gfx94X-dcgpu",
+        "gfx110X-all",
+        "gfx1151",
+    )
     assert parse_family_list("   ") == ()
     assert parse_family_list(None) == ()
 
 
 @pytest.mark.parametrize(
     ("text", "ok"),
-    [("gfx942", True), ("gfx942:xnack+", True), ("gfx942:sramecc+:xnack-", True),
-     ("gfx90a", True), ("gfx94X-dcgpu", False), ("dcgpu-all", False), ("gfx942:xnack", False),
-     ("generic", False)],
+    [
+        ("gfx942", True),
+        ("gfx942:xnack+", True),
+        ("gfx942:sramecc+:xnack-", True),
+        ("gfx90a", True),
+        ("gfx94X-dcgpu", False),
+        ("dcgpu-all", False),
+        ("gfx942:xnack", False),
+        ("generic", False),
+    ],
 )
 def test_isa_target_ids(text: str, ok: bool) -> None:
     assert is_isa_target(text) is ok

@@ -25,7 +25,12 @@ def write_manifest(root: Path, *, kpack: bool | None = False, raw: str | None = 
 
 
 def add_artifact(
-    root: Path, dirname: str, stage: str, files: dict[str, bytes | str], *, manifest: str | None = None
+    root: Path,
+    dirname: str,
+    stage: str,
+    files: dict[str, bytes | str],
+    *,
+    manifest: str | None = None,
 ) -> Path:
     """files: relpath -> bytes (regular file) or 'symlink:<target>' / 'dir:'."""
     art = root / dirname
@@ -37,7 +42,7 @@ def add_artifact(
         path = base / relpath
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, str) and content.startswith("symlink:"):
-            os.symlink(content[len("symlink:"):], path)
+            os.symlink(content[len("symlink:") :], path)
         elif isinstance(content, str) and content == "dir:":
             path.mkdir(exist_ok=True)
         else:
