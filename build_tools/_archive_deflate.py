@@ -1,0 +1,272 @@
+"""Parallel, deterministic deflate of archive members, written to a ZIP in order.
+
+Every input byte is read once. The calling thread reads each member in fixed-size
+chunks (:data:`CHUNK_SIZE`), updates its sha256 and CRC-32 and hands the chunk to a
+thread pool (zlib and hashlib release the GIL). Chunk *i* > 0 of a member is compressed
+as raw deflate primed with the last 32 KiB of chunk *i-1* and ended with ``Z_SYNC_FLUSH``;
+the last chunk ends with ``Z_FINISH``. Concatenated, the chunks form one valid deflate
+stream (the scheme of pigz). Small chunks are batched into one task to save overhead.
+
+Chunk boundaries depend only on the content, so the archive is byte-identical whatever
+the number of workers or the thread timing. At most a fixed window of input is in flight;
+results are written strictly in order, so memory stays bounded for members of any size.
+A member that fits in one chunk is written with its final header at once (and stored if
+deflate does not shrink it); a longer one is streamed and its header patched afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import zlib
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from build_tools._archive_member import Member, looks_compressed, open_source
+from build_tools._zipwrite import DEFLATED, STORED, ZipEntry, ZipWriter, needs_zip64_header
+from kpack.errors import PackagingError
+
+__all__ = ["CHUNK_SIZE", "MemberStreamer", "WrittenMember", "default_jobs"]
+
+log = logging.getLogger(__name__)
+
+CHUNK_SIZE = 4 << 20
+_DICT_SIZE = 32 << 10
+_BATCH_BYTES = 1 << 20
+_BATCH_COUNT = 64
+_MAX_PENDING_MEMBERS = 4096
+_MAX_WINDOW_CHUNKS = 24  # bounds memory (about 2 x 96 MiB) however many workers there are
+
+_Task = tuple[bytes, bytes | None, bool]
+
+
+def default_jobs() -> int:
+    """The number of CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def deflate_chunk(data: bytes, zdict: bytes | None, final: bool, level: int) -> bytes:
+    """Raw deflate of one chunk; ``zdict`` is the previous chunk's tail."""
+    if zdict:
+        comp = zlib.compressobj(level, zlib.DEFLATED, -15, zdict=zdict)
+    else:
+        comp = zlib.compressobj(level, zlib.DEFLATED, -15)
+    head = comp.compress(data)
+    tail = comp.flush(zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH)
+    return head + tail if head else tail
+
+
+def _deflate_batch(tasks: list[_Task], level: int) -> list[bytes]:
+    return [deflate_chunk(data, zdict, final, level) for data, zdict, final in tasks]
+
+
+@dataclass(frozen=True)
+class WrittenMember:
+    """What RECORD needs about a written entry."""
+
+    arcname: str
+    sha256: bytes
+    size: int
+    compressed_size: int
+    method: int
+
+
+class _Batch:
+    __slots__ = ("future", "nbytes", "tasks")
+
+    def __init__(self) -> None:
+        self.tasks: list[_Task] = []
+        self.nbytes = 0
+        self.future: Future[list[bytes]] | None = None
+
+
+@dataclass
+class _Part:
+    """One chunk in flight: stored bytes, or a slot in a compression batch."""
+
+    nbytes: int
+    data: bytes | None = None
+    batch: _Batch | None = None
+    index: int = 0
+
+
+@dataclass
+class _Job:
+    member: Member
+    method: int
+    zip64_header: bool
+    single_chunk: bool
+    raw: bytes = b""  # the content of a single-chunk deflated member (stored if deflate loses)
+    sha: hashlib._Hash = field(default_factory=hashlib.sha256)
+    crc: int = 0
+    size: int = 0
+    compressed_size: int = 0
+    parts: deque[_Part] = field(default_factory=deque)
+    read_done: bool = False
+    entry: ZipEntry | None = None
+
+
+class MemberStreamer:
+    """Write members to a :class:`ZipWriter` in the order added; use as a context manager."""
+
+    def __init__(self, writer: ZipWriter, *, jobs: int, level: int, compression: bool) -> None:
+        if jobs < 1:
+            raise PackagingError(f"jobs must be at least 1, not {jobs}")
+        if not 0 <= level <= 9:
+            raise PackagingError(f"compression level must be 0..9, not {level}")
+        self._writer = writer
+        self._level = level
+        self._compression = compression
+        self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="deflate")
+        self._window = min(max(4, 2 * jobs + 2), _MAX_WINDOW_CHUNKS) * CHUNK_SIZE
+        self._queue: deque[_Job] = deque()
+        self._inflight = 0
+        self._batch = _Batch()
+        self._written: list[WrittenMember] = []
+
+    def __enter__(self) -> MemberStreamer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=exc_type is not None)
+
+    def add(self, member: Member) -> None:
+        """Read ``member`` once, queue its chunks and write whatever the window forces out."""
+        with open_source(member, CHUNK_SIZE) as stream:
+            job: _Job | None = None
+            prev: bytes | None = None
+            for data, last in stream.chunks:
+                if job is None:
+                    known = (
+                        stream.size if stream.size is not None else (len(data) if last else None)
+                    )
+                    job = _Job(
+                        member,
+                        self._choose_method(member, data, last),
+                        zip64_header=needs_zip64_header(known),
+                        single_chunk=last,
+                    )
+                    self._queue.append(job)
+                self._read_chunk(job, data, prev, last)
+                prev = data
+                while self._inflight > self._window or len(self._queue) > _MAX_PENDING_MEMBERS:
+                    self._drain_one()
+
+    def finish(self) -> list[WrittenMember]:
+        """Write everything queued; return every member written so far, in order."""
+        while self._queue:
+            self._drain_one()
+        return list(self._written)
+
+    def _choose_method(self, member: Member, head: bytes, last: bool) -> int:
+        if member.compress is not None:
+            return DEFLATED if member.compress else STORED
+        if not self._compression or (last and not head) or looks_compressed(head):
+            return STORED
+        return DEFLATED
+
+    def _read_chunk(self, job: _Job, data: bytes, prev: bytes | None, last: bool) -> None:
+        job.sha.update(data)
+        job.crc = zlib.crc32(data, job.crc)
+        job.size += len(data)
+        job.read_done = last
+        if job.method == STORED:
+            job.parts.append(_Part(len(data), data=data))
+        else:
+            if job.single_chunk:
+                job.raw = data
+            zdict = prev[-_DICT_SIZE:] if prev is not None else None
+            batch = self._batch
+            batch.tasks.append((data, zdict, last))
+            batch.nbytes += len(data)
+            job.parts.append(_Part(len(data), batch=batch, index=len(batch.tasks) - 1))
+            if batch.nbytes >= _BATCH_BYTES or len(batch.tasks) >= _BATCH_COUNT:
+                self._submit()
+        self._inflight += len(data)
+
+    def _submit(self) -> None:
+        batch = self._batch
+        if batch.tasks:
+            batch.future = self._pool.submit(_deflate_batch, batch.tasks, self._level)
+            self._batch = _Batch()
+
+    def _result(self, part: _Part) -> bytes:
+        if part.data is not None:
+            return part.data
+        batch = part.batch
+        if batch is None:  # pragma: no cover - a part is always data or a batch slot
+            raise PackagingError("internal error: chunk without data")
+        if batch.future is None:
+            self._submit()
+        future = batch.future
+        if future is None:  # pragma: no cover
+            raise PackagingError("internal error: batch was not submitted")
+        return future.result()[part.index]
+
+    def _drain_one(self) -> None:
+        job = self._queue[0]
+        if job.entry is None and job.read_done:
+            self._write_whole(job)
+            return
+        if job.entry is None:
+            job.entry = self._writer.begin(
+                job.member.arcname,
+                method=job.method,
+                executable=job.member.executable,
+                zip64_header=job.zip64_header,
+            )
+        part = job.parts.popleft()
+        data = self._result(part)
+        self._writer.write(data)
+        job.compressed_size += len(data)
+        self._inflight -= part.nbytes
+        if job.read_done and not job.parts:
+            self._writer.end(
+                job.entry, crc=job.crc, compressed_size=job.compressed_size, file_size=job.size
+            )
+            self._done(job, job.method)
+
+    def _write_whole(self, job: _Job) -> None:
+        """Write a fully read member whose header can carry its final values at once."""
+        chunks = [self._result(part) for part in job.parts]
+        method = job.method
+        deflate_lost = job.single_chunk and len(chunks[0]) >= job.size
+        if deflate_lost and method == DEFLATED and job.member.compress is None:
+            method, chunks = STORED, [job.raw]
+        job.compressed_size = sum(len(c) for c in chunks)
+        entry = self._writer.begin(
+            job.member.arcname,
+            method=method,
+            executable=job.member.executable,
+            zip64_header=job.zip64_header,
+            crc=job.crc,
+            compressed_size=job.compressed_size,
+            file_size=job.size,
+        )
+        for chunk in chunks:
+            self._writer.write(chunk)
+        self._writer.end(
+            entry, crc=job.crc, compressed_size=job.compressed_size, file_size=job.size
+        )
+        self._inflight -= sum(part.nbytes for part in job.parts)
+        job.parts.clear()
+        self._done(job, method)
+
+    def _done(self, job: _Job, method: int) -> None:
+        self._queue.popleft()
+        self._written.append(
+            WrittenMember(
+                job.member.arcname, job.sha.digest(), job.size, job.compressed_size, method
+            )
+        )
+        log.debug("wrote %s (%d -> %d bytes)", job.member.arcname, job.size, job.compressed_size)

@@ -1,0 +1,222 @@
+"""Archive members: a validated name plus content that is read once, in fixed-size chunks.
+
+Shared by the wheel and sdist writers. A member's content comes from a file (streamed),
+literal bytes, or a factory returning a chunk iterator. :func:`open_source` turns any of
+them into ``(chunk, is_last)`` pairs whose boundaries depend only on the content: every
+chunk holds exactly ``chunk_size`` bytes except the last, and an empty source is a single
+empty last chunk. Content is identified by its first bytes (:func:`looks_compressed`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeAlias
+
+from kpack.errors import PackagingError
+
+__all__ = [
+    "ContentSource",
+    "Member",
+    "SourceStream",
+    "looks_compressed",
+    "open_source",
+    "read_all",
+    "validate_arcname",
+]
+
+ContentSource: TypeAlias = Path | bytes | Callable[[], Iterator[bytes]]
+"""A file to stream, literal bytes, or a factory of a chunk iterator."""
+
+# Magic numbers of formats that deflate cannot shrink further (checked on the first bytes).
+_COMPRESSED_MAGIC: tuple[bytes, ...] = (
+    b"\x28\xb5\x2f\xfd",  # zstd frame
+    b"\xfd7zXZ\x00",  # xz
+    b"\x1f\x8b",  # gzip
+    b"PK\x03\x04",  # zip (also wheels, jars)
+    b"PK\x05\x06",  # empty zip
+    b"KPAK",  # .kpack archive (zstd per kernel)
+)
+_BZIP2_LEVELS = b"123456789"
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def looks_compressed(head: bytes) -> bool:
+    """True when ``head`` (the first bytes of a member) starts a compressed format."""
+    if head.startswith(_COMPRESSED_MAGIC):
+        return True
+    return len(head) >= 4 and head[:3] == b"BZh" and head[3] in _BZIP2_LEVELS
+
+
+def validate_arcname(arcname: str) -> None:
+    """Reject names that are not a relative POSIX path of plain segments."""
+    problems: list[str] = []
+    if not isinstance(arcname, str) or not arcname:
+        raise PackagingError("archive member name must be a non-empty string", path=repr(arcname))
+    if arcname.startswith("/"):
+        problems.append("must not start with '/'")
+    if "\\" in arcname:
+        problems.append("must use '/' as separator, not '\\'")
+    if _CONTROL.search(arcname):
+        problems.append("contains a control character")
+    segments = arcname.split("/")
+    if any(seg == "" for seg in segments[1:-1]) or (len(segments) > 1 and segments[-1] == ""):
+        problems.append("contains an empty segment or a trailing '/'")
+    if any(seg in (".", "..") for seg in segments):
+        problems.append("contains a '.' or '..' segment")
+    try:
+        encoded = arcname.encode("utf-8")
+    except UnicodeEncodeError:
+        problems.append("is not encodable as UTF-8")
+    else:
+        if len(encoded) > 0xFFFF:
+            problems.append("is longer than 65535 bytes")
+    if problems:
+        raise PackagingError("invalid archive member name", path=arcname, problems=problems)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One file of an archive.
+
+    ``compress``: ``None`` lets the writer decide (store content that is already
+    compressed, deflate the rest when compression is on); ``True``/``False`` force it.
+    """
+
+    arcname: str
+    source: ContentSource
+    executable: bool = False
+    compress: bool | None = None
+
+    def __post_init__(self) -> None:
+        validate_arcname(self.arcname)
+        if isinstance(self.source, str) or not (
+            isinstance(self.source, (Path, bytes)) or callable(self.source)
+        ):
+            raise PackagingError(
+                f"content source must be a Path, bytes or a callable, "
+                f"not {type(self.source).__name__}",
+                path=self.arcname,
+            )
+
+
+@dataclass(frozen=True)
+class SourceStream:
+    """An opened source: ``size`` if known before reading, and its chunks."""
+
+    size: int | None
+    chunks: Iterator[tuple[bytes, bool]]
+
+
+@contextmanager
+def open_source(member: Member, chunk_size: int) -> Iterator[SourceStream]:
+    """Open ``member``'s content as fixed-size ``(chunk, is_last)`` pairs."""
+    source = member.source
+    if isinstance(source, bytes):
+        yield SourceStream(len(source), _with_last(_bytes_pieces(source, chunk_size)))
+    elif isinstance(source, Path):
+        try:
+            handle = open(source, "rb", buffering=0)  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise PackagingError(
+                f"cannot read member {member.arcname}: {exc}", path=source
+            ) from exc
+        with handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise PackagingError(f"member {member.arcname} is not a regular file", path=source)
+            pieces = _file_pieces(handle, chunk_size, source, info.st_size)
+            yield SourceStream(info.st_size, _with_last(pieces))
+    else:
+        pieces = _generated_pieces(source(), chunk_size, member.arcname)
+        yield SourceStream(None, _with_last(pieces))
+
+
+def read_all(member: Member) -> bytes:
+    """The whole content of ``member`` (for small members only)."""
+    with open_source(member, 1 << 20) as stream:
+        return b"".join(chunk for chunk, _ in stream.chunks)
+
+
+def _with_last(pieces: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
+    it = iter(pieces)
+    prev = next(it, None)
+    if prev is None:
+        yield b"", True
+        return
+    for cur in it:
+        yield prev, False
+        prev = cur
+    yield prev, True
+
+
+def _bytes_pieces(data: bytes, chunk_size: int) -> Iterator[bytes]:
+    if len(data) <= chunk_size:
+        if data:
+            yield data
+        return
+    view = memoryview(data)
+    for start in range(0, len(data), chunk_size):
+        yield bytes(view[start : start + chunk_size])
+
+
+def _read_full(handle: io.FileIO, size: int) -> bytes:
+    first = handle.read(size) or b""
+    if len(first) == size or not first:
+        return first
+    parts = [first]
+    got = len(first)
+    while got < size:
+        more = handle.read(size - got) or b""
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def _file_pieces(handle: io.FileIO, chunk_size: int, path: Path, expected: int) -> Iterator[bytes]:
+    """Read the size seen at open in exact-size reads, then check nothing follows."""
+    total = 0
+    try:
+        while total < expected:
+            piece = _read_full(handle, min(chunk_size, expected - total))
+            if not piece:
+                break
+            total += len(piece)
+            yield piece
+        grew = bool(handle.read(1))
+    except OSError as exc:
+        raise PackagingError(f"cannot read: {exc}", path=path) from exc
+    if total != expected or grew:
+        raise PackagingError(
+            f"file changed while being read ({expected} bytes at open, "
+            f"{'more than ' if grew else ''}{total} read)",
+            path=path,
+        )
+
+
+def _generated_pieces(chunks: Iterator[bytes], chunk_size: int, arcname: str) -> Iterator[bytes]:
+    buf = bytearray()
+    for piece in chunks:
+        if not isinstance(piece, (bytes, bytearray, memoryview)):
+            raise PackagingError(
+                f"content generator yielded {type(piece).__name__}, not bytes", path=arcname
+            )
+        buf += piece
+        if len(buf) < chunk_size:
+            continue
+        view = memoryview(buf)
+        full = len(buf) - len(buf) % chunk_size
+        for start in range(0, full, chunk_size):
+            yield bytes(view[start : start + chunk_size])
+        view.release()
+        del buf[:full]
+    if buf:
+        yield bytes(buf)
