@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,29 +123,37 @@ def _prepare_dest(dest: Path) -> Path:
         raise PackagingError(f"destination is not writable: {exc.strerror}", path=dest) from exc
 
 
+def _write_one(plan: BuildPlan, pkg: PackagePlan, tmp: Path) -> Built:
+    work = Path(tempfile.mkdtemp(prefix="work-", dir=tmp))
+    if plan.options.build_packages:
+        out_root = tmp / "dist"
+        path = _write_package(plan, pkg, out_root / pkg.subdir, work)
+        return Built(pkg, Path("dist") / path.relative_to(out_root), path.stat().st_size)
+    stage_name = pkg.dist_name + (f"-{pkg.family}" if pkg.subdir else "")
+    _stage_package(plan, pkg, tmp / "stage" / stage_name, work)
+    return Built(pkg, Path(stage_name), 0)
+
+
 def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]:
-    """Write every package of ``plan``; returns what was written."""
+    """Write every package of ``plan``; returns what was written, in plan order.
+
+    Packages are written two at a time, so one package's final drain or the serial
+    devel tarball overlaps another's compression.
+    """
     dest = plan.options.dest_dir
     tmp = _prepare_dest(dest)
-    built: list[Built] = []
     try:
-        work = tmp / "work"
-        work.mkdir()
-        out_root = tmp / "dist"
-        for pkg in plan.packages:
-            if progress:
-                progress(f"writing {pkg.dist_name}" + (f" ({pkg.family})" if pkg.family else ""))
-            if plan.options.build_packages:
-                path = _write_package(plan, pkg, out_root / pkg.subdir, work)
-                built.append(
-                    Built(pkg, Path("dist") / path.relative_to(out_root), path.stat().st_size)
-                )
-            else:
-                stage_name = pkg.dist_name + (f"-{pkg.family}" if pkg.subdir else "")
-                _stage_package(plan, pkg, tmp / "stage" / stage_name, work)
-                built.append(Built(pkg, Path(stage_name), 0))
+        packages = plan.packages
+        order = sorted(range(len(packages)), key=lambda i: -packages[i].input_bytes)
+        with ThreadPoolExecutor(max_workers=min(2, plan.options.jobs)) as pool:
+            futures = {i: pool.submit(_write_one, plan, packages[i], tmp) for i in order}
+            built = []
+            for i in range(len(packages)):
+                built.append(futures[i].result())
+                if progress:
+                    progress(f"wrote {built[-1].path}")
         if plan.options.build_packages:
-            _replace_dir(out_root, dest / "dist")
+            _replace_dir(tmp / "dist", dest / "dist")
         else:
             for stage in sorted((tmp / "stage").iterdir()):
                 _replace_dir(stage, dest / stage.name)
