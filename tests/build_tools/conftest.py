@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,3 +31,18 @@ def build_dist(tree: Path, dest: Path, *extra: str) -> Path:
     argv = ["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", VERSION, *extra]
     assert main(argv) == 0
     return dest / "dist"
+
+
+def install(dist: Path, venv: Path, requirement: str) -> Path:
+    """Create a fresh venv and pip-install ``requirement`` from ``dist`` only (never an
+    index: PyPI holds empty placeholders under our names). Returns its site-packages."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin/python"), "-m", "pip", "--disable-pip-version-check"]
+    proc = subprocess.run(
+        [*pip, "install", "--no-index", "--find-links", str(dist), requirement],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return next(venv.glob("lib/python*/site-packages"))

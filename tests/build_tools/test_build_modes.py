@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 from build_tools.build_python_packages import main
 
-from .conftest import VERSION, build_dist
+from .conftest import VERSION, build_dist, install
 
 pytestmark = [pytest.mark.real, pytest.mark.compile, pytest.mark.slow]
 
@@ -123,22 +122,7 @@ def test_nonce_and_xz_devel_install(sample_tree: Path, tmp_path: Path) -> None:
         info = zf.getinfo("rocm_sdk_devel/_devel.tar.xz")
         assert info.compress_type == zipfile.ZIP_STORED  # already compressed
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(
-        [
-            str(venv / "bin/python"),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-index",
-            "--find-links",
-            str(dist),
-            f"rocm[libraries,devel]=={VERSION}",
-        ],
-        check=True,
-    )
-    site = next(venv.glob("lib/python*/site-packages"))
+    site = install(dist, venv, f"rocm[libraries,devel]=={VERSION}")
     assert (site / "_rocm_sdk_core_v7").is_dir() and not (site / "_rocm_sdk_core").exists()
     root = subprocess.run(
         [str(venv / "bin/rocm-sdk"), "path", "--root"], capture_output=True, text=True, check=True

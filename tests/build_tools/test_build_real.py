@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import require
-from .conftest import VERSION, build_dist
+from .conftest import VERSION, build_dist, install
 
 pytestmark = [pytest.mark.real, pytest.mark.compile, pytest.mark.slow]
 
@@ -168,22 +168,7 @@ def test_self_test_catches_a_broken_rpath(dist: Path, tmp_path: Path) -> None:
         "Debian's libamdhip64-5 is not installed system-wide (apt-get install hipcc)",
     )
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(
-        [
-            str(venv / "bin/python"),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-index",
-            "--find-links",
-            str(dist),
-            f"rocm[libraries]=={VERSION}",
-        ],
-        check=True,
-    )
-    site = next(venv.glob("lib/python*/site-packages"))
+    site = install(dist, venv, f"rocm[libraries]=={VERSION}")
     lib = site / "_rocm_sdk_libraries_gfx90a_dcgpu/lib/librocrand.so.1"
     subprocess.run(["patchelf", "--remove-rpath", str(lib)], check=True)
     test = subprocess.run(

@@ -23,10 +23,21 @@ HIP = "core-hip_lib_generic/core/clr/stage"
 FFT_LIB = f"fft_lib_{FAMILY}/math-libs/rocFFT/stage/lib"
 PROFILER = "profiler/rocprofiler-systems/stage"
 LEGACY_ARTIFACTS = {
-    "amd-llvm_lib_generic", "base_lib_generic", "core-hip_dev_generic", "core-hip_lib_generic",
-    "core-hip_run_generic", "core-runtime_lib_generic", "fft_dev_generic", f"fft_lib_{FAMILY}",
-    "fft_test_generic", "prim_dev_generic", "prim_doc_generic", "rand_dev_generic",
-    f"rand_lib_{FAMILY}", "rocprofiler-systems_lib_generic", "rocprofiler-systems_run_generic",
+    "amd-llvm_lib_generic",
+    "base_lib_generic",
+    "core-hip_dev_generic",
+    "core-hip_lib_generic",
+    "core-hip_run_generic",
+    "core-runtime_lib_generic",
+    "fft_dev_generic",
+    f"fft_lib_{FAMILY}",
+    "fft_test_generic",
+    "prim_dev_generic",
+    "prim_doc_generic",
+    "rand_dev_generic",
+    f"rand_lib_{FAMILY}",
+    "rocprofiler-systems_lib_generic",
+    "rocprofiler-systems_run_generic",
 }
 HIPSAMPLE_BUNDLE = {
     "host-x86_64-unknown-linux",
@@ -126,8 +137,9 @@ def test_rocrand_is_a_real_fat_library(tree: Path) -> None:
     lib = tree / f"rand_lib_{FAMILY}/math-libs/rocRAND/stage/lib"
     real = lib / os.readlink(lib / "librocrand.so.1")
     assert real.read_bytes()[:4] == b"\x7fELF" and not real.is_symlink()
-    out = subprocess.run([_tool("readelf"), "-SW", str(real)], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [_tool("readelf"), "-SW", str(real)], capture_output=True, text=True, check=True
+    ).stdout
     assert " .hip_fatbin " in out and " .hipFatBinSegment " in out
 
 
@@ -137,10 +149,23 @@ def test_rocrand_is_a_real_fat_library(tree: Path) -> None:
 def test_hipsample_has_four_code_objects(tree: Path, tmp_path: Path, name: str) -> None:
     objcopy, bundler = _tool("objcopy"), _tool("clang-offload-bundler-15")
     fatbin = tmp_path / "fatbin.bin"
-    subprocess.run([objcopy, "-O", "binary", "--only-section=.hip_fatbin",
-                    str(tree / FFT_LIB / name), str(fatbin)], check=True)
-    out = subprocess.run([bundler, "--list", "--type=o", f"--input={fatbin}"],
-                         capture_output=True, text=True, check=True).stdout
+    subprocess.run(
+        [
+            objcopy,
+            "-O",
+            "binary",
+            "--only-section=.hip_fatbin",
+            str(tree / FFT_LIB / name),
+            str(fatbin),
+        ],
+        check=True,
+    )
+    out = subprocess.run(
+        [bundler, "--list", "--type=o", f"--input={fatbin}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert set(out.split()) == HIPSAMPLE_BUNDLE
 
 
@@ -150,11 +175,14 @@ def test_library_sonames_and_lld_phdr(tree: Path) -> None:
     readelf = _tool("readelf")
 
     def dynamic(path: Path) -> str:
-        return subprocess.run([readelf, "-dlW", str(path)], capture_output=True, text=True,
-                              check=True).stdout
+        return subprocess.run(
+            [readelf, "-dlW", str(path)], capture_output=True, text=True, check=True
+        ).stdout
 
-    gnu, lld = dynamic(tree / FFT_LIB / "libhipsample.so.1.0"), dynamic(
-        tree / FFT_LIB / "libhipsample_lld.so.1")
+    gnu, lld = (
+        dynamic(tree / FFT_LIB / "libhipsample.so.1.0"),
+        dynamic(tree / FFT_LIB / "libhipsample_lld.so.1"),
+    )
     assert "[libhipsample.so.1]" in gnu and " PHDR " not in gnu
     assert "[libhipsample_lld.so.1]" in lld and " PHDR " in lld
     assert "[libamdhip64.so.5]" in gnu and "RPATH" not in gnu and "RUNPATH" not in gnu
@@ -191,7 +219,8 @@ def test_symlinks_and_identical_duplicates(tree: Path) -> None:
     assert dangling.is_symlink() and not dangling.exists()
     assert (hip_lib / "libamdhip64.so.5").resolve().is_file()
     assert os.readlink(tree / "core-hip_dev_generic/core/clr/stage/lib/libamdhip64.so") == (
-        "libamdhip64.so.5")
+        "libamdhip64.so.5"
+    )
     notice = "share/therock/NOTICE.txt"
     runtime = tree / "core-runtime_lib_generic/core/ROCR-Runtime/stage"
     assert (tree / HIP / notice).read_bytes() == (runtime / notice).read_bytes()
@@ -215,9 +244,7 @@ def test_kpack_mode_uses_generic_and_isa_dirs(build: Callable[..., Path]) -> Non
     assert json.loads(manifest.read_text())["flags"]["KPACK_SPLIT_ARTIFACTS"] is True
 
 
-def test_missing_tools_are_named_together(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_tools_are_named_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.delenv("CC", raising=False)
     with pytest.raises(ToolError) as info:

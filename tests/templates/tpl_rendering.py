@@ -1,67 +1,30 @@
-"""Render templates/ the way the builder does, with sample contexts.
-
-The environment mirrors the builder's single render function: FileSystemLoader on
-templates/, StrictUndefined, keep_trailing_newline, no autoescape, and a ``py``
-filter that writes a value as a Python literal.
-"""
+"""Render templates/ with the builder's own renderer (build_tools.render), on sample contexts."""
 
 from __future__ import annotations
 
 import copy
-import shutil
 from pathlib import Path
 from typing import Any
 
-import jinja2
+from build_tools import render as builder_render
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 MALICIOUS = "x'); import os; os.system('touch pwned') #"
 
 
-def py_literal(value: Any) -> str:
-    """A Python literal for str/int/bool/None and lists/tuples/dicts of them."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(py_literal(v) for v in value) + "]"
-    if isinstance(value, dict):
-        items = (f"{py_literal(k)}: {py_literal(v)}" for k, v in value.items())
-        return "{" + ", ".join(items) + "}"
-    raise TypeError(f"no Python literal for {type(value).__name__}")
-
-
-def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters["py"] = py_literal
-    return env
-
-
 def render(template: str, context: dict[str, Any]) -> str:
-    """Render one template file, named relative to templates/."""
-    return environment().get_template(template).render(**context)
+    """Render one template file (named relative to templates/) with the builder's renderer."""
+    return builder_render.render_file(template, context).decode("utf-8")
 
 
 def render_tree(subdir: str, context: dict[str, Any], dest: Path) -> None:
-    """Render ``*.j2`` (suffix stripped) and copy other files of templates/<subdir>."""
-    root = TEMPLATES / subdir
-    for src in sorted(root.rglob("*")):
-        if src.is_dir() or "__pycache__" in src.parts:
-            continue
-        rel = src.relative_to(root)
-        if src.suffix == ".j2":
-            out = dest / rel.with_suffix("")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            text = render(f"{subdir}/{rel.as_posix()}", context)
-            out.write_text(text, encoding="utf-8", newline="\n")
-        else:
-            out = dest / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, out)
+    """Render templates/<subdir> with the builder's renderer and write it below ``dest``."""
+    for rel, (data, executable) in builder_render.render_tree(subdir, context).items():
+        out = dest / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data)
+        if executable:
+            out.chmod(0o755)
 
 
 def _package(logical: str, dist: str, pure: str | None, required: bool) -> dict[str, Any]:
@@ -100,8 +63,7 @@ def _script(name: str, package: str, relpath: str, **kw: Any) -> dict[str, Any]:
 LIBRARIES = [
     _library("amdhip64", "core", "libamdhip64.so*", dll="amdhip64*.dll"),
     _library("hiprtc", "core", "libhiprtc.so*", dll="hiprtc0*.dll"),
-    _library("rocm_sysdeps_liblzma", "core", "librocm_sysdeps_liblzma.so*",
-             "lib/rocm_sysdeps/lib"),
+    _library("rocm_sysdeps_liblzma", "core", "librocm_sysdeps_liblzma.so*", "lib/rocm_sysdeps/lib"),
     _library("rocdxg", "core", "librocdxg.so*", optional=True),
     _library("hipblas", "libraries", "libhipblas.so*", dll="hipblas*.dll"),
     _library("rccl", "libraries", "librccl.so*"),
@@ -111,8 +73,13 @@ CONSOLE_SCRIPTS = [
     _script("hipconfig", "core", "bin/hipconfig", probe_args=["--version"], expect="HIP"),
     _script("amd-smi", "core", "bin/amd-smi", expand_devel=False),
     _script("amdclang++", "core", "lib/llvm/bin/amdclang++", func="amdclang_pp"),
-    _script("rocprof-sys-run", "profiler", "bin/rocprof-sys-run",
-            probe_args=["--version"], expect="rocprof-sys-run"),
+    _script(
+        "rocprof-sys-run",
+        "profiler",
+        "bin/rocprof-sys-run",
+        probe_args=["--version"],
+        expect="rocprof-sys-run",
+    ),
 ]
 
 
@@ -137,8 +104,14 @@ def context(
         packages.append(_package("libraries", "rocm-sdk-libraries", "rocm_sdk_libraries", False))
         packages.append(_package("device", "rocm-sdk-device-{target_family}", None, False))
     else:
-        packages.append(_package("libraries", "rocm-sdk-libraries-{target_family}",
-                                 "rocm_sdk_libraries_{target_family}", False))
+        packages.append(
+            _package(
+                "libraries",
+                "rocm-sdk-libraries-{target_family}",
+                "rocm_sdk_libraries_{target_family}",
+                False,
+            )
+        )
     if devel:
         packages.append(_package("devel", "rocm-sdk-devel", "rocm_sdk_devel", False))
     if profiler:
@@ -164,7 +137,12 @@ def context(
 SAMPLE_CONTEXTS: dict[str, dict[str, Any]] = {
     "legacy1": context("legacy", ("gfx94X-dcgpu",)),
     "legacy2": context("legacy", ("gfx94X-dcgpu", "gfx120X-all")),
-    "kpack": context("kpack", ("gfx942", "gfx1201", "gfx90a", "gfx942:xnack+"), nonce="_v7",
-                     linux=("gfx942", "gfx1201", "gfx90a"), windows=("gfx1201", "gfx942")),
+    "kpack": context(
+        "kpack",
+        ("gfx942", "gfx1201", "gfx90a", "gfx942:xnack+"),
+        nonce="_v7",
+        linux=("gfx942", "gfx1201", "gfx90a"),
+        windows=("gfx1201", "gfx942"),
+    ),
     "malicious": context("legacy", (MALICIOUS,), nonce=MALICIOUS, version=MALICIOUS),
 }
