@@ -9,7 +9,6 @@ empty last chunk. Content is identified by its first bytes (:func:`looks_compres
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import stat
@@ -17,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeAlias
+from typing import BinaryIO, TypeAlias
 
 from kpack.errors import PackagingError
 
@@ -115,24 +114,31 @@ class SourceStream:
 
 
 @contextmanager
+def open_regular(
+    member: Member, source: Path, *, buffering: int = -1
+) -> Iterator[tuple[int, BinaryIO]]:
+    """Open a member's source file; it must be a regular file. Yields (size, handle)."""
+    try:
+        handle = open(source, "rb", buffering=buffering)  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise PackagingError(f"cannot read member {member.arcname}: {exc}", path=source) from exc
+    with handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise PackagingError(f"member {member.arcname} is not a regular file", path=source)
+        yield info.st_size, handle
+
+
+@contextmanager
 def open_source(member: Member, chunk_size: int) -> Iterator[SourceStream]:
     """Open ``member``'s content as fixed-size ``(chunk, is_last)`` pairs."""
     source = member.source
     if isinstance(source, bytes):
         yield SourceStream(len(source), _with_last(_bytes_pieces(source, chunk_size)))
     elif isinstance(source, Path):
-        try:
-            handle = open(source, "rb", buffering=0)  # noqa: SIM115 - closed below
-        except OSError as exc:
-            raise PackagingError(
-                f"cannot read member {member.arcname}: {exc}", path=source
-            ) from exc
-        with handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise PackagingError(f"member {member.arcname} is not a regular file", path=source)
-            pieces = _file_pieces(handle, chunk_size, source, info.st_size)
-            yield SourceStream(info.st_size, _with_last(pieces))
+        with open_regular(member, source, buffering=0) as (size, handle):
+            pieces = _file_pieces(handle, chunk_size, source, size)
+            yield SourceStream(size, _with_last(pieces))
     else:
         pieces = _generated_pieces(source(), chunk_size, member.arcname)
         yield SourceStream(None, _with_last(pieces))
@@ -166,7 +172,7 @@ def _bytes_pieces(data: bytes, chunk_size: int) -> Iterator[bytes]:
         yield bytes(view[start : start + chunk_size])
 
 
-def _read_full(handle: io.FileIO, size: int) -> bytes:
+def _read_full(handle: BinaryIO, size: int) -> bytes:
     first = handle.read(size) or b""
     if len(first) == size or not first:
         return first
@@ -181,7 +187,7 @@ def _read_full(handle: io.FileIO, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _file_pieces(handle: io.FileIO, chunk_size: int, path: Path, expected: int) -> Iterator[bytes]:
+def _file_pieces(handle: BinaryIO, chunk_size: int, path: Path, expected: int) -> Iterator[bytes]:
     """Read the size seen at open in exact-size reads, then check nothing follows."""
     total = 0
     try:

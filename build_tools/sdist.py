@@ -14,8 +14,6 @@ from __future__ import annotations
 import gzip
 import io
 import logging
-import os
-import stat
 import tarfile
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -23,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, cast
 
-from build_tools._archive_member import Member, open_source, read_all
+from build_tools._archive_member import Member, open_regular, open_source, read_all
 from build_tools._archive_names import normalize_dist_name, normalize_version
 from build_tools._archive_output import atomic_output, resolve_epoch
 from kpack.errors import PackagingError
@@ -149,17 +147,8 @@ def _sized_stream(member: Member) -> Iterator[tuple[int, BinaryIO]]:
     """A readable stream of the content and its size (a generated one is spooled first)."""
     source = member.source
     if isinstance(source, Path):
-        try:
-            handle = source.open("rb")
-        except OSError as exc:
-            raise PackagingError(
-                f"cannot read member {member.arcname}: {exc}", path=source
-            ) from exc
-        with handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise PackagingError(f"member {member.arcname} is not a regular file", path=source)
-            yield info.st_size, handle
+        with open_regular(member, source) as opened:
+            yield opened
         return
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_LIMIT) as spool:
         with open_source(member, 1 << 20) as stream:
