@@ -7,7 +7,8 @@ platform package's ``__init__.py``, entry points, the devel tarball's members an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,53 +63,55 @@ def _built_scripts(runtime: Sequence[RuntimePackage]) -> list[ConsoleScript]:
     return sorted(dict.fromkeys(scripts), key=lambda s: s.name)
 
 
+@dataclass(frozen=True)
 class _Context:
     """The variables shared by every template of one scope (one family, or all)."""
 
-    def __init__(
-        self,
-        options: BuildOptions,
-        manifests: Manifests,
-        runtime: Sequence[RuntimePackage],
-        has_devel: bool,
-        families: Sequence[str],
-        default_family: str | None,
-    ) -> None:
-        specs = {p.spec.logical: p.spec for p in runtime}
-        devel = [s for s in manifests.packages.values() if s.kind is PackageKind.DEVEL]
-        entries = [_package_entry(s) for s in specs.values()]
-        if has_devel:
-            entries += [_package_entry(s) for s in devel]
-        self.scripts = _built_scripts(runtime)
-        linux = [f for f in options.linux_families if f in families] or list(families)
-        windows = [f for f in options.windows_families if f in families]
-        self.base: dict[str, Any] = {
-            "version": options.version,
-            "nonce": options.nonce,
-            "kpack_mode": False,
-            "default_target_family": default_family,
-            "available_target_families": sorted(families),
-            "linux_target_families": sorted(linux),
-            "windows_target_families": sorted(windows),
-            "libraries_py_package_name": None,
-            "packages": sorted([*entries, META], key=lambda e: str(e["logical_name"])),
-            "libraries": library_registry(manifests, runtime),
-            "console_scripts": [
-                {
-                    "name": s.name,
-                    "package": s.package,
-                    "relpath": s.relpath,
-                    "func": s.func,
-                    "probe_args": list(s.probe) if s.probe is not None else None,
-                    "expect": s.expect,
-                    "expand_devel": s.expand_devel,
-                }
-                for s in self.scripts
-            ],
-        }
+    base: Mapping[str, Any]
+    scripts: tuple[ConsoleScript, ...]
 
     def variables(self, entry: str, family: str | None) -> dict[str, Any]:
         return {**self.base, "this_package_entry": entry, "this_target_family": family}
+
+
+def _context(
+    options: BuildOptions,
+    manifests: Manifests,
+    runtime: Sequence[RuntimePackage],
+    families: Sequence[str],
+    default_family: str | None,
+) -> _Context:
+    specs = {p.spec.logical: p.spec for p in runtime}
+    devel = [s for s in manifests.packages.values() if s.kind is PackageKind.DEVEL]
+    entries = [_package_entry(s) for s in [*specs.values(), *devel]]
+    scripts = _built_scripts(runtime)
+    linux = [f for f in options.linux_families if f in families] or list(families)
+    windows = [f for f in options.windows_families if f in families]
+    base: dict[str, Any] = {
+        "version": options.version,
+        "nonce": options.nonce,
+        "kpack_mode": False,
+        "default_target_family": default_family,
+        "available_target_families": sorted(families),
+        "linux_target_families": sorted(linux),
+        "windows_target_families": sorted(windows),
+        "libraries_py_package_name": None,
+        "packages": sorted([*entries, META], key=lambda e: str(e["logical_name"])),
+        "libraries": library_registry(manifests, runtime),
+        "console_scripts": [
+            {
+                "name": s.name,
+                "package": s.package,
+                "relpath": s.relpath,
+                "func": s.func,
+                "probe_args": list(s.probe) if s.probe is not None else None,
+                "expect": s.expect,
+                "expand_devel": s.expand_devel,
+            }
+            for s in scripts
+        ],
+    }
+    return _Context(base=base, scripts=tuple(scripts))
 
 
 def _metadata(ctx: _Context, name: str, summary: str, requires: Sequence[str] = ()) -> bytes:
@@ -259,15 +262,13 @@ def plan_build(catalog: Catalog, manifests: Manifests, options: BuildOptions) ->
         else [(None, shared)]
     )
     plans: list[PackagePlan] = []
-    base_ctx = _Context(
-        options, manifests, runtime, True, families, families[0] if families else None
-    )
+    base_ctx = _context(options, manifests, runtime, families, families[0] if families else None)
     for pkg in runtime:
         scope = shared + ([pkg] if pkg.family is not None else [])
         plans.append(_runtime_plan(pkg, base_ctx, scope, launcher, ""))
     for family, scope in scopes:
         subdir = family if multi and family else ""
-        ctx = _Context(options, manifests, scope, True, [family] if family else [], family)
+        ctx = _context(options, manifests, scope, [family] if family else [], family)
         devel = _devel_plan(catalog, manifests, options, ctx, scope, family, subdir, elf)
         if devel is not None:
             plans.append(devel)

@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
@@ -133,7 +133,7 @@ def _nonce(text: str) -> str:
     return text
 
 
-def _progress(enabled: bool) -> object:
+def _progress(enabled: bool) -> Callable[[str], None]:
     start = time.monotonic()
 
     def say(message: str) -> None:
@@ -144,11 +144,12 @@ def _progress(enabled: bool) -> object:
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return f"{n} B"
+    value = float(n)
+    for unit in ("B", "KB", "MB"):
+        if value < 1000:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> str:
@@ -201,10 +202,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         epoch=source_date_epoch(),
         jobs=max(1, args.jobs),
     )
-    say(f"scanning {args.artifact_dir}")  # type: ignore[operator]
+    say(f"scanning {args.artifact_dir}")
     catalog = scan_artifacts(args.artifact_dir)
     mode = "kpack-split" if catalog.kpack_split else "legacy"
-    say(f"{len(catalog.artifacts)} artifacts, {mode} mode; planning")  # type: ignore[operator]
+    say(f"{len(catalog.artifacts)} artifacts, {mode} mode; planning")
     if catalog.kpack_split:
         raise UsageError(
             "this tree is in kpack-split mode (flags.KPACK_SPLIT_ARTIFACTS is true); "
@@ -222,7 +223,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         ]
         print(_table(rows))
         return 0
-    built = apply_plan(plan, progress=say)  # type: ignore[arg-type]
+    built = apply_plan(plan, progress=say)
     rows = [("package", "file", "files", "size")] + [
         (b.plan.dist_name, str(b.path), str(b.plan.file_count), _size(b.size)) for b in built
     ]
