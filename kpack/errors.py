@@ -11,12 +11,15 @@ import os
 from collections.abc import Iterable
 
 __all__ = [
+    "ArchiveError",
     "ArtifactError",
+    "BundleError",
     "ElfError",
     "ManifestError",
     "PackagingError",
     "RocmPackagingError",
     "ToolError",
+    "TransformError",
     "UsageError",
 ]
 
@@ -54,6 +57,18 @@ class ManifestError(RocmPackagingError):
 
 class ElfError(RocmPackagingError):
     """An ELF file is corrupt, unsupported, or cannot be edited safely."""
+
+
+class BundleError(RocmPackagingError):
+    """A HIP offload bundle (plain or CCOB) is malformed or cannot be mapped to its wrappers."""
+
+
+class ArchiveError(RocmPackagingError):
+    """A ``.kpack`` archive is malformed, unsupported, or would exceed the runtime's limits."""
+
+
+class TransformError(RocmPackagingError):
+    """A host binary cannot be rewritten safely (split device code, redirect wrappers)."""
 
 
 class PackagingError(RocmPackagingError):
