@@ -82,7 +82,7 @@ def _context(
     default_family: str | None,
 ) -> _Context:
     specs = {p.spec.logical: p.spec for p in runtime}
-    devel = [s for s in manifests.packages.values() if s.kind is PackageKind.DEVEL]
+    devel = [s for s in manifests.packages.values() if s.kind is PackageKind.DEVEL]  # both modes
     entries = [_package_entry(s) for s in [*specs.values(), *devel]]
     scripts = _built_scripts(runtime)
     linux = [f for f in options.linux_families if f in families] or list(families)

@@ -30,13 +30,16 @@ __all__ = [
     "load_manifests",
 ]
 
-TargetSel = Literal["generic", "family"]
+TargetSel = Literal["generic", "family", "isa"]
+Mode = Literal["legacy", "kpack", "both"]
+MODES: tuple[Mode, ...] = ("legacy", "kpack", "both")
 
 
 class PackageKind(enum.Enum):
     CORE = "core"
     PROFILER = "profiler"
     LIBRARIES = "libraries"
+    DEVICE = "device"
     DEVEL = "devel"
 
 
@@ -49,6 +52,10 @@ class Selection:
     except_names: tuple[str, ...]
     components: tuple[Component, ...]
     targets: tuple[TargetSel, ...]
+    mode: Mode = "both"
+
+    def applies(self, kpack_split: bool) -> bool:
+        return self.mode == "both" or self.mode == ("kpack" if kpack_split else "legacy")
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,10 @@ class ConsoleScript:
 
 @dataclass(frozen=True)
 class PackageSpec:
-    logical: str
+    key: str  # its key in packages.yaml
+    logical: str  # its logical name at run time (libraries, device, ...)
     kind: PackageKind
+    mode: Mode
     dist: str
     pure: str | None
     summary: str
@@ -88,6 +97,10 @@ class PackageSpec:
     exclude: tuple[str, ...]
     rpath_deps: tuple[RpathDep, ...]
     console_scripts: tuple[ConsoleScript, ...]
+    overlay: str | None = None  # logical package whose platform dir receives the files
+
+    def applies(self, kpack_split: bool) -> bool:
+        return self.mode == "both" or self.mode == ("kpack" if kpack_split else "legacy")
 
 
 @dataclass(frozen=True)
@@ -102,8 +115,12 @@ class LibraryEntry:
 
 @dataclass(frozen=True)
 class Manifests:
-    packages: Mapping[str, PackageSpec]
+    packages: Mapping[str, PackageSpec]  # by key in packages.yaml
     libraries: tuple[LibraryEntry, ...]
+
+    def for_mode(self, kpack_split: bool) -> dict[str, PackageSpec]:
+        """The packages of one build mode, by logical name."""
+        return {s.logical: s for s in self.packages.values() if s.applies(kpack_split)}
 
 
 class _Checker:
@@ -165,6 +182,9 @@ def _read_yaml(path: Path) -> Any:
 
 _PKG_KEYS = {
     "kind",
+    "mode",
+    "logical",
+    "overlay",
     "dist",
     "pure",
     "summary",
@@ -177,7 +197,7 @@ _PKG_KEYS = {
     "rpath_deps",
     "console_scripts",
 }
-_SEL_KEYS = {"names", "from_runtime_packages", "except_names", "components", "targets"}
+_SEL_KEYS = {"names", "from_runtime_packages", "except_names", "components", "targets", "mode"}
 _SCRIPT_KEYS = {"name", "relpath", "probe", "expect", "expand_devel"}
 
 
@@ -188,14 +208,24 @@ def _selection(c: _Checker, raw: Any, key: str) -> Selection:
     if not names and not from_runtime:
         c.fail(key, "needs 'names' or 'from_runtime_packages: true'")
     comps = c.strings(m.get("components"), f"{key}.components", choices=COMPONENTS)
-    targets = c.strings(m.get("targets"), f"{key}.targets", choices=("generic", "family"))
+    targets = c.strings(m.get("targets"), f"{key}.targets", choices=("generic", "family", "isa"))
     return Selection(
         names=names,
         from_runtime_packages=from_runtime,
         except_names=c.strings(m.get("except_names"), f"{key}.except_names"),
         components=comps,  # type: ignore[arg-type]
         targets=targets,  # type: ignore[arg-type]
+        mode=_mode(c, m.get("mode"), f"{key}.mode"),
     )
+
+
+def _mode(c: _Checker, value: Any, key: str) -> Mode:
+    if value is None:
+        return "both"
+    if value not in MODES:
+        c.fail(key, f"{value!r} is not one of {', '.join(MODES)}")
+        return "both"
+    return value  # type: ignore[no-any-return]
 
 
 def _console_script(c: _Checker, raw: Any, key: str, package: str) -> ConsoleScript:
@@ -211,8 +241,8 @@ def _console_script(c: _Checker, raw: Any, key: str, package: str) -> ConsoleScr
     )
 
 
-def _package(c: _Checker, logical: str, raw: Any) -> PackageSpec | None:
-    key = f"packages.{logical}"
+def _package(c: _Checker, name: str, raw: Any) -> PackageSpec | None:
+    key = f"packages.{name}"
     m = c.mapping(raw, key, _PKG_KEYS, {"kind", "dist", "summary", "select"})
     kind_text = m.get("kind")
     try:
@@ -229,9 +259,13 @@ def _package(c: _Checker, logical: str, raw: Any) -> PackageSpec | None:
         d = c.mapping(dep, f"{key}.rpath_deps[{i}]", {"package", "subdir"}, {"package", "subdir"})
         deps.append(RpathDep(str(d.get("package")), str(d.get("subdir"))))
     scripts = m.get("console_scripts") or []
+    logical = c.string(m.get("logical", name), f"{key}.logical") or name
     return PackageSpec(
+        key=name,
         logical=logical,
         kind=kind,
+        mode=_mode(c, m.get("mode"), f"{key}.mode"),
+        overlay=c.string(m.get("overlay"), f"{key}.overlay", optional=True),
         dist=c.string(m.get("dist"), f"{key}.dist") or "",
         pure=c.string(m.get("pure"), f"{key}.pure", optional=True),
         summary=c.string(m.get("summary"), f"{key}.summary") or "",
@@ -250,14 +284,20 @@ def _package(c: _Checker, logical: str, raw: Any) -> PackageSpec | None:
 
 
 def _check_references(c: _Checker, packages: Mapping[str, PackageSpec]) -> None:
+    logical = {s.logical for s in packages.values()}
     for spec in packages.values():
         for i, dep in enumerate(spec.rpath_deps):
-            if dep.package not in packages:
-                c.fail(
-                    f"packages.{spec.logical}.rpath_deps[{i}].package", f"unknown {dep.package!r}"
-                )
+            if dep.package not in logical:
+                c.fail(f"packages.{spec.key}.rpath_deps[{i}].package", f"unknown {dep.package!r}")
+        if spec.overlay is not None and spec.overlay not in logical:
+            c.fail(f"packages.{spec.key}.overlay", f"unknown {spec.overlay!r}")
+    for kpack_split in (False, True):
+        names = [s.logical for s in packages.values() if s.applies(kpack_split)]
+        for dup in sorted({n for n in names if names.count(n) > 1}):
+            mode = "kpack" if kpack_split else "legacy"
+            c.fail("packages", f"logical name {dup!r} is used twice in {mode} mode")
         if spec.target_specific != ("{target_family}" in spec.dist):
-            c.fail(f"packages.{spec.logical}.dist", "'{target_family}' iff target_specific")
+            c.fail(f"packages.{spec.key}.dist", "'{target_family}' iff target_specific")
     names = [s.name for p in packages.values() for s in p.console_scripts]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         c.fail("console_scripts", f"{dup!r} is declared twice")
@@ -277,7 +317,7 @@ def _libraries(
         key = f"libraries[{i}]"
         m = c.mapping(item, key, allowed, {"shortname", "package", "so_pattern"})
         package = c.string(m.get("package"), f"{key}.package") or ""
-        if package and package not in packages:
+        if package and package not in {s.logical for s in packages.values()}:
             c.fail(f"{key}.package", f"unknown package {package!r}")
         out.append(
             LibraryEntry(
@@ -307,7 +347,7 @@ def load_manifests(directory: Path | None = None) -> Manifests:
     for logical, raw in raw_packages.items():
         spec = _package(c, str(logical), raw)
         if spec is not None:
-            packages[spec.logical] = spec
+            packages[spec.key] = spec
     _check_references(c, packages)
     if c.problems:
         raise ManifestError("invalid package manifest", path=pkg_path, problems=c.problems)

@@ -135,7 +135,9 @@ def _targets(sel_targets: Sequence[str], family: str | None) -> list[str]:
 def _runtime_namespace(catalog: Catalog, spec: PackageSpec, family: str | None) -> Namespace:
     selected: list[Artifact] = []
     for sel in spec.select:
-        selected.extend(catalog.select(sel.names, sel.components, _targets(sel.targets, family)))
+        if sel.applies(catalog.kpack_split):
+            targets = _targets(sel.targets, family)
+            selected.extend(catalog.select(sel.names, sel.components, targets))
     include = GlobSet.of(spec.include) if spec.include else None
     exclude = GlobSet.of(spec.exclude) if spec.exclude else None
     return merge(dict.fromkeys(selected), include=include, exclude=exclude)
@@ -239,6 +241,8 @@ def devel_namespace(
     populated = {e.artifact.name for p in runtime for e in p.namespace}
     selected: list[Artifact] = []
     for sel in spec.select:
+        if not sel.applies(catalog.kpack_split):
+            continue
         names = set(sel.names)
         if sel.from_runtime_packages:
             names |= populated
@@ -312,7 +316,7 @@ def plan_runtime(
     notices: list[str] = []
     shared: list[RuntimePackage] = []
     per_family: list[RuntimePackage] = []
-    for spec in manifests.packages.values():
+    for spec in manifests.for_mode(catalog.kpack_split).values():
         if spec.kind in (PackageKind.CORE, PackageKind.PROFILER):
             pkg = _runtime_package(catalog, spec, None, options, elf)
             if not pkg.layout.files:
