@@ -15,11 +15,16 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any
 
+from kpack.artifact_names import (
+    COMPONENTS,
+    ArtifactId,
+    Component,
+    check_manifest_line,
+    is_isa_target,
+)
 from kpack.errors import ArtifactError
-
-from .targets import is_isa_target
 
 __all__ = [
     "COMPONENTS",
@@ -30,13 +35,12 @@ __all__ = [
     "Component",
     "Entry",
     "EntryKind",
+    "check_manifest_line",
     "scan_artifacts",
 ]
 
 log = logging.getLogger(__name__)
 
-Component = Literal["lib", "run", "dbg", "dev", "doc", "test"]
-COMPONENTS: tuple[Component, ...] = ("lib", "run", "dbg", "dev", "doc", "test")
 THEROCK_MANIFEST_RELPATH = (
     "base_lib_generic/base/aux-overlay/stage/share/therock/therock_manifest.json"
 )
@@ -48,24 +52,6 @@ class EntryKind(enum.Enum):
     FILE = "file"
     DIR = "dir"
     SYMLINK = "symlink"
-
-
-@dataclass(frozen=True, order=True)
-class ArtifactId:
-    name: str
-    component: Component
-    target: str
-
-    @property
-    def dirname(self) -> str:
-        return f"{self.name}_{self.component}_{self.target}"
-
-    @classmethod
-    def parse(cls, dirname: str) -> ArtifactId | None:
-        parts = dirname.split("_")
-        if len(parts) != 3 or not all(parts) or parts[1] not in COMPONENTS:
-            return None
-        return cls(parts[0], parts[1], parts[2])
 
 
 @dataclass(frozen=True)
@@ -112,15 +98,6 @@ class Catalog:
         return tuple(sorted({a.id.target for a in self.artifacts} - {"generic"}))
 
 
-def _check_manifest_line(line: str, manifest: Path) -> str:
-    posix = PurePosixPath(line)
-    if posix.is_absolute() or "\\" in line or line.startswith("~"):
-        raise ArtifactError(f"stage directory {line!r} is absolute", path=manifest)
-    if ".." in posix.parts:
-        raise ArtifactError(f"stage directory {line!r} contains '..'", path=manifest)
-    return posix.as_posix()
-
-
 def _read_stage_list(artifact_dir: Path) -> tuple[str, ...]:
     manifest = artifact_dir / "artifact_manifest.txt"
     try:
@@ -131,7 +108,7 @@ def _read_stage_list(artifact_dir: Path) -> tuple[str, ...]:
     for line in (raw.strip() for raw in text.splitlines()):
         if not line:
             continue
-        stage = _check_manifest_line(line, manifest)
+        stage = check_manifest_line(line, manifest)
         stage_dir = artifact_dir / stage
         if not stage_dir.is_dir() or stage_dir.is_symlink():
             raise ArtifactError(f"stage directory {stage!r} does not exist", path=manifest)

@@ -14,6 +14,7 @@ from typing import NewType
 
 import yaml
 
+from kpack.artifact_names import base_target, is_isa_target
 from kpack.errors import ManifestError, UsageError
 
 from ._data import data_dir
@@ -30,18 +31,7 @@ __all__ = [
 
 GfxTarget = NewType("GfxTarget", str)
 
-_ISA_RE = re.compile(r"^gfx[0-9a-f]+(:[A-Za-z0-9_-]+[+-])*$")
 _SINGLE_RE = re.compile(r"^gfx[0-9a-f]+$")
-
-
-def is_isa_target(value: str) -> bool:
-    """``gfx`` + hex digits, optionally ``:feature+`` / ``:feature-`` parts."""
-    return bool(_ISA_RE.match(value))
-
-
-def base_target(target: str) -> str:
-    """The part before the first ``:`` (``gfx942:xnack+`` -> ``gfx942``)."""
-    return target.split(":", 1)[0]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,11 @@
-"""A planned edit of one file: byte patches inside the original plus appended bytes.
+"""A planned edit of one file: byte patches, an optional removed range, appended bytes.
 
 The result is never materialised in memory. It is streamed from the source (read once,
 in chunks) or viewed through a read-only seekable stream for verification.
+
+Result layout, in order: the source with ``patches`` applied (offsets in source
+coordinates) and the ``removed`` byte range left out, then ``zero_fill`` zero bytes
+(written as a hole where the file system allows), then ``appended``.
 """
 
 from __future__ import annotations
@@ -13,22 +17,36 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from kpack.errors import ElfError
 
 __all__ = ["ElfEdit"]
 
+#: Zero runs at least this long are written as holes (seek) instead of bytes.
+_HOLE_MIN = 64 << 10
+
+
+class _Region(NamedTuple):
+    """A run of the result: ``[start, end)`` comes from ``origin``."""
+
+    start: int
+    end: int
+    origin: int | None  # source offset of ``start``; None: zeros; -1: ``appended``
+
 
 @dataclass(frozen=True)
 class ElfEdit:
-    """The result is ``source`` with ``patches`` applied, then ``appended`` at the end."""
+    """The result of ``source`` with ``patches``, minus ``removed``, plus zeros and ``appended``."""
 
     source: Path
     original_size: int
     patches: tuple[tuple[int, bytes], ...]
     appended: bytes
+    removed: tuple[int, int] | None = None  # source byte range [start, end) left out
+    zero_fill: int = 0  # zero bytes between the kept source bytes and ``appended``
 
     def __post_init__(self) -> None:
         end = 0
@@ -40,14 +58,45 @@ class ElfEdit:
                     path=self.source,
                 )
             end = offset + len(data)
+        if self.zero_fill < 0:
+            raise ElfError(f"invalid edit plan: zero_fill {self.zero_fill}", path=self.source)
+        if self.removed is not None:
+            lo, hi = self.removed
+            if not 0 <= lo < hi <= self.original_size:
+                raise ElfError(
+                    f"invalid edit plan: removed range {lo:#x}..{hi:#x} is empty or lies "
+                    f"beyond the original size {self.original_size:#x}",
+                    path=self.source,
+                )
+            for offset, data in self.patches:
+                if offset < hi and lo < offset + len(data):
+                    raise ElfError(
+                        f"invalid edit plan: patch at {offset:#x} (+{len(data):#x}) lies in "
+                        f"the removed range {lo:#x}..{hi:#x}",
+                        path=self.source,
+                    )
+
+    @property
+    def removed_size(self) -> int:
+        return 0 if self.removed is None else self.removed[1] - self.removed[0]
 
     @property
     def size(self) -> int:
-        return self.original_size + len(self.appended)
+        return self.original_size - self.removed_size + self.zero_fill + len(self.appended)
 
     @property
     def is_identity(self) -> bool:
-        return not self.patches and not self.appended
+        return (
+            not self.patches and not self.appended and self.removed is None and not self.zero_fill
+        )
+
+    def result_offset(self, offset: int) -> int:
+        """Where source byte ``offset`` ends up in the result (it must not be removed)."""
+        if self.removed is None or offset < self.removed[0]:
+            return offset
+        if offset < self.removed[1]:
+            raise ElfError(f"source offset {offset:#x} lies in the removed range", path=self.source)
+        return offset - self.removed_size
 
     def iter_chunks(self, chunk_size: int = 1 << 20) -> Iterator[bytes]:
         """Yield the result in order, reading the source once."""
@@ -62,22 +111,25 @@ class ElfEdit:
         """A read-only, seekable view of the result (close it when done)."""
         return io.BufferedReader(_EditView(self, self._open_source()))
 
-    def write_to(self, dest: Path) -> None:
+    def write_to(self, dest: Path, *, replace_source: bool = False) -> None:
         """Write the result to ``dest`` atomically (temporary sibling, then rename).
 
-        ``dest`` must not be the source file. The source's permission bits are kept.
-        An existing ``dest`` is replaced, never written through (hardlinks break).
+        ``dest`` must not be the source file (or a hard link to it) unless
+        ``replace_source``: the new file then takes its name and other links keep the old
+        content. The source's permission bits are kept. An existing ``dest`` is replaced,
+        never written through. Long zero runs become holes in the file.
         """
         dest = Path(dest)
-        if dest.exists() and os.path.samefile(dest, self.source):
+        if not replace_source and dest.exists() and os.path.samefile(dest, self.source):
             raise ElfError("refusing to write an edit over its own source", path=dest)
         mode = stat.S_IMODE(os.stat(self.source).st_mode)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
         tmp = Path(tmp_name)
         try:
-            with os.fdopen(fd, "wb") as out:
-                for chunk in self.iter_chunks():
-                    out.write(chunk)
+            with os.fdopen(fd, "wb") as out, self._open_source() as src:
+                for region in self._regions:
+                    self._write_region(src, out, region)
+                out.truncate(self.size)
             os.chmod(tmp, mode)
             os.replace(tmp, dest)
         except BaseException:
@@ -87,6 +139,33 @@ class ElfEdit:
     def read_at(self, src: BinaryIO, offset: int, size: int) -> bytes:
         """Bytes ``[offset, offset + size)`` of the result, given an open source stream."""
         return self._read(src, offset, size)
+
+    @cached_property
+    def _regions(self) -> tuple[_Region, ...]:
+        lo, hi = self.removed if self.removed is not None else (self.original_size,) * 2
+        kept = self.original_size - (hi - lo)
+        regions = [
+            _Region(0, lo, 0),
+            _Region(lo, kept, hi),
+            _Region(kept, kept + self.zero_fill, None),
+            _Region(kept + self.zero_fill, self.size, -1),
+        ]
+        return tuple(r for r in regions if r.end > r.start)
+
+    @cached_property
+    def _patch_offsets(self) -> list[int]:
+        return [offset for offset, _ in self.patches]
+
+    def _write_region(self, src: BinaryIO, out: BinaryIO, region: _Region) -> None:
+        size = region.end - region.start
+        if region.origin is None and size >= _HOLE_MIN:
+            out.seek(size, os.SEEK_CUR)
+            return
+        pos = region.start
+        while pos < region.end:
+            data = self._read(src, pos, min(1 << 20, region.end - pos))
+            out.write(data)
+            pos += len(data)
 
     def _open_source(self) -> BinaryIO:
         try:
@@ -108,20 +187,31 @@ class ElfEdit:
         if offset >= end:
             return b""
         out = bytearray()
-        if offset < self.original_size:
-            stop = min(end, self.original_size)
-            src.seek(offset)
-            out += src.read(stop - offset)
-            if len(out) != stop - offset:
-                raise ElfError(f"short read at {offset:#x}", path=self.source)
-            self._overlay(out, offset, stop)
-        if end > self.original_size:
-            start = max(offset, self.original_size) - self.original_size
-            out += self.appended[start : end - self.original_size]
+        regions = self._regions
+        index = bisect.bisect_right([r.start for r in regions], offset) - 1
+        for region in regions[max(index, 0) :]:
+            if region.start >= end:
+                break
+            lo, hi = max(offset, region.start), min(end, region.end)
+            if region.origin is None:
+                out += bytes(hi - lo)
+            elif region.origin < 0:
+                base = region.start
+                out += self.appended[lo - base : hi - base]
+            else:
+                out += self._read_source(src, region.origin + lo - region.start, hi - lo)
         return bytes(out)
 
+    def _read_source(self, src: BinaryIO, start: int, size: int) -> bytearray:
+        src.seek(start)
+        data = bytearray(src.read(size))
+        if len(data) != size:
+            raise ElfError(f"short read at {start:#x}", path=self.source)
+        self._overlay(data, start, start + size)
+        return data
+
     def _overlay(self, buf: bytearray, start: int, stop: int) -> None:
-        index = bisect.bisect_right([p[0] for p in self.patches], start) - 1
+        index = bisect.bisect_right(self._patch_offsets, start) - 1
         for patch_offset, data in self.patches[max(index, 0) :]:
             if patch_offset >= stop:
                 break

@@ -1,9 +1,11 @@
 """Place new data in one trailing PT_LOAD and grow the program-header table by one entry.
 
 This is the layout primitive shared by every edit that adds bytes to a loaded image
-(RPATH strings now, the kpack marker later). It works in two steps so that callers can
-put final addresses into their data: :func:`plan_load` decides the geometry from blob
-sizes, :func:`render_load` produces the patches and appended bytes.
+(RPATH strings, the kpack marker). It works in two steps so that callers can put final
+addresses into their data: :func:`plan_load` decides the geometry from blob sizes,
+:func:`render_load` (or the caller, with :func:`grown_table`) produces the bytes. A
+caller that also removes bytes or splits segments plans on the layout as it will be
+after that (kpack.transform does), and may ask for spare table slots.
 
 Rules (packages.md §21 E2/E3, kpack.md §3):
 
@@ -14,7 +16,8 @@ Rules (packages.md §21 E2/E3, kpack.md §3):
   the end of the file with ``p_offset ≡ p_vaddr (mod 4096)``; it is inserted after the
   last PT_LOAD, never first, and no existing segment changes its flags;
 - for executables (PT_INTERP) with a moved table, ``p_vaddr - p_offset`` of the new
-  segment equals that of the first PT_LOAD, so ``AT_PHDR = load base + e_phoff`` holds.
+  segment equals that of the first PT_LOAD, so ``AT_PHDR = load base + e_phoff`` holds
+  (libraries too, on request, when that costs little padding).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from kpack.elf._format import (
     PT_LOAD,
     PT_PHDR,
     SHDR_SIZE,
+    SHT_NOBITS,
     Phdr,
     align_up,
 )
@@ -75,15 +79,32 @@ class LoadPlan:
         )
 
 
-def plan_load(layout: ElfLayout, blobs: Sequence[Blob], flags: int) -> LoadPlan:
-    """Decide where ``blobs`` go in one new PT_LOAD with ``flags``."""
+def plan_load(
+    layout: ElfLayout,
+    blobs: Sequence[Blob],
+    flags: int,
+    *,
+    spare_slots: bool = False,
+    max_padding: int | None = MAX_PADDING,
+    pin_padding: int | None = None,
+) -> LoadPlan:
+    """Decide where ``blobs`` go in one new PT_LOAD with ``flags``.
+
+    ``layout.phdrs`` is the table the file will have before the new PT_LOAD is added
+    (a caller that also splits segments passes the split table; ``ehdr.e_phnum`` stays
+    the count of entries present in the file). With ``spare_slots`` a moved table gets
+    room for ``align_up(entries, 16)`` entries; the spare slots stay zero (PT_NULL) and
+    are not counted in ``e_phnum``. A moved table is pinned (``p_vaddr - p_offset`` of
+    the first PT_LOAD) for executables always, and for other files when that costs at
+    most ``pin_padding`` bytes of padding. ``max_padding=None`` allows any padding.
+    """
     loads = layout.segments(PT_LOAD)
     if not loads:
         raise ElfError("no PT_LOAD segment; cannot add one after it", path=layout.name)
     phnum = len(layout.phdrs) + 1
-    table_size = phnum * PHDR_SIZE
-    moved = not _room_in_place(layout, table_size)
-    pos = table_size if moved else 0
+    moved = not _room_in_place(layout, phnum * PHDR_SIZE)
+    slots = (align_up(phnum, 16) if spare_slots else phnum) if moved else 0
+    pos = slots * PHDR_SIZE
     starts = []
     for blob in blobs:
         pos = align_up(pos, max(blob.align, 1))
@@ -91,25 +112,41 @@ def plan_load(layout: ElfLayout, blobs: Sequence[Blob], flags: int) -> LoadPlan:
         pos += blob.size
     vaddr = align_up(max(p.mem_end for p in loads), PAGE)
     offset = align_up(layout.size, PAGE)
-    if moved and layout.first(PT_INTERP) is not None:
-        delta = loads[0].p_vaddr - loads[0].p_offset
-        if delta % PAGE:
-            raise ElfError(
-                f"first PT_LOAD has p_vaddr - p_offset = {delta:#x}, not page-aligned; "
-                "cannot keep AT_PHDR valid for a moved program-header table",
-                path=layout.name,
-            )
-        offset = max(offset, vaddr - delta)
-        vaddr = offset + delta
+    if moved:
+        offset, vaddr = _pin(layout, loads[0], offset, vaddr, pin_padding)
     if vaddr + pos >= 1 << 63 or offset + pos >= 1 << 63:
         raise ElfError(f"no room for a new segment above {vaddr:#x}", path=layout.name)
-    if offset - layout.size > MAX_PADDING:
+    if max_padding is not None and offset - layout.size > max_padding:
         raise ElfError(
             f"new segment would need {offset - layout.size:#x} bytes of padding",
             path=layout.name,
         )
     phoff = offset if moved else layout.ehdr.e_phoff
     return LoadPlan(moved, phoff, phnum, offset, vaddr, pos, flags, tuple(starts))
+
+
+def _pin(
+    layout: ElfLayout, first: Phdr, offset: int, vaddr: int, pin_padding: int | None
+) -> tuple[int, int]:
+    """``(offset, vaddr)`` of a new segment holding a moved table, pinned if required.
+
+    Pinned means ``vaddr - offset`` equals that of the first PT_LOAD, so that
+    ``AT_PHDR = load base + e_phoff`` (Linux 4.18) points at the table.
+    """
+    executable = layout.first(PT_INTERP) is not None
+    delta = first.p_vaddr - first.p_offset
+    if delta % PAGE:
+        if executable:
+            raise ElfError(
+                f"first PT_LOAD has p_vaddr - p_offset = {delta:#x}, not page-aligned; "
+                "cannot keep AT_PHDR valid for a moved program-header table",
+                path=layout.name,
+            )
+        return offset, vaddr
+    pinned = max(offset, vaddr - delta)
+    if executable or (pin_padding is not None and pinned - offset <= pin_padding):
+        return pinned, pinned + delta
+    return offset, vaddr
 
 
 def render_load(
@@ -156,8 +193,8 @@ def _room_in_place(layout: ElfLayout, needed: int) -> bool:
     """True if the table can grow to ``needed`` bytes where it is.
 
     Needs section headers (otherwise unused bytes cannot be told apart), and the grown
-    table must end before any section, segment or the section-header table that starts
-    after it, and inside the PT_LOAD that maps it.
+    table must end before any section (NOBITS ones occupy no file bytes), segment or the
+    section-header table that starts after it, and inside the PT_LOAD that maps it.
     """
     ehdr = layout.ehdr
     start = ehdr.e_phoff
@@ -172,7 +209,9 @@ def _room_in_place(layout: ElfLayout, needed: int) -> bool:
     if end > layout.size:
         return False
     occupied = [(ehdr.e_shoff, len(layout.shdrs) * SHDR_SIZE)]
-    occupied += [(s.sh_offset, max(s.sh_size, 1)) for s in layout.shdrs[1:]]
+    occupied += [
+        (s.sh_offset, 1 if s.sh_type == SHT_NOBITS else max(s.sh_size, 1)) for s in layout.shdrs[1:]
+    ]
     occupied += [
         (p.p_offset, max(p.p_filesz, 1))
         for p in layout.phdrs

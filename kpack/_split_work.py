@@ -1,0 +1,254 @@
+"""Per-binary work of the splitter and the archive writer (private to :mod:`kpack.split`).
+
+One job per fat binary, run in a worker process: transform the *input* straight into the
+generic output, then append the in-scope kernels the transform extracted to a per-job
+spool file (so the parent never holds the device code of the whole artifact).
+Archives are written afterwards, one target at a time, from memory-mapped spool files:
+peak memory is about one target's device code, not the whole artifact's.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kpack._split_output import copy_file, copy_meta
+from kpack.archive import KernelInput, KpackSummary, Scheme, write_kpack
+from kpack.databases import base_arch
+from kpack.errors import BundleError
+from kpack.transform import AlreadyTransformed, ExtractedKernel, transform_binary
+
+__all__ = [
+    "FatJob",
+    "FatOutcome",
+    "SpooledKernel",
+    "remove_spools",
+    "run_fat_job",
+    "write_target_archive",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FatJob:
+    """Transform ``source`` into ``dest``; spool its in-scope kernels to ``spool``."""
+
+    stage: str
+    relpath: str
+    source: Path
+    dest: Path
+    mode: int
+    size: int
+    kernel_name: str
+    search_path: str
+    spool: Path
+    scope: frozenset[str] | None  # base arches whose kernels are kept; None = all
+
+
+@dataclass(frozen=True)
+class SpooledKernel:
+    """Where one kernel's bytes wait for the archive writer: a spool range, or (in-process
+    only) a zero-copy view of the mapped input."""
+
+    index: int  # wrapper index = co_index
+    target: str
+    triple: str
+    spool: Path
+    offset: int
+    size: int
+    view: memoryview | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class FatOutcome:
+    job: FatJob
+    kernels: tuple[SpooledKernel, ...]  # in scope, spooled
+    skipped: int  # out-of-scope kernels (they still count for #N)
+    removed_bytes: int
+    notes: tuple[str, ...]
+    passed_through: bool = False
+
+
+def run_fat_job(job: FatJob, keep_views: bool = False) -> FatOutcome:
+    """Transform one fat binary and spool its in-scope kernels.
+
+    The transform parses every bundle once and hands back the code objects it found
+    through each wrapper's pointer (zero-copy views of the mapped input for plain
+    bundles), so nothing is decoded twice. In a worker process everything goes to the
+    spool; in-process (``keep_views``) such views are kept as they are and only decoded
+    (CCOB) kernels are spooled, which saves writing and re-reading the device code.
+    """
+    log.info("splitting %s (%d bytes)", job.kernel_name, job.size)
+    try:
+        plan = transform_binary(
+            job.source, job.dest, kernel_name=job.kernel_name, search_paths=[job.search_path]
+        )
+    except AlreadyTransformed as exc:
+        copy_file(job.source, job.dest, job.mode)
+        note = f"{job.kernel_name}: already transformed, passed through unchanged ({exc.message})"
+        return FatOutcome(job, (), 0, 0, (note,), passed_through=True)
+    copy_meta(job.source, job.dest, job.mode)
+    kernels, skipped = _spool_kernels(job, plan.kernels, keep_views)
+    notes = tuple(f"{job.kernel_name}: {n}" for n in plan.notes)
+    return FatOutcome(job, kernels, skipped, plan.removed_bytes, notes)
+
+
+def _mapped_view(data: bytes | memoryview) -> memoryview | None:
+    return data if isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap) else None
+
+
+def _spool_kernels(
+    job: FatJob, kernels: Sequence[ExtractedKernel], keep_views: bool
+) -> tuple[tuple[SpooledKernel, ...], int]:
+    _check_unique(kernels, job)
+    spooled: list[SpooledKernel] = []
+    skipped = 0
+    offset = 0
+    dropper = _PageDropper()
+    with open(job.spool, "wb") as out:
+        for kernel in kernels:
+            if job.scope is not None and base_arch(kernel.target) not in job.scope:
+                skipped += 1
+                continue
+            view = _mapped_view(kernel.data) if keep_views else None
+            if view is not None:
+                spooled.append(
+                    SpooledKernel(
+                        kernel.index, kernel.target, kernel.triple, job.spool, 0, view.nbytes, view
+                    )
+                )
+                continue
+            size = out.write(kernel.data)
+            dropper.add(kernel.data, size)
+            spooled.append(
+                SpooledKernel(kernel.index, kernel.target, kernel.triple, job.spool, offset, size)
+            )
+            offset += size
+    dropper.drop()
+    return tuple(spooled), skipped
+
+
+class _PageDropper:
+    """Let go of mapped input pages that spooled views touched, every ``every`` bytes.
+
+    The transform hands out zero-copy views of a read-only ``mmap`` of the input; without
+    this, every page of a 1.3 GB library would count in the worker's RSS until the map
+    goes away. The pages stay in the page cache, and the input is not read again through
+    this map. ``madvise`` covers the whole map, so it is batched.
+    """
+
+    def __init__(self, every: int = 64 << 20) -> None:
+        self.every = every
+        self.pending: dict[int, mmap.mmap] = {}
+        self.touched = 0
+
+    def add(self, data: bytes | memoryview, size: int) -> None:
+        view = _mapped_view(data)
+        owner = view.obj if view is not None else None
+        if isinstance(owner, mmap.mmap):
+            self.pending[id(owner)] = owner
+            self.touched += size
+        if self.touched >= self.every:
+            self.drop()
+
+    def drop(self) -> None:
+        for owner in self.pending.values():
+            with suppress(OSError, ValueError, AttributeError):
+                owner.madvise(mmap.MADV_DONTNEED)
+        self.pending.clear()
+        self.touched = 0
+
+
+def _check_unique(kernels: Sequence[ExtractedKernel], job: FatJob) -> None:
+    seen: set[tuple[int, str]] = set()
+    for kernel in kernels:
+        pair = (kernel.index, kernel.target)
+        if pair in seen:
+            raise BundleError(
+                f"wrapper {pair[0]} holds two code objects for target {pair[1]!r}",
+                path=job.source,
+            )
+        seen.add(pair)
+
+
+@contextmanager
+def _mapped(paths: Sequence[Path]) -> Iterator[dict[Path, memoryview]]:
+    """Read-only maps of the spool files (empty files get an empty view)."""
+    maps: list[mmap.mmap] = []
+    views: dict[Path, memoryview] = {}
+    try:
+        for path in paths:
+            if os.path.getsize(path) == 0:
+                views[path] = memoryview(b"")
+                continue
+            with open(path, "rb") as f:
+                maps.append(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+            views[path] = memoryview(maps[-1])
+        yield views
+    finally:
+        for view in views.values():
+            with suppress(BufferError):
+                view.release()
+        for mm in maps:
+            with suppress(BufferError):  # a view still alive (e.g. in a traceback): let GC unmap
+                mm.close()
+
+
+def write_target_archive(
+    path: Path,
+    target: str,
+    entries: Sequence[tuple[str, str, SpooledKernel]],
+    *,
+    prefix: str,
+    scheme: Scheme,
+    level: int,
+    jobs: int,
+) -> KpackSummary:
+    """Write one target's archive; ``entries`` are ``(stage, kernel_name, kernel)``.
+
+    Mapped input pages the kernels' views touched are dropped afterwards, so resident
+    memory stays at about one target's device code.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spools = sorted({k.spool for _, _, k in entries if k.view is None})
+    dropper = _PageDropper()
+    with _mapped(spools) as views:
+        slices: list[memoryview] = []
+        inputs: list[KernelInput] = []
+        for stage, name, k in entries:
+            if k.view is not None:
+                data = k.view
+                dropper.add(data, 0)
+            else:
+                data = views[k.spool][k.offset : k.offset + k.size]
+                slices.append(data)
+            meta = {"target": k.triple, "source_prefix": stage}
+            inputs.append(KernelInput(f"{name}#{k.index}", k.target, data, meta))
+        try:
+            return write_kpack(
+                path,
+                inputs,
+                group_name=prefix,
+                gfx_arch_family=target,
+                scheme=scheme,
+                level=level,
+                jobs=jobs,
+            )
+        finally:
+            del inputs
+            for item in slices:
+                with suppress(BufferError):
+                    item.release()
+            dropper.drop()
+
+
+def remove_spools(spools: Sequence[Path]) -> None:
+    for path in spools:
+        with suppress(FileNotFoundError):
+            path.unlink()

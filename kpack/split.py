@@ -1,0 +1,400 @@
+"""Artifact splitter: fat artifacts -> host-only ``P_generic`` + per-target ``P_<target>``.
+
+Spec: kpack.md §5 and artifact-tree.md §6. For an artifact with prefix ``P``:
+
+- ``P_generic/<stage>/...``: everything except database files; every fat binary is
+  transformed straight from the input (HIPK wrappers, ``.rocm_kpack_ref`` marker whose
+  search path is ``'../' x depth + '.kpack/P_@GFXARCH@.kpack'``). Its manifest lists every
+  processed stage dir.
+- ``P_<target>/<first contributing stage>/.kpack/P_<target>.kpack``: one archive per full
+  target id for the whole artifact, keys ``<stage>/<relpath>#<wrapper index>``.
+- ``P_<base arch>/<stage>/<relpath>``: database files claimed by a handler.
+
+Scan and classify first (a frozen value), then write everything under ``OUT/.partial-*``
+and publish the finished dirs together. Inputs are never modified.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpack._split_output import Staging, copy_file, make_dirs, write_manifest
+from kpack._split_plan import (
+    GENERIC,
+    DatabaseFile,
+    SplitOptions,
+    SplitPlan,
+    check_prefix,
+    fat_jobs,
+    plan_split,
+    prefix_of,
+)
+from kpack._split_scan import Kind, StageEntry, scan_artifact
+from kpack._split_verify import VerifyReport, find_archives, verify_binary
+from kpack._split_work import (
+    FatJob,
+    FatOutcome,
+    SpooledKernel,
+    remove_spools,
+    run_fat_job,
+    write_target_archive,
+)
+from kpack.archive import Scheme
+from kpack.artifact_names import ArtifactId
+from kpack.databases import Handler
+from kpack.errors import ArtifactError, RocmPackagingError, UsageError
+
+__all__ = [
+    "ArchiveOutput",
+    "BatchResult",
+    "BinaryReport",
+    "DatabaseFile",
+    "SplitOptions",
+    "SplitResult",
+    "VerifyReport",
+    "batch_inputs",
+    "find_archives",
+    "prefix_of",
+    "split_artifact",
+    "split_artifacts",
+    "verify_binary",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ArchiveOutput:
+    target: str
+    path: Path
+    kernel_count: int
+    original_bytes: int
+    size: int
+
+
+@dataclass(frozen=True)
+class BinaryReport:
+    kernel_name: str
+    kernels: int  # written to archives
+    skipped: int  # outside --gpu-targets
+    removed_bytes: int
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SplitResult:
+    artifact_dir: Path
+    prefix: str
+    outputs: tuple[Path, ...]  # published artifact dirs, sorted
+    archives: tuple[ArchiveOutput, ...]
+    binaries: tuple[BinaryReport, ...]
+    databases: tuple[tuple[str, Path], ...]  # (kernel_name, destination) of moved files
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    results: tuple[SplitResult, ...]
+    failures: tuple[tuple[Path, str], ...]
+
+    def raise_for_failures(self) -> None:
+        if self.failures:
+            raise ArtifactError(
+                f"{len(self.failures)} of {len(self.failures) + len(self.results)} artifacts "
+                "failed to split",
+                problems=[f"{path}: {message}" for path, message in self.failures],
+            )
+
+
+# --- writing --------------------------------------------------------------------------------
+
+
+def _write_generic(plan: SplitPlan, root: Path) -> None:
+    for stage in plan.scan.stages:
+        make_dirs(root, stage)
+    dirs: list[StageEntry] = []
+    for entry in plan.generic:
+        dest = root / entry.stage / entry.relpath
+        if entry.kind is Kind.DIR:
+            dest.mkdir(parents=True, exist_ok=True)
+            dirs.append(entry)
+        elif entry.kind is Kind.SYMLINK:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(entry.link or "", dest)
+        else:
+            copy_file(entry.source, dest, entry.mode)
+    for entry in plan.fat:
+        (root / entry.stage / entry.relpath).parent.mkdir(parents=True, exist_ok=True)
+    for entry in reversed(dirs):  # modes last, children before parents
+        os.chmod(root / entry.stage / entry.relpath, entry.mode)
+    write_manifest(root, plan.scan.stages)
+
+
+def _write_database(entry: StageEntry, root: Path) -> Path:
+    dest = root / entry.stage / entry.relpath
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if entry.link is not None:
+        os.symlink(entry.link, dest)
+    else:
+        copy_file(entry.source, dest, entry.mode)
+    return dest
+
+
+def _pool(jobs: int, count: int) -> Executor | None:
+    if jobs <= 1 or count <= 1:
+        return None
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
+    return ProcessPoolExecutor(max_workers=min(jobs, count), mp_context=context)
+
+
+def _run_jobs(jobs: list[FatJob], workers: int) -> list[FatOutcome]:
+    """Run every job, largest first; the first failure cancels the rest and is raised."""
+    ordered = sorted(jobs, key=lambda j: (-j.size, j.kernel_name))
+    pool = _pool(workers, len(ordered))
+    if pool is None:  # in-process: kernels may stay zero-copy views of the mapped inputs
+        return [run_fat_job(job, keep_views=True) for job in ordered]
+    with pool:
+        futures = [pool.submit(run_fat_job, job) for job in ordered]
+        outcomes: list[FatOutcome] = []
+        try:
+            for future in as_completed(futures):
+                outcomes.append(future.result())
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return outcomes
+
+
+def _group_kernels(
+    outcomes: Iterable[FatOutcome],
+) -> dict[str, list[tuple[str, str, SpooledKernel]]]:
+    by_target: dict[str, list[tuple[str, str, SpooledKernel]]] = {}
+    for outcome in outcomes:
+        for kernel in outcome.kernels:
+            entry = (outcome.job.stage, outcome.job.kernel_name, kernel)
+            by_target.setdefault(kernel.target, []).append(entry)
+    return by_target
+
+
+def _contributors(
+    plan: SplitPlan,
+    by_target: dict[str, list[tuple[str, str, SpooledKernel]]],
+) -> dict[str, set[str]]:
+    """Output dir name -> stage dirs that contributed kernels or database files."""
+    stages: dict[str, set[str]] = {}
+    for target, entries in by_target.items():
+        stages.setdefault(plan.out_name(target), set()).update(s for s, _, _ in entries)
+    for db in plan.databases:
+        stages.setdefault(plan.out_name(db.match.base_arch), set()).add(db.entry.stage)
+    return stages
+
+
+def _write_archives(
+    plan: SplitPlan,
+    staging: Staging,
+    by_target: dict[str, list[tuple[str, str, SpooledKernel]]],
+    contributors: dict[str, set[str]],
+    options: SplitOptions,
+) -> list[ArchiveOutput]:
+    """One archive per target. Many kernels per target: one archive at a time, its kernels
+    compressed on ``jobs`` threads (memory: one target's code). Few kernels per target
+    (a single-TU library): ``jobs`` archives at a time, one thread each."""
+    targets = sorted(by_target)
+    few = all(len(by_target[t]) < 2 * options.jobs for t in targets)
+    workers = min(options.jobs, len(targets)) if few else 1
+    per_archive = 1 if few else options.jobs
+
+    def write(target: str) -> ArchiveOutput:
+        name = plan.out_name(target)
+        first_stage = min(contributors[name])
+        relpath = Path(name) / first_stage / ".kpack" / f"{name}.kpack"
+        summary = write_target_archive(
+            staging.root / relpath,
+            target,
+            by_target[target],
+            prefix=plan.prefix,
+            scheme=options.scheme,
+            level=options.level,
+            jobs=per_archive,
+        )
+        return ArchiveOutput(
+            target,
+            staging.output_dir / relpath,
+            summary.kernel_count,
+            summary.original_bytes,
+            summary.size,
+        )
+
+    if workers <= 1:
+        return [write(t) for t in targets]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kpack-archive") as pool:
+        return list(pool.map(write, targets))
+
+
+def _report(outcome: FatOutcome) -> BinaryReport:
+    return BinaryReport(
+        outcome.job.kernel_name,
+        len(outcome.kernels),
+        outcome.skipped,
+        outcome.removed_bytes,
+        outcome.notes,
+    )
+
+
+def _execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitResult:
+    generic_name = plan.out_name(GENERIC)
+    with Staging(output_dir, force=options.force, protected=[plan.scan.path]) as staging:
+        staging.check_free([generic_name])
+        generic_root = staging.dir(generic_name)
+        _write_generic(plan, generic_root)
+        spool_dir = staging.dir(".spool")
+        spool_dir.mkdir()
+        jobs = fat_jobs(plan, generic_root, spool_dir, options)
+        outcomes = sorted(_run_jobs(jobs, options.jobs), key=lambda o: o.job.kernel_name)
+        by_target = _group_kernels(outcomes)
+        contributors = _contributors(plan, by_target)
+        staging.check_free([generic_name, *contributors])
+        moved = [
+            (
+                db.entry.kernel_name,
+                _write_database(db.entry, staging.dir(plan.out_name(db.match.base_arch))),
+            )
+            for db in plan.databases
+        ]
+        archives = _write_archives(plan, staging, by_target, contributors, options)
+        remove_spools([j.spool for j in jobs])
+        for name, stages in contributors.items():
+            for stage in stages:  # a stage that only gave kernels has no files here
+                make_dirs(staging.dir(name), stage)
+            write_manifest(staging.dir(name), stages)
+        published = staging.publish([generic_name, *contributors])
+    final_moved = tuple((k, output_dir / p.relative_to(staging.root)) for k, p in moved)
+    notes = list(plan.notes) + [n for o in outcomes for n in o.notes]
+    return SplitResult(
+        plan.scan.path,
+        plan.prefix,
+        tuple(published),
+        tuple(archives),
+        tuple(_report(o) for o in outcomes),
+        final_moved,
+        tuple(notes),
+    )
+
+
+# --- public entry points --------------------------------------------------------------------
+
+
+def split_artifact(
+    artifact_dir: Path,
+    output_dir: Path,
+    *,
+    prefix: str | None = None,
+    handlers: Sequence[Handler] = (),
+    gpu_targets: Sequence[str] | None = None,
+    scheme: Scheme = "zstd-per-kernel",
+    level: int = 3,
+    jobs: int = 2,
+    force: bool = False,
+) -> SplitResult:
+    """Split one artifact dir into ``output_dir`` (see the module docstring).
+
+    ``prefix`` defaults to the dir name minus its last ``_`` field. Raises a
+    :class:`~kpack.errors.RocmPackagingError` subclass on bad input, leaving no output dir.
+    """
+    options = SplitOptions(
+        tuple(handlers),
+        tuple(gpu_targets) if gpu_targets is not None else None,
+        scheme,
+        level,
+        jobs,
+        force,
+    )
+    return _split_one(Path(artifact_dir), Path(output_dir), prefix, options)
+
+
+def _split_one(
+    artifact_dir: Path, output_dir: Path, prefix: str | None, options: SplitOptions
+) -> SplitResult:
+    if not (artifact_dir / "artifact_manifest.txt").is_file():
+        raise ArtifactError("not an artifact dir (no artifact_manifest.txt)", path=artifact_dir)
+    prefix = check_prefix(prefix if prefix is not None else prefix_of(artifact_dir.name))
+    out = output_dir.absolute()
+    if out == artifact_dir.absolute() or artifact_dir.absolute() in out.parents:
+        raise UsageError(f"output dir {out} lies inside the artifact dir {artifact_dir}")
+    scan = scan_artifact(artifact_dir, options.handlers)
+    plan = plan_split(scan, prefix, options)
+    log.info(
+        "%s: %d stage dirs, %d fat binaries, %d database files",
+        artifact_dir,
+        len(scan.stages),
+        len(plan.fat),
+        len(plan.databases),
+    )
+    return _execute(plan, out, options)
+
+
+def batch_inputs(parent_dir: Path) -> list[Path]:
+    """Subdirs of ``parent_dir`` to split: with a manifest, parseable, not ``*_generic``."""
+    if not parent_dir.is_dir():
+        raise ArtifactError("batch parent dir does not exist", path=parent_dir)
+    chosen: list[Path] = []
+    for child in sorted(parent_dir.iterdir(), key=lambda p: p.name):
+        if not child.is_dir() or not (child / "artifact_manifest.txt").is_file():
+            log.debug("batch: skipping %s (no artifact_manifest.txt)", child)
+        elif child.name.endswith(f"_{GENERIC}"):
+            log.info("batch: skipping %s (generic artifacts are not split)", child)
+        elif ArtifactId.parse(child.name) is None:
+            log.info("batch: skipping %s (not {name}_{component}_{target})", child)
+        else:
+            chosen.append(child)
+    return chosen
+
+
+def split_artifacts(
+    parent_dir: Path,
+    output_dir: Path,
+    *,
+    handlers: Sequence[Handler] = (),
+    gpu_targets: Sequence[str] | None = None,
+    scheme: Scheme = "zstd-per-kernel",
+    level: int = 3,
+    jobs: int = 2,
+    force: bool = False,
+    progress: Callable[[Path], None] | None = None,
+) -> BatchResult:
+    """Split every artifact below ``parent_dir``; collect failures instead of stopping."""
+    options = SplitOptions(
+        tuple(handlers),
+        tuple(gpu_targets) if gpu_targets is not None else None,
+        scheme,
+        level,
+        jobs,
+        force,
+    )
+    inputs = batch_inputs(Path(parent_dir))
+    by_prefix: dict[str, list[Path]] = {}
+    for path in inputs:
+        by_prefix.setdefault(prefix_of(path.name), []).append(path)
+    results: list[SplitResult] = []
+    failures: list[tuple[Path, str]] = []
+    for prefix, paths in sorted(by_prefix.items()):
+        if len(paths) > 1:
+            names = ", ".join(p.name for p in paths)
+            failures += [(p, f"prefix {prefix!r} is shared by {names}") for p in paths]
+            continue
+        if progress is not None:
+            progress(paths[0])
+        try:
+            results.append(_split_one(paths[0], Path(output_dir), prefix, options))
+        except RocmPackagingError as exc:
+            log.error("%s: %s", paths[0], exc)
+            failures.append((paths[0], str(exc)))
+    return BatchResult(tuple(results), tuple(failures))

@@ -1,0 +1,298 @@
+"""Split a HIP fat binary: extract its device code and redirect it to ``.kpack`` archives.
+
+Implements kpack.md §3 for ELF64 x86-64 host binaries (shared libraries, PIE and non-PIE
+executables; pointers relocated through RELA, RELR or not at all):
+
+- :func:`inspect_fat_binary` reads headers and the wrapper array into a
+  :class:`FatBinaryInfo` (``None`` for files without ``.hip_fatbin``);
+- :func:`extract_kernels` finds each wrapper's bundle through the wrapper's original
+  pointer and returns its code objects (zero-copy views of an ``mmap`` for plain bundles);
+- :func:`plan_transform` plans the rewritten file as a :class:`TransformPlan` (marker
+  section and PT_LOAD, wrappers redirected, device bytes removed, section headers
+  reordered) and verifies the planned bytes; nothing is written;
+- :func:`transform_binary` does both and writes the result as a new file.
+
+An already transformed file raises :class:`AlreadyTransformed`; a file that cannot be
+transformed safely raises :class:`TransformError` (malformed ELF: ``ElfError``). A broken
+file is never written.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from kpack._reloc import read_relocations, read_relr
+from kpack._transform_layout import lay_out
+from kpack._transform_scan import (
+    FATBIN,
+    HIPK,
+    MARKER,
+    SEGMENT,
+    FatLayout,
+    Pointer,
+    RelocationKind,
+    elf_type,
+    is_elf64le,
+    read_fat_layout,
+    relocation_kind,
+    resolve_pointers,
+)
+from kpack._transform_verify import verify_transform
+from kpack.bundle import Bundle, iter_bundles
+from kpack.elf._edit import ElfEdit
+from kpack.elf._format import ELF_MAGIC, ET_REL
+from kpack.elf._read import Reader, open_reader, read_ident
+from kpack.errors import BundleError, TransformError
+
+__all__ = [
+    "MAX_MARKER_SIZE",
+    "AlreadyTransformed",
+    "ExtractedKernel",
+    "FatBinaryInfo",
+    "TransformPlan",
+    "encode_marker",
+    "extract_kernels",
+    "inspect_fat_binary",
+    "plan_transform",
+    "transform_binary",
+]
+
+log = logging.getLogger(__name__)
+
+#: The C loader unpacks the marker through a 64 KiB window.
+MAX_MARKER_SIZE = 64 << 10
+
+
+class AlreadyTransformed(TransformError):
+    """The file already has HIPK wrappers or a ``.rocm_kpack_ref`` marker; pass it through."""
+
+
+@dataclass(frozen=True)
+class FatBinaryInfo:
+    """What a host file's headers and wrapper array say about its device code."""
+
+    path: Path
+    hip_fatbin_addr: int
+    hip_fatbin_offset: int
+    hip_fatbin_size: int
+    wrapper_count: int  # 0 also when .hipFatBinSegment is missing (not transformable)
+    already_transformed: bool  # HIPK wrappers or an existing .rocm_kpack_ref
+    relocation_kind: RelocationKind  # how wrapper pointers are relocated ('none': ET_EXEC)
+
+
+@dataclass(frozen=True)
+class ExtractedKernel:
+    """One device code object, found through wrapper ``index`` (the ``co_index``)."""
+
+    index: int
+    target: str  # e.g. 'gfx90a:xnack+'
+    triple: str  # e.g. 'hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+'
+    data: bytes | memoryview
+
+
+@dataclass(frozen=True)
+class TransformPlan:
+    """A verified, not yet written transform of ``source``."""
+
+    source: Path
+    edit: ElfEdit
+    kernel_name: str
+    search_paths: tuple[str, ...]
+    removed_bytes: int
+    kernels: tuple[ExtractedKernel, ...]
+    notes: tuple[str, ...]
+
+
+def inspect_fat_binary(path: Path) -> FatBinaryInfo | None:
+    """Describe ``path``'s fat binary; ``None`` if it is not an ELF64 LE file with one.
+
+    Relocatable objects (``.o``) give ``None`` too: their device code is for the link.
+    Reads the headers, the section names, the wrapper array and the RELR table (if any);
+    a symlink is not followed (:class:`ElfError`). A ``.hip_fatbin`` without
+    ``.hipFatBinSegment`` gives ``wrapper_count`` 0; callers keep such a file unchanged
+    (:func:`transform_binary` refuses it). A fat binary for another machine than x86-64
+    raises :class:`TransformError`.
+    """
+    path = Path(path)
+    with open_reader(path) as reader:
+        if not is_elf64le(reader):
+            log.debug("%s: not an ELF64 little-endian file", path)
+            return None
+        if elf_type(reader) == ET_REL:
+            log.debug("%s: relocatable object; its device code stays for the link", path)
+            return None
+        fat = read_fat_layout(reader, path)
+        if fat is None:
+            return None
+        relr = read_relr(reader, fat.layout)
+    shdr = fat.fatbin_shdr
+    return FatBinaryInfo(
+        path,
+        shdr.sh_addr,
+        shdr.sh_offset,
+        shdr.sh_size,
+        len(fat.wrappers),
+        fat.already_transformed,
+        relocation_kind(fat, relr),
+    )
+
+
+def extract_kernels(path: Path) -> list[ExtractedKernel]:
+    """Every code object of ``path``, keyed by the wrapper that points at its bundle.
+
+    Code objects of plain bundles are views of a read-only ``mmap`` of ``path`` (it
+    stays mapped while a view is alive); nothing copies the section.
+    """
+    path = Path(path)
+    with open_reader(path) as reader:
+        fat, pointers = _scan(reader, path)
+    return _extract(fat, pointers)
+
+
+def encode_marker(kernel_name: str, search_paths: Sequence[str]) -> bytes:
+    """The ``.rocm_kpack_ref`` content: ``{"kpack_search_paths": [...], "kernel_name": ...}``."""
+    if isinstance(search_paths, str):
+        raise TransformError("search_paths must be a sequence of strings, not one string")
+    paths = list(search_paths)
+    if not isinstance(kernel_name, str) or not kernel_name:
+        raise TransformError(f"kernel_name must be a non-empty string, got {kernel_name!r}")
+    if not paths or not all(isinstance(p, str) and p for p in paths):
+        raise TransformError(f"search_paths must be non-empty strings, got {paths!r}")
+    data: bytes = msgpack.packb(
+        {"kpack_search_paths": paths, "kernel_name": kernel_name}, use_bin_type=True
+    )
+    if len(data) > MAX_MARKER_SIZE:
+        raise TransformError(f"marker is {len(data)} bytes; the runtime reads at most 64 KiB")
+    return data
+
+
+def plan_transform(path: Path, *, kernel_name: str, search_paths: Sequence[str]) -> TransformPlan:
+    """Plan and verify the transform of ``path`` (kpack.md §3 steps 1-8); write nothing."""
+    path = Path(path)
+    if isinstance(search_paths, str):
+        raise TransformError("search_paths must be a sequence of strings, not one string")
+    paths = tuple(search_paths)
+    marker = encode_marker(kernel_name, paths)
+    expected: dict[str, Any] = {"kpack_search_paths": list(paths), "kernel_name": kernel_name}
+    with open_reader(path) as reader:
+        fat, pointers = _scan(reader, path)
+        kernels = _extract(fat, pointers)
+        laid = lay_out(reader, fat, pointers, marker)
+    verify_transform(fat, laid, pointers, marker, expected)
+    return TransformPlan(
+        path,
+        laid.edit,
+        kernel_name,
+        paths,
+        laid.cut.size if laid.cut is not None else 0,
+        tuple(kernels),
+        laid.notes,
+    )
+
+
+def transform_binary(
+    src: Path, dest: Path, *, kernel_name: str, search_paths: Sequence[str]
+) -> TransformPlan:
+    """Plan, verify and write the transform of ``src`` to ``dest`` as a new file.
+
+    ``dest`` is written to a temporary sibling and renamed into place, so a hard link
+    at ``dest`` (or ``dest`` being ``src`` itself) is replaced, never written through.
+    """
+    plan = plan_transform(Path(src), kernel_name=kernel_name, search_paths=search_paths)
+    plan.edit.write_to(Path(dest), replace_source=True)
+    for note in plan.notes:
+        log.info("%s: %s", dest, note)
+    return plan
+
+
+def _scan(reader: Reader, path: Path) -> tuple[FatLayout, tuple[Pointer, ...]]:
+    """The fat layout and wrapper pointers of a file that can be transformed."""
+    if not is_elf64le(reader):
+        if read_ident(reader)[:4] != ELF_MAGIC:
+            raise TransformError("not an ELF file", path=path)
+        raise TransformError("not a 64-bit little-endian ELF file; unsupported", path=path)
+    fat = read_fat_layout(reader, path)
+    if fat is None:
+        raise TransformError(f"no {FATBIN} section; nothing to transform", path=path)
+    hipk = sum(w.magic == HIPK for w in fat.wrappers)
+    if fat.has_marker or (hipk and hipk == len(fat.wrappers)):
+        raise AlreadyTransformed(f"already transformed ({MARKER} or HIPK wrappers)", path=path)
+    if hipk:
+        raise TransformError(f"{hipk} of {len(fat.wrappers)} wrappers are HIPK", path=path)
+    if fat.segment is None:
+        raise TransformError(
+            f"{FATBIN} without {SEGMENT} cannot be transformed; keep the file unchanged",
+            path=path,
+        )
+    if not fat.wrappers:
+        raise TransformError(f"{SEGMENT} is empty; nothing points at {FATBIN}", path=path)
+    relocs = read_relocations(reader, fat.layout)
+    return fat, resolve_pointers(reader, fat, relocs)
+
+
+def _extract(fat: FatLayout, pointers: Sequence[Pointer]) -> list[ExtractedKernel]:
+    """§3 step 1: each wrapper's bundle, from its original pointer."""
+    shdr = fat.fatbin_shdr
+    bundles = _bundles(fat)
+    kernels: list[ExtractedKernel] = []
+    for pointer in pointers:
+        where = f"{SEGMENT} wrapper {pointer.index} points at {pointer.value:#x}"
+        if not fat.fatbin_contains(pointer.value):
+            raise TransformError(f"{where}, outside {FATBIN}", path=fat.path)
+        bundle = bundles.get(pointer.value - shdr.sh_addr)
+        if bundle is None:
+            raise TransformError(
+                f"{where} (section offset {pointer.value - shdr.sh_addr:#x}), which is not "
+                "the start of a bundle",
+                path=fat.path,
+            )
+        targets: set[str] = set()
+        for co in bundle.code_objects:
+            if co.target in targets:
+                raise TransformError(
+                    f"{where}: its bundle holds two code objects for {co.target}", path=fat.path
+                )
+            targets.add(co.target)
+            kernels.append(ExtractedKernel(pointer.index, co.target, co.triple, co.data))
+    unreferenced = sorted(set(bundles) - {p.value - shdr.sh_addr for p in pointers})
+    if unreferenced:
+        log.warning(
+            "%s: %d bundle(s) in %s that no wrapper references, at section offsets %s",
+            fat.path,
+            len(unreferenced),
+            FATBIN,
+            ", ".join(f"{o:#x}" for o in unreferenced),
+        )
+    return kernels
+
+
+def _bundles(fat: FatLayout) -> dict[int, Bundle]:
+    """Every bundle of ``.hip_fatbin`` by section offset, read through an ``mmap``."""
+    shdr = fat.fatbin_shdr
+    if not shdr.sh_size:
+        return {}
+    try:
+        with open(fat.path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:
+        raise TransformError(f"cannot map the file: {exc}", path=fat.path) from exc
+    if len(mapped) < shdr.sh_offset + shdr.sh_size:
+        raise TransformError(f"{FATBIN} extends past the end of the file", path=fat.path)
+    if hasattr(mmap, "MADV_SEQUENTIAL"):
+        mapped.madvise(mmap.MADV_SEQUENTIAL)
+    view = memoryview(mapped)[shdr.sh_offset : shdr.sh_offset + shdr.sh_size]
+    name = f"{os.fspath(fat.path)}:{FATBIN}"
+    try:
+        return {b.offset: b for b in iter_bundles(view, name=name)}
+    except BundleError as exc:
+        raise TransformError(
+            f"{FATBIN} is malformed: {exc.message}", path=fat.path, problems=exc.problems
+        ) from exc
