@@ -36,6 +36,7 @@ __all__ = [
     "Entry",
     "EntryKind",
     "check_manifest_line",
+    "scan_artifact",
     "scan_artifacts",
 ]
 
@@ -196,6 +197,19 @@ def _check_targets(artifacts: list[Artifact], kpack_split: bool) -> None:
         )
 
 
+def scan_artifact(path: Path) -> Artifact | None:
+    """One artifact directory; None (logged) if its name does not parse as an artifact."""
+    art_id = ArtifactId.parse(path.name)
+    if art_id is None or not path.is_dir() or path.is_symlink():
+        log.debug("skipping %s: not an artifact directory", path)
+        return None
+    if not (path / "artifact_manifest.txt").is_file():
+        raise ArtifactError("artifact directory has no artifact_manifest.txt", path=path)
+    stages = _read_stage_list(path)
+    entries = [e for s in stages for e in _walk_stage(art_id, s, path / s)]
+    return Artifact(art_id, path, stages, tuple(entries))
+
+
 def scan_artifacts(root: Path) -> Catalog:
     """Scan and validate the whole tree; raises :class:`ArtifactError` on bad input."""
     if not root.is_dir():
@@ -206,15 +220,9 @@ def scan_artifacts(root: Path) -> Catalog:
         if child.name.endswith(_ARCHIVE_SUFFIXES):
             archives.append(child.name)
             continue
-        art_id = ArtifactId.parse(child.name)
-        if art_id is None or not child.is_dir() or child.is_symlink():
-            log.debug("skipping %s: not an artifact directory", child)
-            continue
-        if not (child / "artifact_manifest.txt").is_file():
-            raise ArtifactError("artifact directory has no artifact_manifest.txt", path=child)
-        stages = _read_stage_list(child)
-        entries = [e for s in stages for e in _walk_stage(art_id, s, child / s)]
-        artifacts.append(Artifact(art_id, child, stages, tuple(entries)))
+        artifact = scan_artifact(child)
+        if artifact is not None:
+            artifacts.append(artifact)
     if not artifacts and archives:
         raise ArtifactError(
             f"found only artifact archives ({', '.join(archives[:3])}...); extract them first "

@@ -7,6 +7,7 @@ platform package's ``__init__.py``, entry points, the devel tarball's members an
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from .plan import (
     RuntimePackage,
     devel_members,
     devel_namespace,
+    device_targets,
     dist_name,
     launcher_for,
     library_registry,
@@ -80,17 +82,28 @@ def _context(
     runtime: Sequence[RuntimePackage],
     families: Sequence[str],
     default_family: str | None,
+    *,
+    kpack: bool = False,
+    specs: Sequence[PackageSpec] = (),
 ) -> _Context:
-    specs = {p.spec.logical: p.spec for p in runtime}
-    devel = [s for s in manifests.packages.values() if s.kind is PackageKind.DEVEL]  # both modes
-    entries = [_package_entry(s) for s in [*specs.values(), *devel]]
+    """Template variables. ``specs`` are the packages this build declares (default: the
+    runtime packages plus devel); in kpack mode they come from the whole tree, not from a
+    ``--targets`` shard, so generic outputs are identical for every shard."""
+    if not specs:
+        devel = [s for s in manifests.for_mode(kpack).values() if s.kind is PackageKind.DEVEL]
+        specs = [*{p.spec.logical: p.spec for p in runtime}.values(), *devel]
+    entries = [_package_entry(s) for s in specs]
     scripts = _built_scripts(runtime)
-    linux = [f for f in options.linux_families if f in families] or list(families)
-    windows = [f for f in options.windows_families if f in families]
+    if kpack:
+        linux = list(options.linux_targets) or list(families)
+        windows = list(options.windows_targets)
+    else:
+        linux = [f for f in options.linux_families if f in families] or list(families)
+        windows = [f for f in options.windows_families if f in families]
     base: dict[str, Any] = {
         "version": options.version,
         "nonce": options.nonce,
-        "kpack_mode": False,
+        "kpack_mode": kpack,
         "default_target_family": default_family,
         "available_target_families": sorted(families),
         "linux_target_families": sorted(linux),
@@ -115,6 +128,7 @@ def _context(
 
 
 def _metadata(ctx: _Context, name: str, summary: str, requires: Sequence[str] = ()) -> bytes:
+    """METADATA of a wheel."""
     return render_file(
         "metadata/METADATA.j2",
         {
@@ -249,9 +263,75 @@ def _meta_plan(ctx: _Context, family: str | None, subdir: str) -> PackagePlan:
     )
 
 
-def plan_build(catalog: Catalog, manifests: Manifests, options: BuildOptions) -> BuildPlan:
-    elf: dict[Path, ElfInfo | None] = {}
-    runtime, notices = plan_runtime(catalog, manifests, options, elf)
+def _device_plan(
+    pkg: RuntimePackage, ctx: _Context, search: Sequence[RuntimePackage], launcher: Any
+) -> PackagePlan:
+    """A device wheel: files overlaying the libraries platform package, no __init__.py,
+    plus ``.devel_links/<T>.json`` for the devel tree (§10)."""
+    version = str(ctx.base["version"])
+    payload = runtime_payload(pkg, [pkg, *search], launcher)
+    links = [
+        {"relpath": rel, "target": "../" * len(rel.split("/")) + f"{pkg.platform}/{rel}"}
+        for rel in sorted(pkg.layout.files)
+    ]
+    text = json.dumps({"version": version, "links": links}, indent=2, sort_keys=True) + "\n"
+    payload.append(
+        PayloadFile.literal(f"{pkg.platform}/.devel_links/{pkg.family}.json", text.encode())
+    )
+    requires = [f"rocm-sdk-libraries=={version}"]
+    return PackagePlan(
+        logical=pkg.spec.logical,
+        kind="device",
+        dist_name=pkg.dist_name,
+        family=pkg.family,
+        subdir="",
+        payload=tuple(payload),
+        summary=f"{pkg.spec.summary} ({pkg.family})",
+        metadata=_metadata(ctx, pkg.dist_name, f"{pkg.spec.summary} ({pkg.family})", requires),
+    )
+
+
+def _plan_kpack(
+    catalog: Catalog,
+    manifests: Manifests,
+    options: BuildOptions,
+    runtime: Sequence[RuntimePackage],
+    elf: dict[Path, ElfInfo | None],
+) -> list[PackagePlan]:
+    launcher = launcher_for(runtime)
+    shared = [p for p in runtime if p.spec.kind is not PackageKind.DEVICE]
+    devices = [p for p in runtime if p.spec.kind is PackageKind.DEVICE]
+    targets = device_targets(catalog)
+    declared = [p.spec for p in shared]
+    mode_specs = manifests.for_mode(True)
+    if targets and "device" in mode_specs:
+        declared.append(mode_specs["device"])
+    declared += [s for s in mode_specs.values() if s.kind is PackageKind.DEVEL]
+    ctx = _context(
+        options,
+        manifests,
+        shared,
+        targets,
+        targets[0] if targets else None,
+        kpack=True,
+        specs=declared,
+    )
+    plans = [_runtime_plan(p, ctx, shared, launcher, "") for p in shared]
+    plans += [_device_plan(d, ctx, shared, launcher) for d in devices]
+    devel = _devel_plan(catalog, manifests, options, ctx, shared, None, "", elf)
+    if devel is not None:
+        plans.append(devel)
+    plans.append(_meta_plan(ctx, None, ""))
+    return plans
+
+
+def _plan_legacy(
+    catalog: Catalog,
+    manifests: Manifests,
+    options: BuildOptions,
+    runtime: Sequence[RuntimePackage],
+    elf: dict[Path, ElfInfo | None],
+) -> list[PackagePlan]:
     launcher = launcher_for(runtime)
     shared = [p for p in runtime if p.family is None]
     families = tuple(sorted({p.family for p in runtime if p.family is not None}))
@@ -273,4 +353,16 @@ def plan_build(catalog: Catalog, manifests: Manifests, options: BuildOptions) ->
         if devel is not None:
             plans.append(devel)
         plans.append(_meta_plan(ctx, family, subdir))
+    return plans
+
+
+def plan_build(catalog: Catalog, manifests: Manifests, options: BuildOptions) -> BuildPlan:
+    elf: dict[Path, ElfInfo | None] = {}
+    runtime, notices = plan_runtime(catalog, manifests, options, elf)
+    if catalog.kpack_split:
+        plans = _plan_kpack(catalog, manifests, options, runtime, elf)
+        families = device_targets(catalog)
+    else:
+        plans = _plan_legacy(catalog, manifests, options, runtime, elf)
+        families = tuple(sorted({p.family for p in runtime if p.family is not None}))
     return BuildPlan(options, catalog, families, tuple(runtime), tuple(plans), tuple(notices))

@@ -17,14 +17,22 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kpack.artifact_names import is_isa_target
 from kpack.errors import RocmPackagingError, UsageError
+
+if TYPE_CHECKING:
+    from build_tools.artifacts import Catalog
+    from build_tools.manifests import Manifests
+    from build_tools.options import BuildOptions
 
 __all__ = ["main"]
 
@@ -90,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
         "--windows-amdgpu-families",
         default=None,
         help="','/';'-separated GPU families for Windows (empty: not given)",
+    )
+    p.add_argument(
+        "--targets",
+        default=None,
+        help="kpack-split mode: build only these device wheels (','/';'-separated base gfx "
+        "targets); every other output is byte-identical whatever the subset, so CI jobs can "
+        "each build a share (see build_tools/assemble_shards.py)",
     )
     p.add_argument(
         "--targets-cmake",
@@ -165,30 +180,18 @@ def _table(rows: Sequence[tuple[str, ...]]) -> str:
     return "\n".join(lines)
 
 
-def run(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG
-        if args.verbose > 1
-        else logging.INFO
-        if args.verbose
-        else logging.WARNING,
-        format="%(levelname)s: %(message)s",
-    )
-    from build_tools.artifacts import scan_artifacts
-    from build_tools.assemble import plan_build
-    from build_tools.build import apply_plan
-    from build_tools.manifests import load_manifests
+def _options(args: argparse.Namespace) -> BuildOptions:
     from build_tools.options import BuildOptions, default_platform_tag, source_date_epoch
     from build_tools.targets import load_family_table, parse_family_list, parse_targets_cmake
 
-    say = _progress(sys.stderr.isatty() or args.verbose > 0)
     table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
     linux = parse_family_list(args.linux_amdgpu_families)
     windows = parse_family_list(args.windows_amdgpu_families)
-    for family in (*linux, *windows):
-        table.expand(family)  # UsageError for an unknown family
-    options = BuildOptions(
+    shard = parse_family_list(args.targets)
+    for target in shard:
+        if not is_isa_target(target) or ":" in target:
+            raise UsageError(f"--targets: {target!r} is not a base gfx target (e.g. gfx942)")
+    return BuildOptions(
         artifact_dir=args.artifact_dir,
         dest_dir=args.dest_dir,
         version=_version(args),
@@ -198,25 +201,79 @@ def run(argv: Sequence[str] | None = None) -> int:
         wheel_compression=args.wheel_compression,
         linux_families=linux,
         windows_families=windows,
+        linux_targets=table.expand_all(linux),  # UsageError for an unknown family
+        windows_targets=table.expand_all(windows),
         platform_tag=default_platform_tag(),
         epoch=source_date_epoch(),
         jobs=max(1, args.jobs),
+        targets=shard,
     )
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s: %(message)s")
+    from build_tools.artifacts import scan_artifacts
+    from build_tools.manifests import load_manifests
+
+    say = _progress(sys.stderr.isatty() or args.verbose > 0)
+    options = _options(args)
     say(f"scanning {args.artifact_dir}")
     catalog = scan_artifacts(args.artifact_dir)
     mode = "kpack-split" if catalog.kpack_split else "legacy"
-    say(f"{len(catalog.artifacts)} artifacts, {mode} mode; planning")
-    if catalog.kpack_split:
-        raise UsageError(
-            "this tree is in kpack-split mode (flags.KPACK_SPLIT_ARTIFACTS is true); "
-            "kpack-split packaging is not implemented yet, and a legacy build of it would "
-            "package it wrongly",
-            path=catalog.manifest_path,
+    say(f"{len(catalog.artifacts)} artifacts, {mode} mode")
+    manifests = load_manifests()
+    if options.targets and not catalog.kpack_split:
+        raise UsageError("--targets applies to kpack-split trees only", path=catalog.manifest_path)
+    with tempfile.TemporaryDirectory(prefix="rocm-split-") as split_dir:
+        if catalog.kpack_split:
+            catalog = _prepare_kpack(catalog, manifests, options, Path(split_dir), say)
+        say("planning")
+        return _plan_and_apply(catalog, manifests, options, args.dry_run, say)
+
+
+def _prepare_kpack(
+    catalog: Catalog,
+    manifests: Manifests,
+    options: BuildOptions,
+    work: Path,
+    say: Callable[[str], None],
+) -> Catalog:
+    """Split fat artifacts in-process, then check archive references and targets."""
+    from build_tools.guards import check_targets_present
+    from build_tools.presplit import check_archive_references, fat_artifacts, split_fat_artifacts
+
+    device = manifests.for_mode(True)["device"]
+    names = [n for sel in device.select for n in sel.names]
+    fat = fat_artifacts(catalog, names)
+    if fat:
+        say(f"splitting {len(fat)} fat artifacts: {', '.join(a.id.dirname for a in fat)}")
+        catalog = split_fat_artifacts(
+            catalog, names, device.split_databases, work, jobs=options.jobs
         )
-    plan = plan_build(catalog, load_manifests(), options)
+    check_archive_references(catalog, names)
+    check_targets_present(catalog, options)
+    return catalog
+
+
+def _plan_and_apply(
+    catalog: Catalog,
+    manifests: Manifests,
+    options: BuildOptions,
+    dry_run: bool,
+    say: Callable[[str], None],
+) -> int:
+    from build_tools.assemble import plan_build
+    from build_tools.build import apply_plan
+    from build_tools.guards import check_required_packages
+
+    plan = plan_build(catalog, manifests, options)
+    if catalog.kpack_split:
+        check_required_packages(catalog, options, plan.packages)
     for notice in plan.notices:
         print(f"notice: {notice}", file=sys.stderr)
-    if args.dry_run:
+    if dry_run:
         rows = [("package", "family", "files", "input size")] + [
             (p.dist_name, p.family or "-", str(p.file_count), _size(p.input_bytes))
             for p in plan.packages
@@ -228,6 +285,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         (b.plan.dist_name, str(b.path), str(b.plan.file_count), _size(b.size)) for b in built
     ]
     print(_table(rows))
+    report = options.dest_dir / "dist" / "report.md"
+    if catalog.kpack_split and report.is_file():
+        print()
+        print(report.read_text(encoding="utf-8"))
     return 0
 
 

@@ -18,7 +18,7 @@ from kpack.elf import ElfInfo, FileKind
 from .artifacts import Entry, EntryKind
 from .namespace import Namespace
 
-__all__ = ["LaidOutFile", "RuntimeLayout", "layout_runtime"]
+__all__ = ["LaidOutFile", "RuntimeLayout", "layout_device", "layout_runtime"]
 
 log = logging.getLogger(__name__)
 
@@ -104,3 +104,21 @@ def layout_runtime(ns: Namespace, elf: Mapping[Path, ElfInfo | None]) -> Runtime
     for text in warnings:
         log.warning("%s", text)
     return RuntimeLayout(files=files, aliases=aliases, warnings=tuple(warnings))
+
+
+def layout_device(ns: Namespace, elf: Mapping[Path, ElfInfo | None]) -> RuntimeLayout:
+    """Device wheels: every file at its relpath, symlinks resolved to copies (§3)."""
+    files: dict[str, LaidOutFile] = {}
+    warnings: list[str] = []
+    for entry in ns:
+        if entry.kind is EntryKind.DIR:
+            continue
+        target = entry if entry.kind is EntryKind.FILE else ns.resolve(entry.relpath)
+        if target is None:
+            warnings.append(f"dropping dangling symlink {entry.relpath} ({entry.source})")
+            continue
+        if target.kind is EntryKind.FILE:
+            files[entry.relpath] = _copy(entry.relpath, target, elf.get(target.source), entry)
+    for text in warnings:
+        log.warning("%s", text)
+    return RuntimeLayout(files=files, aliases={}, warnings=tuple(warnings))

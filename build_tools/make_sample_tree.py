@@ -17,10 +17,9 @@ Modes (``--mode``):
 
 - ``legacy``: ``flags.KPACK_SPLIT_ARTIFACTS`` is false; fat libraries live in ``rand_lib_F``
   and ``fft_lib_F`` for the family ``F`` (``--family``).
-- ``kpack``: the flag is true and ``--family`` is not used. Device code is **not split yet**:
-  the fat libraries stay whole in ``rand_lib_generic`` and ``fft_lib_generic``, and one
-  ``fft_lib_<isa>`` directory per ISA of ``libhipsample`` (e.g. ``fft_lib_gfx90a:xnack+``) is
-  written with a manifest and an empty stage dir, where the splitter's ``.kpack`` files will go.
+- ``kpack``: the flag is true and ``--family`` is not used. The tree is *fat*: the fat
+  libraries stay whole in ``rand_lib_generic`` and ``fft_lib_generic``. The builder splits
+  them itself; ``kpack split-artifacts`` turns them into the pre-split form.
 
 Compiled products depend only on the sources, the command line and the compiler; they are
 cached under ``<cache>/sample-build/<key>/``. Every file gets a fixed mode and mtime and the
@@ -447,9 +446,6 @@ def plan_tree(debs: dict[str, Path], products: dict[str, Path], *, family: str,
     _plan_core(p, debs, products)
     _plan_math(p, debs, products, "generic" if kpack_split else family)
     _plan_profiler(p, products)
-    if kpack_split:  # placeholders for the splitter's per-ISA output (no .kpack yet)
-        for isa in HIPSAMPLE_ARCHS:
-            p.stage(f"fft_lib_{isa}", ROCFFT)
     return p.plan()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -98,6 +98,7 @@ class PackageSpec:
     rpath_deps: tuple[RpathDep, ...]
     console_scripts: tuple[ConsoleScript, ...]
     overlay: str | None = None  # logical package whose platform dir receives the files
+    split_databases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def applies(self, kpack_split: bool) -> bool:
         return self.mode == "both" or self.mode == ("kpack" if kpack_split else "legacy")
@@ -181,6 +182,7 @@ def _read_yaml(path: Path) -> Any:
 
 
 _PKG_KEYS = {
+    "split_databases",
     "kind",
     "mode",
     "logical",
@@ -260,7 +262,15 @@ def _package(c: _Checker, name: str, raw: Any) -> PackageSpec | None:
         deps.append(RpathDep(str(d.get("package")), str(d.get("subdir"))))
     scripts = m.get("console_scripts") or []
     logical = c.string(m.get("logical", name), f"{key}.logical") or name
+    split_raw = m.get("split_databases") or {}
+    if not isinstance(split_raw, dict):
+        c.fail(f"{key}.split_databases", "expected a mapping of artifact name -> handlers")
+        split_raw = {}
+    split = {
+        str(k): c.strings(v, f"{key}.split_databases.{k}") for k, v in sorted(split_raw.items())
+    }
     return PackageSpec(
+        split_databases=split,
         key=name,
         logical=logical,
         kind=kind,

@@ -25,9 +25,12 @@ class BuildOptions:
     wheel_compression: bool = True
     linux_families: tuple[str, ...] = ()
     windows_families: tuple[str, ...] = ()
+    linux_targets: tuple[str, ...] = ()  # the Linux families expanded to gfx targets
+    windows_targets: tuple[str, ...] = ()
     platform_tag: str = "linux_x86_64"
     epoch: int = 315532800
     jobs: int = 2
+    targets: tuple[str, ...] = ()  # kpack mode: build only these device wheels (sharding)
 
     @property
     def wheel_tag(self) -> str:

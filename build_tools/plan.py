@@ -14,14 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kpack.artifact_names import base_target
 from kpack.elf import ElfInfo, FileKind, check_rpath_edit, plan_rpath_edit
-from kpack.errors import PackagingError
+from kpack.errors import ArtifactError, PackagingError
 
 from .artifacts import Artifact, Catalog, EntryKind
 from .elfscan import scan_files
 from .globs import GlobSet
 from .launcher import LauncherTemplate, compile_launcher
-from .layout import RuntimeLayout, layout_runtime
+from .layout import RuntimeLayout, layout_device, layout_runtime
 from .manifests import Manifests, PackageKind, PackageSpec
 from .namespace import Namespace, merge
 from .options import BuildOptions
@@ -34,6 +35,7 @@ __all__ = [
     "RuntimePackage",
     "devel_members",
     "devel_namespace",
+    "device_targets",
     "dist_name",
     "launcher_for",
     "library_registry",
@@ -122,11 +124,13 @@ def platform_name(dist: str, nonce: str) -> str:
 # ---------------------------------------------------------------- selection
 
 
-def _targets(sel_targets: Sequence[str], family: str | None) -> list[str]:
+def _targets(sel_targets: Sequence[str], family: str | None, isa: Sequence[str] = ()) -> list[str]:
     out = []
     for t in sel_targets:
         if t == "generic":
             out.append("generic")
+        elif t == "isa":
+            out.extend(isa)
         elif family is not None:
             out.append(family)
     return out
@@ -134,9 +138,10 @@ def _targets(sel_targets: Sequence[str], family: str | None) -> list[str]:
 
 def _runtime_namespace(catalog: Catalog, spec: PackageSpec, family: str | None) -> Namespace:
     selected: list[Artifact] = []
+    isa = [t for t in catalog.targets if base_target(t) == family] if family else []
     for sel in spec.select:
         if sel.applies(catalog.kpack_split):
-            targets = _targets(sel.targets, family)
+            targets = _targets(sel.targets, family, isa)
             selected.extend(catalog.select(sel.names, sel.components, targets))
     include = GlobSet.of(spec.include) if spec.include else None
     exclude = GlobSet.of(spec.exclude) if spec.exclude else None
@@ -149,6 +154,7 @@ def _runtime_package(
     family: str | None,
     options: BuildOptions,
     elf: dict[Path, ElfInfo | None],
+    platform: str | None = None,
 ) -> RuntimePackage:
     ns = _runtime_namespace(catalog, spec, family)
     elf.update(
@@ -158,14 +164,15 @@ def _runtime_package(
         )
     )
     dist = dist_name(spec, family)
+    device = spec.kind is PackageKind.DEVICE
     return RuntimePackage(
         spec=spec,
         family=family,
         dist_name=dist,
         pure=pure_name(spec, family),
-        platform=platform_name(dist, options.nonce),
+        platform=platform or platform_name(dist, options.nonce),
         namespace=ns,
-        layout=layout_runtime(ns, elf),
+        layout=layout_device(ns, elf) if device else layout_runtime(ns, elf),
     )
 
 
@@ -306,20 +313,68 @@ def _families(catalog: Catalog) -> tuple[str, ...]:
     return () if catalog.kpack_split else catalog.targets
 
 
+def device_targets(catalog: Catalog) -> tuple[str, ...]:
+    """Base targets of the ISA artifacts on disk (kpack mode), sorted."""
+    return tuple(sorted({base_target(t) for t in catalog.targets}))
+
+
+def _check_device_overlay(device: RuntimePackage, owners: dict[str, str]) -> None:
+    """A device wheel may not own a path that the libraries or another device wheel owns."""
+    for relpath, laid in sorted(device.layout.files.items()):
+        owner = owners.get(relpath)
+        if owner is not None:
+            raise ArtifactError(
+                f"device file {relpath} ({laid.origin}) of {device.dist_name} would overwrite "
+                f"a file of {owner}"
+            )
+        owners[relpath] = device.dist_name
+
+
+def _plan_devices(
+    catalog: Catalog,
+    spec: PackageSpec,
+    libraries: RuntimePackage | None,
+    options: BuildOptions,
+    elf: dict[Path, ElfInfo | None],
+) -> list[RuntimePackage]:
+    if libraries is None:
+        raise PackagingError("kpack-split mode: no rocm-sdk-libraries package to overlay")
+    owners = {r: libraries.dist_name for r in [*libraries.layout.files, *libraries.layout.aliases]}
+    wanted = device_targets(catalog)
+    if options.targets:
+        unknown = sorted(set(options.targets) - set(wanted))
+        if unknown:
+            raise ArtifactError(
+                f"--targets names targets with no per-target artifacts: {', '.join(unknown)}"
+                f" (found: {', '.join(wanted) or 'none'})",
+                path=catalog.root,
+            )
+        wanted = tuple(t for t in wanted if t in options.targets)
+    devices = []
+    for target in wanted:
+        device = _runtime_package(catalog, spec, target, options, elf, platform=libraries.platform)
+        _check_device_overlay(device, owners)
+        devices.append(device)
+    return devices
+
+
 def plan_runtime(
     catalog: Catalog,
     manifests: Manifests,
     options: BuildOptions,
     elf: dict[Path, ElfInfo | None],
 ) -> tuple[list[RuntimePackage], list[str]]:
-    """Lay out core, profiler and one libraries package per family."""
+    """Lay out core, profiler, libraries (one per family, or one arch-neutral) and devices."""
     notices: list[str] = []
     shared: list[RuntimePackage] = []
     per_family: list[RuntimePackage] = []
-    for spec in manifests.for_mode(catalog.kpack_split).values():
-        if spec.kind in (PackageKind.CORE, PackageKind.PROFILER):
+    specs = manifests.for_mode(catalog.kpack_split)
+    for spec in specs.values():
+        if spec.kind in (PackageKind.CORE, PackageKind.PROFILER) or (
+            spec.kind is PackageKind.LIBRARIES and catalog.kpack_split
+        ):
             pkg = _runtime_package(catalog, spec, None, options, elf)
-            if not pkg.layout.files:
+            if not pkg.layout.files and spec.kind is not PackageKind.LIBRARIES:
                 if spec.required:
                     raise PackagingError(f"refusing to build an empty {pkg.dist_name} package")
                 notices.append(f"{pkg.dist_name}: no matching artifacts; not built")
@@ -332,6 +387,9 @@ def plan_runtime(
                     per_family.append(pkg)
                 else:
                     notices.append(f"{pkg.dist_name}: no matching artifacts; not built")
+    if catalog.kpack_split and "device" in specs:
+        libraries = next((p for p in shared if p.spec.kind is PackageKind.LIBRARIES), None)
+        per_family += _plan_devices(catalog, specs["device"], libraries, options, elf)
     return shared + per_family, notices
 
 

@@ -1,0 +1,54 @@
+"""Completeness guards of a kpack-split build (``packages.md`` §16)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kpack.artifact_names import base_target
+from kpack.errors import ArtifactError, PackagingError
+
+from .artifacts import Catalog
+from .options import BuildOptions
+from .plan import PackagePlan, device_targets
+
+__all__ = ["check_required_packages", "check_targets_present"]
+
+
+def check_targets_present(catalog: Catalog, options: BuildOptions) -> None:
+    """Every target the family flags expect must have per-target artifacts on disk.
+
+    Checked per platform, and only for a platform whose family flag was given.
+    """
+    found = set(device_targets(catalog))
+    for flag, expected in (
+        ("--linux-amdgpu-families", options.linux_targets),
+        ("--windows-amdgpu-families", options.windows_targets),
+    ):
+        missing = sorted({base_target(t) for t in expected} - found)
+        if missing:
+            raise ArtifactError(
+                f"missing fetched artifact targets: {', '.join(missing)} (expected by {flag}; "
+                f"found: {', '.join(sorted(found)) or 'none'})",
+                path=catalog.root,
+            )
+
+
+def check_required_packages(
+    catalog: Catalog, options: BuildOptions, plans: Sequence[PackagePlan]
+) -> None:
+    """The plan must hold the sdist, core, libraries, a device wheel per expected target
+    (of this shard) and devel when any dev artifact exists."""
+    kinds = {p.kind for p in plans}
+    missing = [k for k in ("meta", "core", "libraries") if k not in kinds]
+    if any(a.id.component == "dev" for a in catalog.artifacts) and "devel" not in kinds:
+        missing.append("devel")
+    expected = {base_target(t) for t in (*options.linux_targets, *options.windows_targets)}
+    if options.targets:
+        expected &= set(options.targets)
+    devices = {p.family for p in plans if p.kind == "device"}
+    missing += [f"device-{t}" for t in sorted(expected - devices)]
+    if missing:
+        raise PackagingError(
+            f"kpack-split build would lack required packages: {', '.join(missing)}",
+            path=catalog.root,
+        )

@@ -1,0 +1,118 @@
+"""The kpack-split build report: what each device wheel holds and what each GPU user
+downloads, against a fat install (every architecture's device code).
+
+Written to ``dist/report.json`` and ``dist/report.md``; the CLI prints the tables.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from kpack.archive import KpackArchive
+
+__all__ = ["DeviceRow", "Report", "TargetRow", "make_report", "render_markdown"]
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    target: str
+    wheel: str
+    size: int
+    kernels: int
+    database_files: int
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    target: str
+    download_bytes: int  # core + libraries + this target's device wheel
+    fat_download_bytes: int  # core + libraries + every device wheel
+    saving: float  # 1 - download / fat
+
+
+@dataclass(frozen=True)
+class GenericRow:
+    wheel: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Report:
+    version: str
+    mode: str
+    device_wheels: tuple[DeviceRow, ...]
+    targets: tuple[TargetRow, ...]
+    generic: tuple[GenericRow, ...]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+
+def _count_kernels(wheel: Path) -> tuple[int, int]:
+    """(kernels in its .kpack archives, database files) of one device wheel."""
+    kernels = databases = 0
+    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
+        for info in zf.infolist():
+            name = info.filename
+            if ".dist-info/" in name or "/.devel_links/" in name:
+                continue
+            if name.endswith(".kpack"):
+                path = Path(zf.extract(info, tmp))
+                with KpackArchive.open(path) as archive:
+                    kernels += len(archive.keys())
+                path.unlink()
+            else:
+                databases += 1
+    return kernels, databases
+
+
+def make_report(
+    version: str, generic: Sequence[tuple[str, Path]], devices: Sequence[tuple[str, Path]]
+) -> Report:
+    """``generic``: (kind, wheel) of core/libraries/...; ``devices``: (target, wheel)."""
+    rows = []
+    for target, wheel in sorted(devices):
+        kernels, databases = _count_kernels(wheel)
+        rows.append(DeviceRow(target, wheel.name, wheel.stat().st_size, kernels, databases))
+    base = sum(p.stat().st_size for kind, p in generic if kind in ("core", "libraries"))
+    fat = base + sum(r.size for r in rows)
+    targets = tuple(
+        TargetRow(r.target, base + r.size, fat, round(1 - (base + r.size) / fat, 4) if fat else 0.0)
+        for r in rows
+    )
+    generic_rows = tuple(GenericRow(p.name, p.stat().st_size) for _, p in sorted(generic))
+    return Report(version, "kpack", tuple(rows), targets, generic_rows)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def render_markdown(report: Report) -> str:
+    lines = [
+        f"# ROCm {report.version}: device wheels",
+        "",
+        "| target | wheel | kernels | database files | size |",
+        "| --- | --- | ---: | ---: | ---: |",
+        *(
+            f"| {r.target} | {r.wheel} | {r.kernels} | {r.database_files} | {_mb(r.size)} |"
+            for r in report.device_wheels
+        ),
+        "",
+        "## What each GPU user downloads",
+        "",
+        "| target | download (core + libraries + device) | fat install | saving |",
+        "| --- | ---: | ---: | ---: |",
+        *(
+            f"| {t.target} | {_mb(t.download_bytes)} | {_mb(t.fat_download_bytes)} "
+            f"| {t.saving * 100:.1f} % |"
+            for t in report.targets
+        ),
+        "",
+    ]
+    return "\n".join(lines)
