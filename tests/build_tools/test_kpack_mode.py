@@ -1,0 +1,291 @@
+"""Kpack-split mode end to end on the real sample tree (fat and pre-split inputs)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from build_tools.build_python_packages import main
+from kpack.split import split_artifact
+
+from ..conftest import require
+from .conftest import VERSION, build_dist, install
+
+pytestmark = [pytest.mark.real, pytest.mark.compile, pytest.mark.slow]
+
+TARGETS = ["gfx1030", "gfx803", "gfx900", "gfx906", "gfx908", "gfx90a"]
+WHEEL = f"-{VERSION}-py3-none-linux_x86_64.whl"
+
+
+@pytest.fixture(scope="module")
+def fat_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require(shutil.which("hipcc") is not None, "hipcc is not installed")
+    from build_tools.make_sample_tree import make_sample_tree
+
+    out = tmp_path_factory.mktemp("kpack") / "artifacts"
+    return make_sample_tree(out, cache_dir=None, family="gfx90a-dcgpu", kpack_split=True)
+
+
+@pytest.fixture(scope="module")
+def presplit_tree(fat_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same tree split ahead of time, as rocm-kpack's splitter lays it out."""
+    tree = tmp_path_factory.mktemp("presplit") / "artifacts"
+    shutil.copytree(fat_tree, tree, symlinks=True)
+    for name in ("rand_lib_generic", "fft_lib_generic"):
+        src = tmp_path_factory.mktemp("src") / name
+        shutil.move(str(tree / name), src)
+        split_artifact(src, tree, prefix=name.rsplit("_", 1)[0])
+    return tree
+
+
+@pytest.fixture(scope="module")
+def fat_dist(fat_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_dist(fat_tree, tmp_path_factory.mktemp("out"))
+
+
+def _digests(dist: Path) -> dict[str, str]:
+    return {
+        p.relative_to(dist).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(dist.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _payload(wheel: Path) -> dict[str, zipfile.ZipInfo]:
+    with zipfile.ZipFile(wheel) as zf:
+        return {i.filename: i for i in zf.infolist() if ".dist-info/" not in i.filename}
+
+
+def test_package_set_and_report(fat_dist: Path) -> None:
+    names = sorted(p.name for p in fat_dist.iterdir())
+    expected = (
+        [f"rocm-{VERSION}.tar.gz", "report.json", "report.md"]
+        + [
+            f"{n}{WHEEL}"
+            for n in ("rocm_profiler", "rocm_sdk_core", "rocm_sdk_devel", "rocm_sdk_libraries")
+        ]
+        + [f"rocm_sdk_device_{t}{WHEEL}" for t in TARGETS]
+    )
+    assert names == sorted(expected)
+    report = json.loads((fat_dist / "report.json").read_text())
+    rows = {r["target"]: r for r in report["device_wheels"]}
+    assert sorted(rows) == sorted(TARGETS)
+    # gfx90a merges xnack+ and xnack-: librocrand, libhipsample, libhipsample_lld, twice
+    assert rows["gfx90a"]["kernels"] == 6 and rows["gfx803"]["kernels"] == 1
+    for t in report["targets"]:
+        assert 0 < t["download_bytes"] < t["fat_download_bytes"]
+
+
+def test_device_wheels_own_nothing_else_owns(fat_dist: Path) -> None:
+    owners: dict[str, str] = {}
+    for wheel in sorted(fat_dist.glob("*.whl")):
+        for name in _payload(wheel):
+            assert name not in owners, f"{name} is in {wheel.name} and {owners[name]}"
+            owners[name] = wheel.name
+    for target in TARGETS:
+        payload = _payload(fat_dist / f"rocm_sdk_device_{target}{WHEEL}")
+        assert not [n for n in payload if n.endswith(".py")]
+        assert f"_rocm_sdk_libraries/.devel_links/{target}.json" in payload
+        kpacks = [i for n, i in payload.items() if n.endswith(".kpack")]
+        assert kpacks and all(i.compress_type == zipfile.ZIP_STORED for i in kpacks)
+    libraries = _payload(fat_dist / f"rocm_sdk_libraries{WHEEL}")
+    assert "_rocm_sdk_libraries/lib/librocrand.so.1" in libraries
+    assert not [n for n in libraries if n.endswith(".kpack")]
+
+
+def _rocrand_path(venv: Path) -> str:
+    code = (
+        "import ctypes, rocm_sdk; p = rocm_sdk.find_libraries('rocrand')[0]; "
+        "v = ctypes.c_int(); ctypes.CDLL(str(p)).rocrand_get_version(ctypes.byref(v)); "
+        "print(p, v.value)"
+    )
+    out = subprocess.run(
+        [str(venv / "bin/python"), "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert int(out[1]) > 0
+    return out[0]
+
+
+def _self_test(venv: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "ROCM_SDK_TARGET_FAMILY"}
+    return subprocess.run(
+        [str(venv / "bin/rocm-sdk"), "test"], capture_output=True, text=True, env=env, timeout=900
+    )
+
+
+def test_pip_install_and_self_test(fat_dist: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    site = install(fat_dist, venv, f"rocm[libraries,device-gfx90a]=={VERSION}")
+    assert "/_rocm_sdk_libraries/lib/librocrand.so.1" in _rocrand_path(venv)
+    test = _self_test(venv)
+    assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-6000:]
+    assert "testKernelsFoundForInstalledTargets" in test.stderr + test.stdout
+    # the integrity test can fail: truncate an installed archive
+    archive = next((site / "_rocm_sdk_libraries" / ".kpack").glob("rand_lib_gfx90a:xnack+*.kpack"))
+    archive.write_bytes(archive.read_bytes()[:-64])
+    broken = _self_test(venv)
+    assert broken.returncode != 0
+    assert "rand_lib_gfx90a:xnack+" in broken.stdout + broken.stderr
+
+
+def test_uv_install_and_self_test(fat_dist: Path, tmp_path: Path) -> None:
+    uv = shutil.which("uv")
+    require(uv is not None, "uv is not installed (pip install uv)")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    proc = subprocess.run(
+        [
+            str(uv),
+            "pip",
+            "install",
+            "--python",
+            str(venv / "bin/python"),
+            "--offline",
+            "--no-index",
+            "--find-links",
+            str(fat_dist),
+            f"rocm[libraries,device-gfx90a]=={VERSION}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "/_rocm_sdk_libraries/lib/librocrand.so.1" in _rocrand_path(venv)
+    test = _self_test(venv)
+    assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-6000:]
+
+
+def test_uninstalling_a_device_wheel_leaves_libraries_intact(
+    fat_dist: Path, tmp_path: Path
+) -> None:
+    venv = tmp_path / "venv"
+    site = install(fat_dist, venv, f"rocm[libraries,device-gfx90a,device-gfx1030]=={VERSION}")
+    pip = [str(venv / "bin/python"), "-m", "pip"]
+    subprocess.run([*pip, "uninstall", "-y", "-q", "rocm-sdk-device-gfx1030"], check=True)
+    assert (site / "_rocm_sdk_libraries" / "__init__.py").is_file()
+    assert not list((site / "_rocm_sdk_libraries" / ".kpack").glob("*gfx1030*"))
+    assert _rocrand_path(venv)
+    test = _self_test(venv)
+    assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-6000:]
+
+
+def test_presplit_input_gives_the_same_packages(
+    presplit_tree: Path, fat_dist: Path, tmp_path: Path
+) -> None:
+    assert (presplit_tree / "rand_lib_gfx90a:xnack+").is_dir()
+    dist = build_dist(presplit_tree, tmp_path / "out")
+    assert _digests(dist) == _digests(fat_dist)
+    venv = tmp_path / "venv"
+    install(dist, venv, f"rocm[libraries,devel,device-gfx90a]=={VERSION}")
+    test = _self_test(venv)
+    assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-6000:]
+
+
+def test_shards_reproduce_the_full_build(fat_tree: Path, fat_dist: Path, tmp_path: Path) -> None:
+    full = _digests(fat_dist)
+    for shard in ("gfx90a", "gfx1030,gfx803"):
+        dist = build_dist(fat_tree, tmp_path / shard.replace(",", "-"), "--targets", shard)
+        got = {k: v for k, v in _digests(dist).items() if not k.startswith("report.")}
+        devices = {k for k in got if k.startswith("rocm_sdk_device_")}
+        assert {d.split("-")[0].rsplit("_", 1)[1] for d in devices} == set(shard.split(","))
+        for name, digest in got.items():
+            assert full[name] == digest, name
+
+
+def test_platform_markers_from_family_flags(fat_tree: Path, tmp_path: Path) -> None:
+    dist = build_dist(
+        fat_tree,
+        tmp_path / "out",
+        "--linux-amdgpu-families",
+        "gfx90a;gfx908,gfx900",
+        "--windows-amdgpu-families",
+        "gfx1030",
+    )
+    venv = tmp_path / "venv"
+    install(dist, venv, f"rocm[device-all]=={VERSION}")
+    listed = subprocess.run(
+        [str(venv / "bin/python"), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    installed = {line.split("==")[0] for line in listed.split() if "device" in line}
+    # gfx1030 is Windows-only here; gfx803/gfx906 are in neither list, so unmarked
+    assert installed == {
+        f"rocm-sdk-device-{t}" for t in ("gfx803", "gfx900", "gfx906", "gfx908", "gfx90a")
+    }
+
+
+def _fails(
+    tree: Path, dest: Path, capsys: pytest.CaptureFixture[str], needle: str, *extra: str
+) -> None:
+    rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", VERSION, *extra])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert len([line for line in err.splitlines() if line.startswith("error:")]) == 1, err
+    assert needle in err, err
+    assert not dest.exists() or not any(dest.iterdir())
+
+
+def test_missing_targets_against_family_flags(
+    fat_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fails(
+        fat_tree,
+        tmp_path / "out",
+        capsys,
+        "missing fetched artifact targets: gfx1100",
+        "--linux-amdgpu-families",
+        "gfx110X-dgpu",
+    )
+
+
+def _copy(tree: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "tree"
+    shutil.copytree(tree, out, symlinks=True)
+    return out
+
+
+def test_invalid_isa_target_dir(
+    presplit_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _copy(presplit_tree, tmp_path)
+    (tree / "rand_lib_gfx90a:xnack+").rename(tree / "rand_lib_gfx9zz")
+    _fails(tree, tmp_path / "out", capsys, "rand_lib_gfx9zz")
+
+
+def test_device_file_overwriting_a_libraries_file(
+    presplit_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _copy(presplit_tree, tmp_path)
+    stage = tree / "rand_lib_gfx1030" / "math-libs/rocRAND/stage"
+    (stage / "lib").mkdir(parents=True, exist_ok=True)
+    (stage / "lib" / "librocrand.so.1").write_bytes(b"not the library")
+    _fails(tree, tmp_path / "out", capsys, "would overwrite")
+
+
+def test_host_binary_referencing_missing_archives(
+    presplit_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _copy(presplit_tree, tmp_path)
+    archives = [p for p in tree.glob("rand_lib_gfx*/**/*.kpack") if p.is_file()]
+    assert archives
+    for archive in archives:
+        archive.unlink()
+    _fails(tree, tmp_path / "out", capsys, ".kpack/rand_lib_@GFXARCH@.kpack")
+
+
+def test_mixed_split_and_fat_forms(
+    fat_tree: Path, presplit_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _copy(fat_tree, tmp_path)
+    shutil.copytree(presplit_tree / "rand_lib_gfx1030", tree / "rand_lib_gfx1030")
+    _fails(tree, tmp_path / "out", capsys, "mixes split and unsplit")
