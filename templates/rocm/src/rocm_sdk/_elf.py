@@ -1,11 +1,13 @@
-"""A minimal ELF reader: file type, DT_NEEDED and DT_SONAME.
+"""A minimal ELF reader: file type, DT_NEEDED and DT_SONAME, and named sections.
 
-Used by the self-tests to see which libraries a shared object needs. Reads only
-the ELF header, the program headers and the dynamic segment.
+Used by the self-tests to see which libraries a shared object needs (the ELF
+header, the program headers and the dynamic segment) and to read the sections
+of kpack-transformed binaries (the section-header table and ``.shstrtab``).
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,11 +17,14 @@ ELF_MAGIC = b"\x7fELF"
 ET_EXEC, ET_DYN = 2, 3
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME = 0, 1, 5, 10, 14
+SHT_NOBITS = 8
+SHN_XINDEX = 0xFFFF
+MAX_SHSTRTAB = 16 << 20
 
-# (ehdr after e_ident, phdr, dyn) layouts for ELFCLASS32 (1) and ELFCLASS64 (2).
+# (ehdr after e_ident, phdr, dyn, shdr) layouts for ELFCLASS32 (1) and ELFCLASS64 (2).
 _LAYOUTS = {
-    1: ("HHIIIIIHHHHHH", "IIIIIIII", "iI"),
-    2: ("HHIQQQIHHHHHH", "IIQQQQQQ", "qQ"),
+    1: ("HHIIIIIHHHHHH", "IIIIIIII", "iI", "IIIIIIIIII"),
+    2: ("HHIQQQIHHHHHH", "IIQQQQQQ", "qQ", "IIQQQQIIQQ"),
 }
 
 
@@ -33,6 +38,16 @@ class ElfDynamic:
     machine: int
     needed: tuple[str, ...]
     soname: str | None
+
+
+@dataclass(frozen=True)
+class ElfSection:
+    name: str
+    sh_type: int
+    flags: int
+    addr: int
+    offset: int
+    size: int
 
 
 @dataclass(frozen=True)
@@ -124,3 +139,65 @@ def read_dynamic(path: Path) -> ElfDynamic:
         needed = tuple(_string(f, strtab, strsz, v) for t, v in entries if t == DT_NEEDED)
         soname = _string(f, strtab, strsz, tags[DT_SONAME]) if DT_SONAME in tags else None
         return ElfDynamic(header[0], header[1], needed, soname)
+
+
+def _header(f: BinaryIO, path: Path) -> tuple[str, int, tuple[int, ...]]:
+    ident = f.read(16)
+    if len(ident) < 16 or ident[:4] != ELF_MAGIC or ident[4] not in _LAYOUTS:
+        raise ElfError(f"{path} is not an ELF32/ELF64 file")
+    endian = "<" if ident[5] == 1 else ">"
+    fmt = endian + _LAYOUTS[ident[4]][0]
+    raw = f.read(struct.calcsize(fmt))
+    if len(raw) != struct.calcsize(fmt):
+        raise ElfError(f"{path}: truncated ELF header")
+    return endian, ident[4], struct.unpack(fmt, raw)
+
+
+def _read_exact(f: BinaryIO, offset: int, size: int, file_size: int, what: str) -> bytes:
+    if offset < 0 or size < 0 or offset + size > file_size:
+        raise ElfError(f"{what} [{offset:#x}, {offset + size:#x}) lies outside the file")
+    f.seek(offset)
+    return f.read(size)
+
+
+def read_sections(path: Path) -> list[ElfSection]:
+    """Every section header of ``path`` with its name, in table order."""
+    with open(path, "rb") as f:
+        file_size = os.fstat(f.fileno()).st_size
+        endian, elf_class, header = _header(f, path)
+        shoff, shentsize, shnum, shstrndx = header[5], header[10], header[11], header[12]
+        if shoff == 0:
+            return []
+        fmt = struct.Struct(endian + _LAYOUTS[elf_class][3])
+        if shentsize < fmt.size:
+            raise ElfError(f"{path}: section header entries are too small")
+        first = fmt.unpack(_read_exact(f, shoff, fmt.size, file_size, "section header 0"))
+        if shnum == 0:  # extended numbering: the count is in section 0's sh_size
+            shnum = first[5]
+        if shstrndx == SHN_XINDEX:
+            shstrndx = first[6]
+        table = _read_exact(f, shoff, shnum * shentsize, file_size, "section-header table")
+        raw = [fmt.unpack_from(table, i * shentsize) for i in range(shnum)]
+        if not 0 < shstrndx < shnum:
+            raise ElfError(f"{path}: e_shstrndx {shstrndx} is not a section")
+        strtab = raw[shstrndx]
+        if strtab[5] > MAX_SHSTRTAB:
+            raise ElfError(f"{path}: .shstrtab is implausibly large ({strtab[5]} bytes)")
+        names = _read_exact(f, strtab[4], strtab[5], file_size, ".shstrtab")
+    sections = []
+    for sh_name, sh_type, flags, addr, offset, size, *_rest in raw:
+        if sh_name >= max(len(names), 1):
+            raise ElfError(f"{path}: sh_name {sh_name} is past the end of .shstrtab")
+        name = names[sh_name:].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        sections.append(ElfSection(name, sh_type, flags, addr, offset, size))
+    return sections
+
+
+def read_section_data(path: Path, section: ElfSection, limit: int) -> bytes:
+    """The first ``limit`` bytes (at most) of ``section``'s content in the file."""
+    if section.sh_type == SHT_NOBITS:
+        raise ElfError(f"{path}: section {section.name} has no bytes in the file (NOBITS)")
+    with open(path, "rb") as f:
+        file_size = os.fstat(f.fileno()).st_size
+        size = min(section.size, limit)
+        return _read_exact(f, section.offset, size, file_size, f"section {section.name}")

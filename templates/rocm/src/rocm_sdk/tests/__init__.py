@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import unittest
 
-MODULES = ("base_test", "core_test", "libraries_test", "devel_test", "profiler_test")
+MODULES = (
+    "base_test",
+    "core_test",
+    "libraries_test",
+    "kpack_test",
+    "devel_test",
+    "profiler_test",
+)
 
 
 def run_all(verbosity: int = 3) -> int:

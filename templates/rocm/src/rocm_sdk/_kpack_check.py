@@ -1,0 +1,388 @@
+"""Integrity of kpack-split device code in an installed package set (``rocm-sdk test``).
+
+Host binaries in the libraries (and core) platform packages whose fat-binary wrappers were
+redirected (HIPK) load their device code at run time from ``.kpack`` archives that the
+``rocm-sdk-device-<gfx>`` wheels install into the libraries platform package. For every
+such binary, every wrapper (``co_index``) and every *installed target*, this checks that
+the runtime's lookup (kpack.md §7) finds ``<kernel_name>#<co_index>``, and that the entry
+decodes to exactly ``original_size`` bytes.
+
+Installed targets: the base target of each installed device wheel (from its dist-info
+name) and the feature variants (``gfx90a:xnack+``) of those bases whose archives are
+installed (in a device wheel's RECORD, or next to a binary's search pattern). A base
+target counts as served when the key resolves for the base itself or for one of its
+installed variants: agents report concrete features (``gfx90a:sramecc+:xnack-``), so a
+build that only ships feature-specific code is complete without a bare archive. Targets
+whose device wheel is not installed are not checked. ``ROCM_KPACK_PATH*`` variables are
+ignored: this checks what is installed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from ._elf import ElfError, is_elf, read_sections
+from ._kpack import (
+    GFXARCH,
+    MARKER_SECTION,
+    WRAPPER_SECTION,
+    ArchiveEntry,
+    Decompress,
+    KpackArchive,
+    KpackError,
+    KpackRef,
+    base_target,
+    candidate_targets,
+    is_target_id,
+    read_kpack_ref,
+)
+from ._layout import dist_info_dirs, dist_info_name
+from ._record import read_record_paths
+
+__all__ = [
+    "DEVICE_DIST_PREFIX",
+    "DeviceWheel",
+    "Failure",
+    "KpackChecker",
+    "KpackReport",
+    "archive_target",
+    "find_device_wheels",
+    "format_failures",
+    "host_binaries",
+]
+
+DEVICE_DIST_PREFIX = "rocm_sdk_device_"
+SKIPPED_DIRS = frozenset({"__pycache__", ".kpack", ".devel_links"})
+
+
+@dataclass(frozen=True)
+class DeviceWheel:
+    """An installed ``rocm-sdk-device-<base>`` distribution."""
+
+    dist_info: Path
+    base: str
+    archives: tuple[str, ...]  # site-relative POSIX paths of the .kpack files in its RECORD
+
+    @property
+    def name(self) -> str:
+        return self.dist_info.name[: -len(".dist-info")]
+
+
+@dataclass(frozen=True)
+class Failure:
+    binary: str  # site-relative path of the host binary or archive
+    target: str | None
+    co_index: int | None
+    problem: str
+
+
+@dataclass
+class KpackReport:
+    binaries: list[str] = field(default_factory=list)
+    targets: tuple[str, ...] = ()
+    lookups: int = 0
+    failures: list[Failure] = field(default_factory=list)
+
+    def message(self) -> str:
+        head = (
+            f"{len(self.failures)} kpack problem(s) in {len(self.binaries)} transformed "
+            f"binaries (installed targets: {', '.join(self.targets) or 'none'}):"
+        )
+        return "\n".join([head, *format_failures(self.failures)])
+
+
+def _ranges(values: Sequence[int]) -> str:
+    out: list[str] = []
+    ordered = sorted(set(values))
+    start = prev = ordered[0]
+    for value in [*ordered[1:], None]:
+        if value is not None and value == prev + 1:
+            prev = value
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if value is not None:
+            start = prev = value
+    return ",".join(out)
+
+
+def format_failures(failures: Iterable[Failure]) -> list[str]:
+    """One line per (binary, target, problem); the co_index values are listed as ranges."""
+    groups: dict[tuple[str, str | None, str], list[int]] = {}
+    for failure in failures:
+        indices = groups.setdefault((failure.binary, failure.target, failure.problem), [])
+        if failure.co_index is not None:
+            indices.append(failure.co_index)
+    lines = []
+    for (binary, target, problem), indices in groups.items():
+        parts = [binary]
+        if target is not None:
+            parts.append(target)
+        if indices:
+            parts.append(f"co_index {_ranges(indices)}")
+        lines.append(f"  {': '.join(parts)}: {problem}")
+    return lines
+
+
+def archive_target(name: str) -> str | None:
+    """The target of an archive file name ``<P>_<target>.kpack``, or None."""
+    if not name.endswith(".kpack") or "_" not in name:
+        return None
+    target = name[: -len(".kpack")].rsplit("_", 1)[1]
+    return target if is_target_id(target) else None
+
+
+def find_device_wheels(site: Path) -> list[DeviceWheel]:
+    """Every ``rocm_sdk_device_*`` dist-info directly in ``site``, by listing the directory."""
+    wheels = []
+    for dist_info in dist_info_dirs(site):
+        name = dist_info_name(dist_info)
+        if not name.startswith(DEVICE_DIST_PREFIX):
+            continue
+        base = name[len(DEVICE_DIST_PREFIX) :].replace("_", "-")  # gfx9_4_generic
+        archives: list[str] = []
+        try:
+            rows = read_record_paths(dist_info / "RECORD")
+        except (OSError, UnicodeDecodeError):
+            rows = []
+        for row in rows:
+            path = PurePosixPath(row)
+            if path.suffix == ".kpack" and path.parent.name == ".kpack":
+                archives.append(path.as_posix())
+        wheels.append(DeviceWheel(dist_info, base, tuple(archives)))
+    return wheels
+
+
+def host_binaries(dirs: Iterable[Path]) -> Iterator[Path]:
+    """ELF files (not links) under ``dirs`` that have a wrapper array or a kpack marker."""
+    for root in dirs:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+            for name in sorted(filenames):
+                path = Path(dirpath, name)
+                if path.is_symlink() or not is_elf(path):
+                    continue
+                try:
+                    names = {s.name for s in read_sections(path)}
+                except (ElfError, OSError):
+                    continue
+                if WRAPPER_SECTION in names or MARKER_SECTION in names:
+                    yield path
+
+
+class KpackChecker:
+    """Opens each archive once and checks each entry once, for a whole installation."""
+
+    def __init__(self, site: Path, decompress: Decompress | None) -> None:
+        self.site = site
+        self.decompress = decompress
+        self._archives: dict[str, KpackArchive | KpackError | None] = {}
+        self._entries: dict[tuple[str, int], str | None] = {}
+
+    def close(self) -> None:
+        for archive in self._archives.values():
+            if isinstance(archive, KpackArchive):
+                archive.close()
+        self._archives.clear()
+
+    def __enter__(self) -> KpackChecker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def rel(self, path: Path | str) -> str:
+        text = os.path.normpath(path)
+        try:
+            return Path(text).relative_to(self.site).as_posix()
+        except ValueError:
+            return text
+
+    def archive(self, path: Path) -> KpackArchive | KpackError | None:
+        """The opened archive, the error opening it, or None when there is no file."""
+        canonical = os.path.realpath(path)
+        if canonical not in self._archives:
+            if not os.path.isfile(canonical):
+                self._archives[canonical] = None
+            else:
+                try:
+                    self._archives[canonical] = KpackArchive.open(Path(canonical))
+                except KpackError as exc:
+                    self._archives[canonical] = exc
+        return self._archives[canonical]
+
+    def entry_problem(self, archive: KpackArchive, entry: ArchiveEntry) -> str | None:
+        key = (os.path.realpath(archive.path), entry.ordinal)
+        if key not in self._entries:
+            self._entries[key] = archive.entry_problem(entry, self.decompress)
+        return self._entries[key]
+
+    # --- device wheels ---------------------------------------------------------------
+
+    def check_device_archives(self, wheels: Sequence[DeviceWheel]) -> list[Failure]:
+        """Each RECORD-listed archive exists, is readable and lists exactly its name's target."""
+        failures = []
+        for wheel in wheels:
+            for rel in wheel.archives:
+                failures += self._check_device_archive(wheel, rel)
+        return failures
+
+    def _check_device_archive(self, wheel: DeviceWheel, rel: str) -> list[Failure]:
+        name = PurePosixPath(rel).name
+        target = archive_target(name)
+        if target is None:
+            return [Failure(rel, None, None, f"{wheel.name}: the name does not end in "
+                            "'_<target>.kpack'")]
+        if base_target(target) != wheel.base:
+            return [Failure(rel, target, None, f"shipped by {wheel.name}, whose target is "
+                            f"{wheel.base}, not {base_target(target)}")]
+        archive = self.archive(self.site / rel)
+        if archive is None:
+            return [Failure(rel, target, None, f"listed in the RECORD of {wheel.name} but "
+                            "missing")]
+        if isinstance(archive, KpackError):
+            return [Failure(rel, target, None, f"unreadable archive: {archive.message}")]
+        problems = []
+        if list(archive.gfx_arches) != [target]:
+            problems.append(f"gfx_arches {list(archive.gfx_arches)} do not match the file "
+                            f"name's target {target!r}")
+        stray = sorted({t for _k, t in archive.entries if t not in archive.gfx_arches})
+        if stray:
+            problems.append(f"TOC targets {stray} are missing from gfx_arches (the runtime "
+                            "never finds them)")
+        return [Failure(rel, target, None, p) for p in problems]
+
+    # --- installed targets -----------------------------------------------------------
+
+    def installed_targets(
+        self, wheels: Sequence[DeviceWheel], refs: Sequence[KpackRef]
+    ) -> tuple[str, ...]:
+        """Base targets of ``wheels`` plus the installed variants of those bases, sorted."""
+        bases = {w.base for w in wheels}
+        found = [archive_target(PurePosixPath(rel).name) for w in wheels for rel in w.archives]
+        for ref in refs:
+            found += self._pattern_targets(ref)
+        variants = {t for t in found if t is not None and base_target(t) in bases}
+        return tuple(sorted(bases | variants))
+
+    @staticmethod
+    def _pattern_targets(ref: KpackRef) -> list[str | None]:
+        """Targets of the files next to ``ref``'s search patterns that match the pattern."""
+        out: list[str | None] = []
+        for pattern in ref.search_paths:
+            directory, _sep, name = pattern.rpartition("/")
+            if GFXARCH not in name or GFXARCH in directory:
+                continue
+            prefix, _sep, suffix = name.partition(GFXARCH)
+            try:
+                listing = os.listdir(ref.path.parent / directory)
+            except OSError:
+                continue
+            for entry in listing:
+                if entry.startswith(prefix) and entry.endswith(suffix):
+                    middle = entry[len(prefix) : len(entry) - len(suffix)]
+                    if is_target_id(middle):
+                        out.append(middle)
+        return out
+
+    # --- host binaries ---------------------------------------------------------------
+
+    def _archives_for(
+        self, ref: KpackRef, strings: Sequence[str]
+    ) -> tuple[list[Path], list[KpackArchive], list[str]]:
+        """Candidate paths, opened archives (deduplicated) and unreadable-archive notes."""
+        paths: list[Path] = []
+        for pattern in ref.search_paths:
+            expanded = [pattern.replace(GFXARCH, s) for s in strings] if GFXARCH in pattern \
+                else [pattern]
+            paths += [ref.path.parent / p for p in expanded]
+        paths = list(dict.fromkeys(paths))
+        opened: dict[str, KpackArchive] = {}
+        broken = []
+        for path in paths:
+            archive = self.archive(path)
+            if isinstance(archive, KpackError):
+                broken.append(f"{self.rel(path)} is unreadable ({archive.message})")
+            elif archive is not None:
+                opened.setdefault(os.path.realpath(path), archive)
+        return paths, list(opened.values()), broken
+
+    def check_binary(self, ref: KpackRef, targets: Sequence[str]) -> tuple[int, list[Failure]]:
+        """(lookups done, failures) for every co_index of ``ref`` on every target."""
+        binary = self.rel(ref.path)
+        failures: list[Failure] = []
+        lookups = 0
+        # variants first, so that a bare base can count as served by one of them
+        ordered = sorted(targets, key=lambda t: (":" not in t, t))
+        served: set[tuple[str, int]] = set()
+        for target in ordered:
+            strings = candidate_targets(target)
+            paths, archives, broken = self._archives_for(ref, strings)
+            for co_index in ref.co_indices:
+                lookups += 1
+                key = ref.key(co_index)
+                found = _find(archives, key, strings)
+                if found is not None:
+                    archive, entry = found
+                    served.add((base_target(target), co_index))
+                    problem = self.entry_problem(archive, entry)
+                    if problem is not None:
+                        failures.append(Failure(binary, target, co_index,
+                                                f"{self.rel(archive.path)}: {problem}"))
+                    continue
+                if ":" not in target and (target, co_index) in served:
+                    continue
+                failures.append(Failure(binary, target, co_index,
+                                        self._not_found(ref, strings, paths, archives, broken)))
+        return lookups, failures
+
+    def _not_found(self, ref: KpackRef, strings: Sequence[str], paths: Sequence[Path],
+                   archives: Sequence[KpackArchive], broken: Sequence[str]) -> str:
+        key = f"{ref.kernel_name}#<co_index>"
+        notes = [*broken]
+        if not archives:
+            tried = ", ".join(self.rel(p) for p in paths)
+            return "; ".join([f"no archive for {key}: none of {tried} exists", *notes])
+        listing = [a for a in archives if any(s in a.gfx_arches for s in strings)]
+        if not listing:
+            found = ", ".join(f"{self.rel(a.path)} {list(a.gfx_arches)}" for a in archives)
+            return "; ".join([f"no archive lists any of {list(strings)} in gfx_arches for "
+                              f"{key} (found {found})", *notes])
+        looked = ", ".join(self.rel(a.path) for a in listing)
+        return "; ".join([f"{key} is missing from {looked} (targets {list(strings)})", *notes])
+
+    def check(self, wheels: Sequence[DeviceWheel], dirs: Iterable[Path]) -> KpackReport:
+        """Check every transformed binary under ``dirs`` against the installed targets."""
+        report = KpackReport()
+        refs = []
+        for path in host_binaries(dirs):
+            try:
+                ref = read_kpack_ref(path)
+            except (KpackError, ElfError, OSError) as exc:
+                message = exc.message if isinstance(exc, KpackError) else str(exc)
+                report.failures.append(Failure(self.rel(path), None, None, message))
+                continue
+            if ref is not None:
+                refs.append(ref)
+        report.binaries = [self.rel(r.path) for r in refs]
+        report.targets = self.installed_targets(wheels, refs)
+        for ref in refs:
+            lookups, failures = self.check_binary(ref, report.targets)
+            report.lookups += lookups
+            report.failures += failures
+        return report
+
+
+def _find(
+    archives: Sequence[KpackArchive], key: str, strings: Sequence[str]
+) -> tuple[KpackArchive, ArchiveEntry] | None:
+    """Arch-first: for each target string, each archive listing it, in candidate order."""
+    for string in strings:
+        for archive in archives:
+            if string in archive.gfx_arches:
+                entry = archive.get(key, string)
+                if entry is not None:
+                    return archive, entry
+    return None

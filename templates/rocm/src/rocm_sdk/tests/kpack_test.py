@@ -1,0 +1,62 @@
+"""Kpack-split device code: every transformed binary finds its kernels (kpack.md §7).
+
+Runs when the arch-neutral libraries package and at least one ``rocm-sdk-device-*``
+wheel are installed. See :mod:`rocm_sdk._kpack_check` for what is checked.
+"""
+
+from __future__ import annotations
+
+import sys
+import unittest
+from pathlib import Path
+
+from .. import _dist_info as di
+from .._kpack import zstandard_decompress
+from .._kpack_check import DeviceWheel, KpackChecker, find_device_wheels, format_failures
+from . import utils
+
+
+class KpackTest(unittest.TestCase):
+    site: Path
+    host_dirs: list[Path]
+    wheels: list[DeviceWheel]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if sys.platform == "win32":
+            raise unittest.SkipTest("kpack checks read ELF host binaries (Linux only)")
+        if not di.KPACK_MODE:
+            raise unittest.SkipTest("this package set keeps device code inside its libraries")
+        libraries = utils.platform_dir("libraries")
+        if libraries is None:
+            raise unittest.SkipTest(
+                "the libraries package is not installed (pip install 'rocm[libraries]')"
+            )
+        cls.site = libraries.parent
+        cls.wheels = find_device_wheels(cls.site)
+        if not cls.wheels:
+            raise unittest.SkipTest(
+                "no rocm-sdk-device-* wheel is installed, so no device code to check "
+                "(pip install 'rocm[device]')"
+            )
+        core = utils.platform_dir("core")
+        cls.host_dirs = [libraries, *([core] if core is not None else [])]
+
+    def testDeviceArchivesMatchTheirNames(self) -> None:
+        """Each device wheel's .kpack files exist and list exactly their file name's target."""
+        if not any(w.archives for w in self.wheels):
+            self.skipTest("the installed device wheels ship no .kpack archives")
+        with KpackChecker(self.site, None) as checker:  # decodes no kernel
+            failures = checker.check_device_archives(self.wheels)
+        if failures:
+            self.fail("\n".join([f"{len(failures)} device archive problem(s):",
+                                 *format_failures(failures)]))
+
+    def testKernelsFoundForInstalledTargets(self) -> None:
+        """Each HIPK wrapper's kernel resolves, and decodes, for every installed target."""
+        with KpackChecker(self.site, zstandard_decompress()) as checker:
+            report = checker.check(self.wheels, self.host_dirs)
+        if report.failures:
+            self.fail(report.message())
+        if not report.binaries:
+            self.skipTest("no kpack-transformed binary is installed")
