@@ -3,7 +3,7 @@
 
     python build_tools/assemble_shards.py --input S1/dist --input S2/dist --output DIST \\
         [--linux-amdgpu-families LIST] [--windows-amdgpu-families LIST] [--version V] \\
-        [--index DIR]
+        [--targets-cmake FILE] [--index DIR]
 
 Each shard ran the builder with its own ``--targets``: the generic files (``rocm`` sdist,
 core, libraries, devel, profiler) must be byte-identical in every shard and are taken
@@ -11,11 +11,14 @@ once; device wheels (``rocm_sdk_device_<gfx>``) are united. Errors, all collecte
 reported together: a generic file that differs between shards (both files named) or is
 missing from one; a device wheel present twice with different bytes; more than one version
 or platform; ``--version`` not matching; a missing ``rocm`` sdist, core or libraries wheel;
-with a family flag for the dists' platform, an expected target without its device wheel.
-The shards' ``report.json`` files are merged into one ``report.json`` + ``report.md``
-(skipped with a notice when a shard has none). ``--index`` also writes a PEP 503 simple
-repository of the result. Outputs are written into temporary siblings and renamed into
-place; they must not exist or be empty, and a failure leaves nothing behind.
+with family flags (like the builder, Linux and Windows targets together), an expected
+target without its device wheel. The shards' ``report.json`` files are merged into one
+``report.json`` + ``report.md`` equal to an unsharded build's: device rows are united,
+per-target download rows recomputed over every device wheel (a shard's own rows count only
+its share). Without ``report.json`` in some shard the merge is skipped with a notice.
+``--index`` also writes a PEP 503 simple repository of the result. Outputs are written
+into temporary siblings and renamed into place; they must not exist or be empty, and a
+failure leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -48,27 +51,23 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from build_tools.pep503 import file_sha256, write_simple_index
+from build_tools.report import DeviceRow, GenericRow, Report, TargetRow, render_markdown
 from kpack.errors import PackagingError, RocmPackagingError, UsageError
 
 __all__ = [
     "AssemblyPlan",
-    "DeviceRow",
     "DistFile",
-    "GenericRow",
     "Kind",
-    "Report",
     "Shard",
-    "TargetRow",
     "main",
+    "parse_report",
     "plan_assembly",
-    "render_report_md",
     "scan_shards",
     "write_assembly",
 ]
 
 log = logging.getLogger("assemble_shards")
 
-Platform = Literal["linux", "windows"]
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 META_SDIST = "rocm"
@@ -101,39 +100,6 @@ class DistFile:
 
 
 @dataclass(frozen=True)
-class DeviceRow:
-    target: str
-    wheel: str
-    size: int
-    kernels: int
-    database_files: int
-
-
-@dataclass(frozen=True)
-class TargetRow:
-    target: str
-    download_bytes: int
-    fat_download_bytes: int
-    saving: float
-
-
-@dataclass(frozen=True)
-class GenericRow:
-    wheel: str
-    size: int
-
-
-@dataclass(frozen=True)
-class Report:
-    """``report.json`` of a kpack-mode build (``mode`` is always ``kpack``)."""
-
-    version: str
-    device_wheels: tuple[DeviceRow, ...]
-    targets: tuple[TargetRow, ...]
-    generic: tuple[GenericRow, ...]
-
-
-@dataclass(frozen=True)
 class Shard:
     directory: Path
     files: tuple[DistFile, ...]
@@ -145,7 +111,6 @@ class AssemblyPlan:
     """What the output will hold; only :func:`write_assembly` writes it."""
 
     version: str
-    platform: Platform
     files: tuple[DistFile, ...]  # sorted by name
     report: Report | None
     notices: tuple[str, ...]
@@ -207,8 +172,9 @@ def parse_report(path: Path) -> Report:
     if not isinstance(doc, dict):
         raise PackagingError("expected a JSON object", path=path)
     problems: list[str] = []
-    if doc.get("mode") != "kpack":
-        problems.append(f"mode: expected 'kpack', got {doc.get('mode')!r}")
+    mode = doc.get("mode")
+    if mode != "kpack":
+        problems.append(f"mode: expected 'kpack', got {mode!r}")
     version = doc.get("version")
     if not isinstance(version, str):
         problems.append(f"version: expected a string, got {version!r}")
@@ -217,7 +183,7 @@ def parse_report(path: Path) -> Report:
     generic = _rows(doc, "generic", GenericRow, problems)
     if problems:
         raise PackagingError("invalid report", path=path, problems=problems)
-    return Report(str(version), device, targets, generic)
+    return Report(str(version), str(mode), device, targets, generic)
 
 
 def _list_shard(directory: Path, problems: list[str]) -> tuple[list[Path], Report | None]:
@@ -302,13 +268,11 @@ def _normal(version: str) -> str:
         return version
 
 
-def _one_platform(shards: Sequence[Shard], problems: list[str]) -> Platform:
+def _one_platform(shards: Sequence[Shard], problems: list[str]) -> None:
     tag_sets = {f.platforms for s in shards for f in s.files if f.platforms}
     if len(tag_sets) > 1:
         shown = sorted(".".join(sorted(t)) for t in tag_sets)
         problems.append(f"wheels for more than one platform: {', '.join(shown)}")
-    windows = any(p.startswith("win") for tags in tag_sets for p in tags)
-    return "windows" if windows else "linux"
 
 
 def _merge_generic(shards: Sequence[Shard], problems: list[str]) -> list[DistFile]:
@@ -371,33 +335,31 @@ def _device_target(target: str) -> str:
 def plan_assembly(
     shards: Sequence[Shard],
     *,
-    expected_targets: Mapping[Platform, Sequence[str]] | None = None,
+    expected_targets: Iterable[str] | None = None,
     version: str | None = None,
 ) -> AssemblyPlan:
     """Check the shards against each other and the expectations; every problem at once.
 
-    ``expected_targets`` maps a platform to the targets its family flag expands to; only
-    the entry of the dists' own platform is checked.
+    ``expected_targets``: the targets the family flags expand to (``None``: not checked).
     """
     if not shards:
         raise UsageError("no --input shard given")
     problems: list[str] = []
     found = _one_version(shards, version, problems)
-    platform = _one_platform(shards, problems)
+    _one_platform(shards, problems)
     files = _merge_generic(shards, problems) + _merge_device(shards, problems)
     devel_seen = any(f.project == DEVEL for s in shards for f in s.files)
     _check_required(files, devel_seen, problems)
     notices: list[str] = []
-    wanted = (expected_targets or {}).get(platform)
-    if wanted is not None:
-        _check_targets(files, wanted, problems)
+    if expected_targets is not None:
+        _check_targets(files, expected_targets, problems)
     else:
-        notices.append(f"no {platform} family flag given: target completeness not checked")
+        notices.append("no family flag given: target completeness not checked")
     files.sort(key=lambda f: f.name)
     report = _merge_reports(shards, files, found, problems, notices)
     if problems:
         raise PackagingError("cannot assemble the shards", problems=problems)
-    return AssemblyPlan(found, platform, tuple(files), report, tuple(notices))
+    return AssemblyPlan(found, tuple(files), report, tuple(notices))
 
 
 def _unite(rows: Iterable[Any], key: str, what: str, problems: list[str]) -> list[Any]:
@@ -407,6 +369,18 @@ def _unite(rows: Iterable[Any], key: str, what: str, problems: list[str]) -> lis
         if kept.setdefault(name, row) != row:
             problems.append(f"report.json: {what} rows for {name} disagree: {kept[name]} vs {row}")
     return [kept[k] for k in sorted(kept)]
+
+
+def _target_rows(files: Sequence[DistFile]) -> tuple[TargetRow, ...]:
+    """What each GPU user downloads (core + libraries + its device wheel) against a fat
+    install (core + libraries + every device wheel), as ``build_tools.report`` computes."""
+    base = sum(f.size for f in files if f.project in REQUIRED_WHEELS and f.platforms)
+    devices = sorted((f.target or "", f.size) for f in files if f.kind is Kind.DEVICE)
+    fat = base + sum(size for _, size in devices)
+    return tuple(
+        TargetRow(t, base + size, fat, round(1 - (base + size) / fat, 4) if fat else 0.0)
+        for t, size in devices
+    )
 
 
 def _merge_reports(
@@ -422,10 +396,13 @@ def _merge_reports(
         return None
     reports = [s.report for s in shards if s.report is not None]
     device = _unite((r for rep in reports for r in rep.device_wheels), "wheel", "device", problems)
-    targets = _unite((r for rep in reports for r in rep.targets), "target", "target", problems)
     generic = _unite((r for rep in reports for r in rep.generic), "wheel", "generic", problems)
+    problems += [
+        f"{s.directory / REPORT_JSON}: generic rows differ from {shards[0].directory}'s"
+        for s in shards[1:]
+        if s.report is not None and reports[0].generic != s.report.generic
+    ]
     by_name = {f.name: f for f in files}
-    device_names = {f.name for f in files if f.kind is Kind.DEVICE}
     for row in (*device, *generic):
         f = by_name.get(row.wheel)
         if f is None:
@@ -433,30 +410,15 @@ def _merge_reports(
         elif f.size != row.size:
             problems.append(f"report.json: {row.wheel} size {row.size}, but the file has {f.size}")
     problems += [
-        f"report.json has no device_wheels row for {name}"
-        for name in sorted(device_names - {r.wheel for r in device})
+        f"report.json has no device_wheels row for {f.name}"
+        for f in files
+        if f.kind is Kind.DEVICE and f.name not in {r.wheel for r in device}
     ]
-    built = {f.target for f in files if f.kind is Kind.DEVICE}
-    problems += [
-        f"report.json has a targets row for {r.target}, which has no device wheel"
-        for r in targets
-        if _device_target(r.target) not in built
-    ]
-    return Report(version, tuple(device), tuple(targets), tuple(generic))
+    device.sort(key=lambda r: (r.target, r.wheel))
+    return Report(version, "kpack", tuple(device), _target_rows(files), reports[0].generic)
 
 
 # --- render and write -----------------------------------------------------------------
-
-
-def report_json(report: Report) -> str:
-    doc = {
-        "version": report.version,
-        "mode": "kpack",
-        "device_wheels": [vars(r) for r in report.device_wheels],
-        "targets": [vars(r) for r in report.targets],
-        "generic": [vars(r) for r in report.generic],
-    }
-    return json.dumps(doc, indent=2) + "\n"
 
 
 def _human(n: int) -> str:
@@ -466,29 +428,6 @@ def _human(n: int) -> str:
             return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1000
     raise AssertionError("unreachable")
-
-
-def render_report_md(report: Report) -> str:
-    """A Markdown summary of the merged report (savings computed from the byte counts)."""
-    lines = [f"# ROCm Python packages {report.version} (kpack)", "", "## Download per target", ""]
-    lines += ["| target | download | fat download | saving |", "| --- | ---: | ---: | ---: |"]
-    for t in report.targets:
-        saving = (
-            f"{1 - t.download_bytes / t.fat_download_bytes:.1%}" if t.fat_download_bytes else "-"
-        )
-        lines.append(
-            f"| {t.target} | {_human(t.download_bytes)} | {_human(t.fat_download_bytes)} "
-            f"| {saving} |"
-        )
-    lines += ["", "## Device wheels", "", "| target | wheel | size | kernels | database files |"]
-    lines.append("| --- | --- | ---: | ---: | ---: |")
-    lines += [
-        f"| {d.target} | `{d.wheel}` | {_human(d.size)} | {d.kernels} | {d.database_files} |"
-        for d in report.device_wheels
-    ]
-    lines += ["", "## Generic packages", "", "| file | size |", "| --- | ---: |"]
-    lines += [f"| `{g.wheel}` | {_human(g.size)} |" for g in report.generic]
-    return "\n".join(lines) + "\n"
 
 
 def _check_free(path: Path, what: str) -> None:
@@ -509,8 +448,8 @@ def _populate(plan: AssemblyPlan, into: Path) -> None:
     for f in plan.files:
         _link_or_copy(f.path, into / f.name)
     if plan.report is not None:
-        (into / REPORT_JSON).write_text(report_json(plan.report), encoding="utf-8")
-        (into / REPORT_MD).write_text(render_report_md(plan.report), encoding="utf-8")
+        (into / REPORT_JSON).write_text(plan.report.to_json(), encoding="utf-8")
+        (into / REPORT_MD).write_text(render_markdown(plan.report), encoding="utf-8")
 
 
 def write_assembly(plan: AssemblyPlan, output: Path, *, index: Path | None = None) -> None:
@@ -519,6 +458,9 @@ def write_assembly(plan: AssemblyPlan, output: Path, *, index: Path | None = Non
     _check_free(output, "--output")
     if index is not None:
         _check_free(index, "--index")
+        out_abs, index_abs = output.resolve(), index.resolve()
+        if index_abs == out_abs or out_abs in index_abs.parents or index_abs in out_abs.parents:
+            raise UsageError("--index and --output must be separate directories", path=index)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp"))
     index_done = False
@@ -553,27 +495,24 @@ def _parser() -> argparse.ArgumentParser:
     add("--input", type=Path, action="append", required=True, help="a shard's dist directory")
     add("--output", type=Path, required=True, help="merged dist dir (must not exist or be empty)")
     add("--linux-amdgpu-families", help="families whose targets all need a device wheel")
-    add("--windows-amdgpu-families", help="the same for Windows dists")
+    add("--windows-amdgpu-families", help="the same for the Windows families")
+    add("--targets-cmake", type=Path, help="family table from therock_amdgpu_targets.cmake")
     add("--version", help="the version every file must have")
     add("--index", type=Path, help="also write a PEP 503 simple repository here")
     add("-v", "--verbose", action="count", default=0, help="more logging")
     return p
 
 
-def _expected(args: argparse.Namespace) -> dict[Platform, tuple[str, ...]]:
-    from build_tools.targets import load_family_table, parse_family_list
+def _expected(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """Targets of both family flags together (as the builder expects); None without flags."""
+    from build_tools.targets import load_family_table, parse_family_list, parse_targets_cmake
 
-    table = load_family_table()
-    expected: dict[Platform, tuple[str, ...]] = {}
-    flags: tuple[tuple[Platform, str | None], ...] = (
-        ("linux", args.linux_amdgpu_families),
-        ("windows", args.windows_amdgpu_families),
+    table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
+    families = (
+        *parse_family_list(args.linux_amdgpu_families),
+        *parse_family_list(args.windows_amdgpu_families),
     )
-    for platform, flag in flags:
-        families = parse_family_list(flag)
-        if families:
-            expected[platform] = table.expand_all(families)  # UsageError if unknown
-    return expected
+    return table.expand_all(families) if families else None  # UsageError if unknown
 
 
 def run(argv: Sequence[str] | None = None) -> int:

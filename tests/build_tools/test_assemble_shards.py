@@ -1,0 +1,371 @@
+"""Tests for build_tools.assemble_shards on synthetic shard dist directories.
+
+Every shard is written with our own wheel and sdist writers (tiny members, fixed epoch),
+named like the real kpack-split outputs, so equal generic files are byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from build_tools.assemble_shards import main, plan_assembly, scan_shards, write_assembly
+from build_tools.report import make_report, render_markdown
+from build_tools.sdist import write_sdist
+from build_tools.wheel import Member, write_wheel
+from kpack.errors import PackagingError, UsageError
+
+from ..conftest import require
+from .conftest import build_dist
+
+VERSION = "7.99.0.dev0"
+TAG = "py3-none-linux_x86_64"
+EPOCH = 1_700_000_000
+GENERIC = ("rocm-sdk-core", "rocm-sdk-libraries", "rocm-sdk-devel", "rocm-profiler")
+
+
+def _metadata(name: str, version: str) -> bytes:
+    return f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+
+
+def _wheel(dest: Path, name: str, version: str, payload: bytes) -> Path:
+    module = name.replace("-", "_")
+    return write_wheel(
+        dest,
+        dist_name=name,
+        version=version,
+        tag=TAG,
+        members=[Member(f"{module}/data.bin", payload)],
+        metadata=_metadata(name, version),
+        epoch=EPOCH,
+        jobs=1,
+    ).path
+
+
+def make_shard(
+    dest: Path,
+    targets: tuple[str, ...],
+    *,
+    version: str = VERSION,
+    core_payload: bytes = b"core",
+    report: bool = True,
+) -> Path:
+    """A shard's dist/: rocm sdist, generic wheels, one device wheel per target, report."""
+    dest.mkdir(parents=True)
+    write_sdist(
+        dest,
+        dist_name="rocm",
+        version=version,
+        files=[Member("setup.py", b"from setuptools import setup\nsetup()\n")],
+        pkg_info=_metadata("rocm", version),
+        epoch=EPOCH,
+    )
+    generic = [
+        _wheel(dest, name, version, core_payload if name == "rocm-sdk-core" else name.encode())
+        for name in GENERIC
+    ]
+    device = {t: _wheel(dest, f"rocm-sdk-device-{t}", version, t.encode() * 50) for t in targets}
+    if report:
+        write_report(dest, version, generic, device)
+    return dest
+
+
+def write_report(dest: Path, version: str, generic: list[Path], device: dict[str, Path]) -> None:
+    """report.json / report.md as the builder writes them (``build_tools.report``)."""
+    kinds = {"rocm_sdk_core": "core", "rocm_sdk_libraries": "libraries"}
+    used = [(kinds[p.name.split("-")[0]], p) for p in generic if p.name.split("-")[0] in kinds]
+    report = make_report(version, used, sorted(device.items()))
+    (dest / "report.json").write_text(report.to_json(), encoding="utf-8")
+    (dest / "report.md").write_text(render_markdown(report), encoding="utf-8")
+
+
+def run(*argv: str | Path) -> int:
+    return main([str(a) for a in argv])
+
+
+def test_merges_two_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    b = make_shard(tmp_path / "b", ("gfx1201",))
+    out = tmp_path / "out"
+    families = ("--linux-amdgpu-families", "gfx120X-all")
+    code = run("--input", a, "--input", b, "--output", out, *families, "--version", "7.99.0-dev0")
+    assert code == 0, capsys.readouterr().err
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(
+        [p.name for p in a.iterdir() if p.name != "report.md"]
+        + ["report.md", f"rocm_sdk_device_gfx1201-{VERSION}-{TAG}.whl"]
+    )
+    for p in a.iterdir():
+        if p.suffix in (".whl", ".gz"):
+            assert (out / p.name).read_bytes() == p.read_bytes()
+    assert "2 device wheels" in capsys.readouterr().out
+
+
+def test_identical_device_wheel_in_two_shards_is_fine(tmp_path: Path) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200", "gfx1201"))
+    b = make_shard(tmp_path / "b", ("gfx1201",))
+    plan = plan_assembly(scan_shards([a, b]))
+    assert [f.target for f in plan.files if f.target] == ["gfx1200", "gfx1201"]
+
+
+def test_generic_difference_names_both_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    b = make_shard(tmp_path / "b", ("gfx1201",), core_payload=b"core, rebuilt")
+    assert run("--input", a, "--input", b, "--output", tmp_path / "out") == 1
+    err = capsys.readouterr().err
+    core = f"rocm_sdk_core-{VERSION}-{TAG}.whl"
+    assert err.startswith("error: cannot assemble the shards")
+    assert "generic file differs" in err
+    assert str(a / core) in err and str(b / core) in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_generic_missing_from_a_shard(tmp_path: Path) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    b = make_shard(tmp_path / "b", ("gfx1201",))
+    (b / f"rocm_profiler-{VERSION}-{TAG}.whl").unlink()
+    with pytest.raises(PackagingError, match=r"rocm_profiler-.* missing from .*b"):
+        plan_assembly(scan_shards([a, b]))
+
+
+def test_colliding_device_wheels(tmp_path: Path) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    b = make_shard(tmp_path / "b", ("gfx1201",))
+    _wheel(b, "rocm-sdk-device-gfx1200", VERSION, b"other kernels")
+    with pytest.raises(PackagingError, match="device wheel collides") as info:
+        plan_assembly(scan_shards([a, b]))
+    name = f"rocm_sdk_device_gfx1200-{VERSION}-{TAG}.whl"
+    assert str(a / name) in str(info.value) and str(b / name) in str(info.value)
+
+
+def test_missing_targets_against_family_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    b = make_shard(tmp_path / "b", ("gfx942",))
+    argv = ("--input", a, "--input", b, "--output", tmp_path / "out")
+    assert run(*argv, "--linux-amdgpu-families", "gfx120X-all;gfx94X-dcgpu,dcgpu-all") == 1
+    err = capsys.readouterr().err
+    assert "missing device wheels for expected targets: gfx1201, gfx1250, gfx908, gfx90a, " in err
+    assert "gfx942" not in err.split("targets:")[1]
+    assert not (tmp_path / "out").exists()
+    # As in the builder, Windows families count too; without any flag nothing is checked.
+    both = ("--linux-amdgpu-families", "gfx1200", "--windows-amdgpu-families", "gfx120X-all")
+    assert run(*argv, *both) == 1
+    assert "expected targets: gfx1201\n" in capsys.readouterr().err + "\n"
+    assert run(*argv) == 0
+    assert "notice: no family flag given" in capsys.readouterr().err
+    argv = (*argv[:-1], tmp_path / "out2")
+    assert run(*argv, "--linux-amdgpu-families", "gfx999X") == 1
+    assert "unknown GPU family 'gfx999X'" in capsys.readouterr().err
+
+
+def test_mixed_versions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    b = make_shard(tmp_path / "b", ("gfx1201",), version="7.99.0.dev1")
+    assert run("--input", a, "--input", b, "--output", tmp_path / "out") == 1
+    err = capsys.readouterr().err
+    assert "mixed versions: 7.99.0.dev0" in err and "mixed versions: 7.99.0.dev1" in err
+
+
+def test_version_flag_must_match(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    assert run("--input", a, "--output", tmp_path / "out", "--version", "7.99.0") == 1
+    assert "--version 7.99.0 does not match the shards' 7.99.0.dev0" in capsys.readouterr().err
+    assert run("--input", a, "--output", tmp_path / "out", "--version", "x y") == 1
+    assert "not a PEP 440 version" in capsys.readouterr().err
+
+
+def test_required_dists(tmp_path: Path) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    (a / f"rocm-{VERSION}.tar.gz").unlink()
+    (a / f"rocm_sdk_libraries-{VERSION}-{TAG}.whl").unlink()
+    with pytest.raises(PackagingError) as info:
+        plan_assembly(scan_shards([a]))
+    assert info.value.problems[:2] == (
+        "required dist missing: the rocm sdist",
+        "required dist missing: the rocm-sdk-libraries wheel",
+    )
+
+
+def test_unexpected_files_and_bad_names(tmp_path: Path) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    (a / "notes.txt").write_text("hi")
+    (a / "not-a-wheel.whl").write_bytes(b"")
+    (a / "sub").mkdir()
+    with pytest.raises(PackagingError) as info:
+        scan_shards([a])
+    text = "\n".join(info.value.problems)
+    assert "notes.txt: unexpected file" in text
+    assert "not-a-wheel.whl: invalid archive name" in text
+    assert "sub: unexpected entry" in text
+
+
+def test_output_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    b = make_shard(tmp_path / "b", ("gfx1201",))
+    plan = plan_assembly(scan_shards([a, b]))
+    import build_tools.assemble_shards as mod
+
+    def fail(*_args: object, **_kwargs: object) -> None:
+        raise PackagingError("index exploded")
+
+    monkeypatch.setattr(mod, "write_simple_index", fail)
+    with pytest.raises(PackagingError, match="index exploded"):
+        write_assembly(plan, tmp_path / "out", index=tmp_path / "index")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # no temp dirs either
+
+
+def test_output_must_be_free(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.whl").write_bytes(b"stale")
+    assert run("--input", a, "--output", out) == 1
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["old.whl"]
+    (out / "old.whl").unlink()  # an empty directory is fine
+    assert run("--input", a, "--output", out) == 0
+
+
+def test_report_merge_equals_an_unsharded_build(tmp_path: Path) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    b = make_shard(tmp_path / "b", ("gfx1201", "gfx942"))
+    full = make_shard(tmp_path / "full", ("gfx1200", "gfx1201", "gfx942"))
+    out = tmp_path / "out"
+    assert run("--input", b, "--input", a, "--output", out) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in full.iterdir())
+    for p in full.iterdir():  # wheels, sdist, report.json and report.md alike
+        assert (out / p.name).read_bytes() == p.read_bytes(), p.name
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["mode"] == "kpack" and doc["version"] == VERSION
+    assert [r["target"] for r in doc["targets"]] == ["gfx1200", "gfx1201", "gfx942"]
+    # a shard's own rows count only its share of the device wheels
+    shard = json.loads((b / "report.json").read_text())
+    assert shard["targets"][0]["fat_download_bytes"] < doc["targets"][0]["fat_download_bytes"]
+
+
+def test_report_skipped_when_a_shard_has_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    b = make_shard(tmp_path / "b", ("gfx1201",), report=False)
+    out = tmp_path / "out"
+    assert run("--input", a, "--input", b, "--output", out) == 0
+    assert f"notice: no report.json in {b}: report merge skipped" in capsys.readouterr().err
+    assert not (out / "report.json").exists() and not (out / "report.md").exists()
+
+
+def test_report_inconsistent_with_files(tmp_path: Path) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    b = make_shard(tmp_path / "b", ("gfx1201",))
+    doc = json.loads((a / "report.json").read_text())
+    doc["generic"][0]["size"] = "big"
+    (a / "report.json").write_text(json.dumps(doc))
+    with pytest.raises(PackagingError, match=r"generic\[0\]\.size: expected int, got 'big'"):
+        scan_shards([a])
+    doc["generic"][0]["size"] = 5
+    doc["device_wheels"][0]["size"] += 1
+    (a / "report.json").write_text(json.dumps(doc))
+    with pytest.raises(PackagingError) as info:
+        plan_assembly(scan_shards([a, b]))
+    text = "\n".join(info.value.problems)
+    assert f"rocm_sdk_device_gfx1200-{VERSION}-{TAG}.whl size" in text
+    assert "size 5, but the file has" in text
+    assert f"{b / 'report.json'}: generic rows differ" in text
+    doc["device_wheels"] = []
+    (a / "report.json").write_text(json.dumps(doc))
+    with pytest.raises(PackagingError, match="no device_wheels row for rocm_sdk_device_gfx1200"):
+        plan_assembly(scan_shards([a]))
+
+
+def test_index_written(tmp_path: Path) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    out, index = tmp_path / "out", tmp_path / "index"
+    assert run("--input", a, "--output", out, "--index", index) == 0
+    projects = sorted(p.name for p in index.iterdir() if p.is_dir())
+    assert projects == sorted(["rocm", *GENERIC, "rocm-sdk-device-gfx1200"])
+    page = (index / "rocm-sdk-core" / "index.html").read_text()
+    assert f'href="rocm_sdk_core-{VERSION}-{TAG}.whl#sha256=' in page
+
+
+def test_index_and_output_must_not_overlap(tmp_path: Path) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    plan = plan_assembly(scan_shards([a]))
+    with pytest.raises(UsageError, match="separate directories"):
+        write_assembly(plan, tmp_path / "out", index=tmp_path / "out" / "simple")
+    assert not (tmp_path / "out").exists()
+
+
+# --- real: the kpack sample tree, built in two shards, as the CI workflow does -------------
+
+
+@pytest.fixture(scope="module")
+def kpack_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require(shutil.which("hipcc") is not None, "hipcc is not installed")
+    from build_tools.make_sample_tree import make_sample_tree
+
+    out = tmp_path_factory.mktemp("kpack") / "artifacts"
+    return make_sample_tree(out, cache_dir=None, family="gfx90a-dcgpu", kpack_split=True)
+
+
+@pytest.mark.real
+@pytest.mark.compile
+@pytest.mark.slow
+def test_real_shards_assemble_into_the_full_build(kpack_tree: Path, tmp_path: Path) -> None:
+    family = ("--linux-amdgpu-families", "gfx90a-dcgpu")
+    full = build_dist(kpack_tree, tmp_path / "full", *family)
+    shards = [
+        build_dist(kpack_tree, tmp_path / f"s{i}", *family, "--targets", targets)
+        for i, targets in enumerate(("gfx90a,gfx900", "gfx1030,gfx803,gfx906,gfx908"))
+    ]
+    out, index = tmp_path / "dist", tmp_path / "index"
+    inputs = [a for s in shards for a in ("--input", s)]
+    assert run(*inputs, "--output", out, "--index", index, *family, "--version", VERSION) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in full.iterdir())
+    for p in full.iterdir():  # every package and both reports
+        assert (out / p.name).read_bytes() == p.read_bytes(), p.name
+    # install from the PEP 503 index alone (setuptools, the sdist's backend, comes first)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = str(venv / "bin/python")
+    subprocess.run([py, "-m", "pip", "install", "-q", "setuptools>=70.2.0"], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env |= {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env.pop("ROCM_SDK_TARGET_FAMILY", None)
+    proc = subprocess.run(
+        [
+            py,
+            "-m",
+            "pip",
+            "install",
+            "--isolated",
+            "--no-build-isolation",
+            "--index-url",
+            index.as_uri(),
+            f"rocm[libraries,device-gfx90a]=={VERSION}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    test = subprocess.run(
+        [str(venv / "bin/rocm-sdk"), "test"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=900,
+    )
+    assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-6000:]
