@@ -289,3 +289,11 @@ def test_mixed_split_and_fat_forms(
     tree = _copy(fat_tree, tmp_path)
     shutil.copytree(presplit_tree / "rand_lib_gfx1030", tree / "rand_lib_gfx1030")
     _fails(tree, tmp_path / "out", capsys, "mixes split and unsplit")
+
+
+def test_target_without_code_in_every_library(fat_dist: Path, tmp_path: Path) -> None:
+    """libhipsample has no gfx906 code (rocRAND has): installing gfx906 must still pass."""
+    venv = tmp_path / "venv"
+    install(fat_dist, venv, f"rocm[libraries,device-gfx906]=={VERSION}")
+    test = _self_test(venv)
+    assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-6000:]

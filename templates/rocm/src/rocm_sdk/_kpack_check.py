@@ -334,6 +334,12 @@ class KpackChecker:
                     continue
                 if ":" not in target and (target, co_index) in served:
                     continue
+                if not archives and not broken:
+                    # No archive for this binary exists for any candidate of this target:
+                    # it was never built for it (a fat binary without that code object).
+                    # An archive a device wheel declares but lacks is caught by the RECORD
+                    # check of the device wheels.
+                    continue
                 failures.append(Failure(binary, target, co_index,
                                         self._not_found(ref, strings, paths, archives, broken)))
         return lookups, failures
