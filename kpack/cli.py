@@ -24,6 +24,7 @@ from kpack.databases import handler_names, load_handlers
 from kpack.errors import RocmPackagingError, UsageError
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
+from kpack.tools._wheel_cli import add_arguments as add_split_wheel_arguments
 from kpack.transform import extract_kernels, inspect_fat_binary
 
 __all__ = ["main"]
@@ -319,6 +320,12 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_split_wheel(args: argparse.Namespace) -> int:
+    from kpack.tools.split_python_wheels import run  # the application layer, loaded on use
+
+    return run(args)
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -403,6 +410,12 @@ def _parser() -> argparse.ArgumentParser:
         help="agent ISA, e.g. gfx942:sramecc+:xnack- (repeat for a generic ISA)",
     )
     p.set_defaults(func=cmd_resolve)
+
+    p = sub.add_parser(
+        "split-wheel", help="split a fat Python wheel into a host wheel and device wheels"
+    )
+    add_split_wheel_arguments(p)
+    p.set_defaults(func=cmd_split_wheel)
     return parser
 
 

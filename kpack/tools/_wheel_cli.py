@@ -1,0 +1,47 @@
+"""Command-line options of the wheel splitter, shared by ``split_python_wheels`` and
+``kpack split-wheel`` (no heavy imports here: ``kpack`` builds its parser from this)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kpack.databases import handler_names
+
+__all__ = ["add_arguments"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--input", type=Path, required=True, metavar="X.whl", help="fat wheel")
+    parser.add_argument("--output-dir", type=Path, required=True, metavar="DIR")
+    parser.add_argument(
+        "--wheel-type", metavar="TYPE", help="preset from manifests/wheel_types.yaml (torch-fat)"
+    )
+    parser.add_argument("--overlay-root", metavar="DIR/", help="directory to split, e.g. torch/")
+    parser.add_argument(
+        "--device-package-prefix", metavar="PREFIX", help="device wheels: PREFIX-<bundle key>"
+    )
+    parser.add_argument(
+        "--databases",
+        nargs="*",
+        metavar="HANDLER",
+        choices=handler_names(),
+        help="database handlers (default: the wheel type's, else all): "
+        + ", ".join(handler_names()),
+    )
+    parser.add_argument("--compression", choices=("none", "zstd"), default="zstd")
+    parser.add_argument("--compression-level", type=int, default=3, metavar="N", help="zstd 1-22")
+    parser.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="worker processes")
+    parser.add_argument(
+        "--generate-variant-wheel",
+        action="store_true",
+        help="also write variant wheels (LABEL and null) and the variants.json index",
+    )
+    parser.add_argument("--variant-label", default="rocm", metavar="LABEL", help="(rocm)")
+    parser.add_argument(
+        "--variant-schema", choices=("0.1.1", "0.2.0"), default="0.1.1",
+        help="variant.json schema: 0.1.1 (PEP 825) or 0.2.0 (variantlib 0.2.2)",
+    )  # fmt: skip
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)"
+    )

@@ -1,0 +1,116 @@
+"""METADATA of the split wheels: host extras, device packages, variant requirements.
+
+The host's METADATA is edited by inserting header lines at the end of its header block,
+so every existing field (and the description body) stays byte-identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from email.parser import BytesHeaderParser
+
+from packaging.utils import canonicalize_name
+
+from kpack.errors import PackagingError
+from kpack.tools._wheel_bundles import (
+    Level,
+    device_dist_name,
+    extra_name,
+    known_targets,
+    level_of,
+    packaging_chain,
+)
+
+__all__ = [
+    "add_headers",
+    "device_metadata",
+    "extra_requirements",
+    "name_and_version",
+    "variant_requirements",
+    "variant_targets",
+]
+
+
+def name_and_version(metadata: bytes, where: str) -> tuple[str, str]:
+    headers = BytesHeaderParser().parsebytes(metadata)
+    name, version = headers.get("Name"), headers.get("Version")
+    if not name or not version:
+        raise PackagingError("METADATA lacks Name or Version", path=where)
+    return str(name).strip(), str(version).strip()
+
+
+def add_headers(metadata: bytes, lines: Sequence[str], where: str) -> bytes:
+    """Insert ``lines`` after the last header; refuse extras the input already declares."""
+    headers = BytesHeaderParser().parsebytes(metadata)
+    ours = {line.split(":", 1)[1].strip() for line in lines if line.startswith("Provides-Extra:")}
+    theirs = {canonicalize_name(str(e)) for e in headers.get_all("Provides-Extra", [])}
+    clash = sorted(ours & theirs)
+    if clash:
+        raise PackagingError(
+            f"METADATA already declares the extra(s) {', '.join(clash)}", path=where
+        )
+    newline = b"\r\n" if b"\r\n" in metadata.split(b"\n", 1)[0] + b"\n" else b"\n"
+    block = b"".join(line.encode("utf-8") + newline for line in lines)
+    end = metadata.find(newline * 2)
+    if end < 0:
+        body = metadata if metadata.endswith(newline) or not metadata else metadata + newline
+        return body + block
+    cut = end + len(newline)
+    return metadata[:cut] + block + metadata[cut:]
+
+
+def _pin(prefix: str, key: str, version: str) -> str:
+    return f"{device_dist_name(prefix, key)}=={version}"
+
+
+def extra_requirements(prefix: str, version: str, keys: Iterable[str]) -> list[str]:
+    """``device-<key>`` per device wheel (a target pulls its whole chain) and ``device-all``."""
+    present = sorted(set(keys))
+    lines: list[str] = []
+    for key in present:
+        extra = extra_name(key)
+        lines.append(f"Provides-Extra: {extra}")
+        chain = packaging_chain(key) if level_of(key) is Level.TARGET else (key,)
+        lines += [
+            f'Requires-Dist: {_pin(prefix, k, version)}; extra == "{extra}"'
+            for k in chain
+            if k in present
+        ]
+    if present:
+        lines.append("Provides-Extra: device-all")
+        lines += [f'Requires-Dist: {_pin(prefix, k, version)}; extra == "device-all"'
+                  for k in present]  # fmt: skip
+    return lines
+
+
+def variant_targets(keys: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(target keys the provider knows, sorted; target keys it does not know)."""
+    targets = sorted(k for k in set(keys) if level_of(k) is Level.TARGET)
+    known = known_targets()
+    return [t for t in targets if t in known], [t for t in targets if t not in known]
+
+
+def variant_requirements(prefix: str, version: str, keys: Iterable[str]) -> list[str]:
+    """Per known target, its chain's device wheels gated on ``amd :: gfx_arch :: <target>``."""
+    present = set(keys)
+    targets, _ = variant_targets(present)
+    lines: list[str] = []
+    for target in targets:
+        marker = f'"amd :: gfx_arch :: {target}" in variant_properties'
+        lines += [
+            f"Requires-Dist: {_pin(prefix, k, version)}; {marker}"
+            for k in packaging_chain(target)
+            if k in present
+        ]
+    return lines
+
+
+def device_metadata(dist_name: str, version: str, host: str, key: str) -> bytes:
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {dist_name}",
+        f"Version: {version}",
+        f"Summary: {key} device code for {host} {version} ({level_of(key).value} bundle)",
+        f"Requires-Dist: {host}=={version}",
+    ]
+    return ("\n".join(lines) + "\n").encode("utf-8")

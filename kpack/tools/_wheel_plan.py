@@ -1,0 +1,99 @@
+"""Classify the members of an extracted wheel: fat binaries to split, per-arch database
+files to move to device wheels, everything else kept as it is. Plans only; writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kpack.databases import Handler, match_database
+from kpack.elf._format import ELF_MAGIC
+from kpack.tools._wheel_bundles import bundle_key
+from kpack.tools._wheel_source import InputWheel, WheelEntry
+from kpack.transform import inspect_fat_binary
+
+__all__ = ["DatabaseFile", "FatBinary", "SplitPlan", "plan_split"]
+
+log = logging.getLogger(__name__)
+
+GFXARCH = "@GFXARCH@"
+
+
+@dataclass(frozen=True)
+class FatBinary:
+    entry: WheelEntry
+    kernel_name: str  # overlay-relative path, e.g. 'lib/libtorch_hip.so'
+    search_path: str  # e.g. '../.kpack/torch_@GFXARCH@.kpack'
+
+
+@dataclass(frozen=True)
+class DatabaseFile:
+    entry: WheelEntry
+    key: str  # device-wheel bundle key, e.g. 'gfx90a'
+    handler: str
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    overlay_root: str  # ends with '/'
+    group: str  # lower-cased wheel name
+    fat: tuple[FatBinary, ...]
+    databases: tuple[DatabaseFile, ...]
+    notes: tuple[str, ...]
+
+    def archive_arcname(self, target: str) -> str:
+        return f"{self.overlay_root}.kpack/{self.group}_{target}.kpack"
+
+    @property
+    def empty(self) -> bool:
+        return not self.fat and not self.databases
+
+
+def plan_split(wheel: InputWheel, overlay_root: str, handlers: Sequence[Handler]) -> SplitPlan:
+    """Database handlers first (a per-arch ``.so`` moves whole), then fat-binary detection
+    by the file's bytes, for members under ``overlay_root``."""
+    root = overlay_root if overlay_root.endswith("/") else overlay_root + "/"
+    group = wheel.name.lower()
+    fat: list[FatBinary] = []
+    databases: list[DatabaseFile] = []
+    notes: list[str] = []
+    under = [e for e in wheel.entries if e.arcname.startswith(root)]
+    if not under:
+        notes.append(f"no file under the overlay root {root}")
+    for entry in under:
+        relpath = entry.arcname[len(root) :]
+        match = match_database(relpath, handlers)
+        if match is not None:
+            databases.append(DatabaseFile(entry, bundle_key(match.arch_key), match.handler.name))
+            continue
+        kind = _fat_kind(wheel, entry)
+        if kind == "fat":
+            depth = relpath.count("/")
+            search = "../" * depth + f".kpack/{group}_{GFXARCH}.kpack"
+            fat.append(FatBinary(entry, relpath, search))
+        elif kind:
+            notes.append(f"{entry.arcname}: {kind}; kept unchanged")
+    for entry in wheel.entries:
+        if not entry.arcname.startswith(root) and _fat_kind(wheel, entry) == "fat":
+            notes.append(f"{entry.arcname}: fat binary outside {root}; kept unchanged")
+    for note in notes:
+        log.warning("%s", note)
+    return SplitPlan(root, group, tuple(fat), tuple(databases), tuple(notes))
+
+
+def _fat_kind(wheel: InputWheel, entry: WheelEntry) -> str:
+    """'fat', '' (no device code) or why a file with device code is not split."""
+    path = wheel.root / entry.arcname
+    with open(path, "rb") as f:
+        if f.read(4) != ELF_MAGIC:
+            return ""
+    info = inspect_fat_binary(path)
+    if info is None:
+        return ""
+    if info.already_transformed:
+        return "already transformed (HIPK wrappers or .rocm_kpack_ref)"
+    if info.wrapper_count == 0:
+        return ".hip_fatbin without wrappers cannot be split"
+    return "fat"
