@@ -52,7 +52,7 @@ from packaging.version import InvalidVersion, Version
 
 from build_tools.pep503 import file_sha256, write_simple_index
 from build_tools.report import DeviceRow, GenericRow, Report, TargetRow, render_markdown
-from kpack.errors import PackagingError, RocmPackagingError, UsageError
+from kpack.errors import PackagingError, UsageError
 
 __all__ = [
     "AssemblyPlan",
@@ -549,14 +549,9 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        return run(argv)
-    except RocmPackagingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    from build_tools._cli import guarded_main
+
+    return guarded_main(run, argv)
 
 
 if __name__ == "__main__":

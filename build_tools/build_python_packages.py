@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kpack.artifact_names import is_isa_target
-from kpack.errors import RocmPackagingError, UsageError
+from kpack.errors import UsageError
 
 if TYPE_CHECKING:
     from build_tools.artifacts import Catalog
@@ -293,14 +293,9 @@ def _plan_and_apply(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        return run(argv)
-    except RocmPackagingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    from build_tools._cli import guarded_main
+
+    return guarded_main(run, argv)
 
 
 if __name__ == "__main__":
