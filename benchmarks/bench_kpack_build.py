@@ -85,7 +85,8 @@ def main() -> int:
         if args.with_rocsparse:
             _add_rocsparse(legacy, FAMILY)
             _add_rocsparse(kpack, "generic")
-        size = sum(p.stat().st_size for p in legacy.rglob("*") if p.is_file())
+        files = [p for p in legacy.rglob("*") if p.is_file() and not p.is_symlink()]
+        size = sum(p.stat().st_size for p in files)
         best: dict[str, tuple[float, int]] = {}
         for i in range(args.repeat):
             for name, tree in (("legacy", legacy), ("kpack", kpack)):
