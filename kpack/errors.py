@@ -20,6 +20,7 @@ __all__ = [
     "RocmPackagingError",
     "ToolError",
     "TransformError",
+    "UnsafePathError",
     "UsageError",
 ]
 
@@ -45,6 +46,10 @@ class RocmPackagingError(Exception):
 
 class UsageError(RocmPackagingError):
     """A command-line value is invalid (unknown family, bad version, ...)."""
+
+
+class UnsafePathError(RocmPackagingError):
+    """A path made from input data would leave its root (``..``, absolute, symlink escape)."""
 
 
 class ArtifactError(RocmPackagingError):

@@ -1,0 +1,271 @@
+"""Containment: the one place where paths made from input data are checked and written.
+
+Every relative path taken from untrusted bytes — an offload-bundle triple, a ``.kpack`` TOC
+key, an archive name, an ``artifact_manifest.txt`` line, a wheel member, a symlink target —
+goes through :func:`safe_relpath` (or :func:`safe_component` for a single name) before any
+file is created from it. Every write under an output root goes through :class:`Root`, which
+refuses to leave that root: no ``..``, no absolute path, no existing symlink on the way,
+no following a symlink at the final component. Symlinks found *inside an input tree* are
+resolved with :func:`resolve_in_tree`, one hop at a time, and refused as soon as a hop
+leaves the tree.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+from kpack.errors import RocmPackagingError, UnsafePathError
+
+__all__ = [
+    "MAX_COMPONENT_BYTES",
+    "MAX_PATH_BYTES",
+    "MAX_SYMLINK_HOPS",
+    "Root",
+    "resolve_in_tree",
+    "safe_component",
+    "safe_relpath",
+]
+
+#: The longest file name (one path component) Linux and Windows file systems accept, in bytes.
+MAX_COMPONENT_BYTES = 255
+#: The longest relative path we build from input data (Linux ``PATH_MAX``), in bytes.
+MAX_PATH_BYTES = 4096
+#: Symlink hops followed before a chain is called a loop (the kernel's ``ELOOP`` limit).
+MAX_SYMLINK_HOPS = 40
+
+_Source = str | os.PathLike[str] | None
+_ErrorType = type[RocmPackagingError]
+
+
+def _encoded_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogateescape"))
+
+
+def _check_text(value: object, what: str, source: _Source, error: _ErrorType) -> str:
+    if not isinstance(value, str):
+        raise error(f"{what} {value!r} is not text", path=source)
+    if not value:
+        raise error(f"{what} is empty", path=source)
+    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise error(f"{what} {value!r} contains control character {bad!r}", path=source)
+    if "\\" in value:
+        raise error(f"{what} {value!r} contains a backslash", path=source)
+    return value
+
+
+def safe_component(
+    value: object, *, what: str, source: _Source = None, error: _ErrorType = UnsafePathError
+) -> str:
+    """``value`` as one file name: no separator, not ``.``/``..``, within the length limit."""
+    text = _check_text(value, what, source, error)
+    if "/" in text:
+        raise error(f"{what} {text!r} contains '/'", path=source)
+    if text in (".", ".."):
+        raise error(f"{what} {text!r} is not a file name", path=source)
+    if _encoded_len(text) > MAX_COMPONENT_BYTES:
+        raise error(
+            f"{what} {text[:40]!r}... is longer than {MAX_COMPONENT_BYTES} bytes", path=source
+        )
+    return text
+
+
+def safe_relpath(
+    value: object,
+    *,
+    what: str,
+    source: _Source = None,
+    error: _ErrorType = UnsafePathError,
+    allow_dir_suffix: bool = False,
+) -> PurePosixPath:
+    """``value`` as a relative POSIX path that cannot leave the directory it is joined to.
+
+    Refused: empty paths, absolute paths, drive letters (``C:``), backslashes, control
+    characters, empty, ``.`` or ``..`` components, a component over
+    :data:`MAX_COMPONENT_BYTES` and a whole path over :data:`MAX_PATH_BYTES`. A trailing
+    ``/`` (a directory entry in a zip) is accepted only with ``allow_dir_suffix``.
+    """
+    text = _check_text(value, what, source, error)
+    if text.startswith("/"):
+        raise error(f"{what} {text!r} is absolute", path=source)
+    if len(text) >= 2 and text[1] == ":" and text[0].isalpha():
+        raise error(f"{what} {text!r} starts with a drive letter", path=source)
+    if allow_dir_suffix and text.endswith("/"):
+        text = text[:-1]
+    if _encoded_len(text) > MAX_PATH_BYTES:
+        raise error(f"{what} is longer than {MAX_PATH_BYTES} bytes", path=source)
+    parts = text.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            shown = "an empty" if not part else repr(part)
+            raise error(f"{what} {value!r} has {shown} path component", path=source)
+        if _encoded_len(part) > MAX_COMPONENT_BYTES:
+            raise error(
+                f"{what} {value!r} has a component longer than {MAX_COMPONENT_BYTES} bytes",
+                path=source,
+            )
+    return PurePosixPath(*parts)
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def resolve_in_tree(
+    root: str | os.PathLike[str], path: str | os.PathLike[str], *, error: _ErrorType
+) -> Path:
+    """Resolve every symlink in ``path`` (inside ``root``) one hop at a time.
+
+    Returns the fully resolved path. Raises ``error`` naming ``path`` when any hop —
+    an absolute target, a ``..`` that climbs above ``root``, a link to a link that does —
+    leaves ``root``, or when the chain loops. The final target need not exist.
+    """
+    top = os.path.realpath(root)
+    start = os.path.abspath(path)
+    base = os.path.abspath(root)
+    if not _inside(start, base):
+        raise error(f"is not inside {root}", path=path)
+    # Walk component by component from the real root, expanding links as they come.
+    pending = list(reversed(PurePosixPath(os.path.relpath(start, base)).parts))
+    current = top
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            if current == top:
+                raise error(f"leaves {root} through '..'", path=path)
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, part)
+        try:
+            st = os.lstat(candidate)
+        except FileNotFoundError:
+            current = candidate
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            current = candidate
+            continue
+        hops += 1
+        if hops > MAX_SYMLINK_HOPS:
+            raise error(f"symlink chain longer than {MAX_SYMLINK_HOPS} hops (a loop?)", path=path)
+        target = os.readlink(candidate)
+        if os.path.isabs(target):
+            raise error(
+                f"symlink {os.path.relpath(candidate, top)} -> {target} leaves {root}",
+                path=path,
+            )
+        # The target's parts are walked from the link's directory, so a '..' in it is
+        # checked against the root like any other.
+        pending.extend(reversed(PurePosixPath(target).parts))
+    return Path(current)
+
+
+class Root:
+    """An output directory that every write of one operation stays inside.
+
+    Paths are given relative (``str`` or :class:`PurePosixPath`) and validated with
+    :func:`safe_relpath`. Parent directories are created one level at a time; an existing
+    component that is a symlink, or not a directory, is refused, so nothing written here can
+    land outside ``path`` whatever the tree already holds.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, error: _ErrorType = UnsafePathError):
+        self.path = Path(path)
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"Root({str(self.path)!r})"
+
+    def _rel(self, rel: str | PurePosixPath, what: str) -> PurePosixPath:
+        text = rel.as_posix() if isinstance(rel, PurePosixPath) else rel
+        return safe_relpath(text, what=what, source=self.path, error=self.error)
+
+    def _ensure_dirs(self, parts: tuple[str, ...]) -> Path:
+        current = self.path
+        for part in parts:
+            current = current / part
+            try:
+                st = os.lstat(current)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(current)
+                except FileExistsError:
+                    st = os.lstat(current)
+                else:
+                    continue
+            if stat.S_ISLNK(st.st_mode):
+                raise self.error(
+                    f"refusing to write through symlink {current.relative_to(self.path)}",
+                    path=self.path,
+                )
+            if not stat.S_ISDIR(st.st_mode):
+                raise self.error(
+                    f"{current.relative_to(self.path)} exists and is not a directory",
+                    path=self.path,
+                )
+        return current
+
+    def join(self, rel: str | PurePosixPath, *, what: str = "path") -> Path:
+        """The absolute path of ``rel`` under the root (validated; nothing created)."""
+        return self.path.joinpath(*self._rel(rel, what).parts)
+
+    def mkdir(self, rel: str | PurePosixPath, *, what: str = "directory") -> Path:
+        """Create ``rel`` and its parents inside the root; an existing directory is fine."""
+        return self._ensure_dirs(self._rel(rel, what).parts)
+
+    @contextmanager
+    def open_write(
+        self, rel: str | PurePosixPath, *, what: str = "file", mode: int = 0o644
+    ) -> Iterator[BinaryIO]:
+        """A new file ``rel`` for writing; an existing file or symlink there is an error."""
+        checked = self._rel(rel, what)
+        parent = self._ensure_dirs(checked.parts[:-1])
+        target = parent / checked.parts[-1]
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        flags |= getattr(os, "O_BINARY", 0)
+        try:
+            fd = os.open(target, flags, mode)
+        except FileExistsError:
+            raise self.error(f"{checked} already exists", path=self.path) from None
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                raise self.error(f"{checked}: file name too long", path=self.path) from None
+            raise
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+
+    def write_bytes(
+        self, rel: str | PurePosixPath, data: bytes | memoryview, *, what: str = "file"
+    ) -> Path:
+        """Write ``data`` to the new file ``rel``; returns its path."""
+        with self.open_write(rel, what=what) as handle:
+            handle.write(data)
+        return self.join(rel, what=what)
+
+    def symlink(self, rel: str | PurePosixPath, target: str, *, what: str = "symlink") -> Path:
+        """Create symlink ``rel -> target``; the target must stay inside the root."""
+        checked = self._rel(rel, what)
+        if os.path.isabs(target) or not target:
+            raise self.error(f"symlink {checked} -> {target!r} leaves the tree", path=self.path)
+        depth = len(checked.parts) - 1
+        for part in PurePosixPath(target).parts:
+            if part == "..":
+                depth -= 1
+                if depth < 0:
+                    raise self.error(
+                        f"symlink {checked} -> {target!r} leaves the tree", path=self.path
+                    )
+            elif part != ".":
+                depth += 1
+        parent = self._ensure_dirs(checked.parts[:-1])
+        link = parent / checked.parts[-1]
+        os.symlink(target, link)
+        return link
