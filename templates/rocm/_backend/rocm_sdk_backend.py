@@ -9,13 +9,24 @@ package and the ``rocm-sdk`` console script, written reproducibly.
 
 from __future__ import annotations
 
+import sys
+
+# Checked before anything that needs a newer Python, so an older interpreter gets one line
+# from pip ("[1 lines of output]") instead of a traceback from deep inside this module.
+if sys.version_info < (3, 10):  # noqa: UP036 - this is the check
+    sys.stderr.write(
+        "error: the rocm package requires Python >= 3.10; this is Python "
+        + ".".join(str(part) for part in sys.version_info[:3])
+        + " (" + sys.executable + ")\n"
+    )
+    raise SystemExit(1)
+
 import base64
 import gzip
 import hashlib
 import importlib.util
 import io
 import os
-import sys
 import tarfile
 import time
 import zipfile
