@@ -14,6 +14,7 @@ from typing import TypeVar
 import msgpack
 
 from kpack.errors import ArchiveError
+from kpack.target_id import is_target_id
 
 SCHEMES = ("none", "zstd-per-kernel")
 _T = TypeVar("_T")
@@ -104,6 +105,8 @@ def _entries(
         check.typed(binary_key, str, f"toc key {binary_key!r}")
         for target, raw in check.typed(targets, dict, f"toc[{binary_key!r}]").items():
             check.typed(target, str, f"toc[{binary_key!r}] key {target!r}")
+            if not is_target_id(target):
+                raise check.fail(f"toc[{binary_key!r}] key {target!r} is not a target id")
             entry = _entry(check, raw, f"toc[{binary_key!r}][{target!r}]", scheme)
             if entry.ordinal in seen:
                 raise check.fail(

@@ -1,8 +1,10 @@
 """Compressed offload bundles ``CCOB`` v1/v2/v3 with zstd or zlib (kpack.md §2.3).
 
-Private to :mod:`kpack.bundle`. Decompression is bounded: the output buffer is allocated
-once at the declared uncompressed size (after a plausibility check against the compressed
-length), and the decoder can never write past it.
+Private to :mod:`kpack.bundle`. The header is untrusted: its uncompressed size is checked
+against :data:`MAX_UNCOMPRESSED` and against what the compressed length can really expand
+to *before* anything is decoded, and nothing is allocated from it. Decompression is streamed
+in chunks of :data:`_OUT_CHUNK`: memory grows only with bytes that really decode, and decoding
+stops as soon as the output would pass the declared size.
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ from kpack._bundle_plain import Ctx
 
 CCOB_MAGIC = b"CCOB"
 METHODS = {0: "zlib", 1: "zstd"}
-MAX_UNCOMPRESSED = 16 << 30
+#: The largest single bundle we decode. Real ROCm 7 libraries hold bundles of tens to a few
+#: hundred MiB (a 1.2 GB torch library: 41 bundles); 4 GiB is generous and still bounded.
+MAX_UNCOMPRESSED = 4 << 30
 # Densest possible encodings: a 4-byte zstd RLE block yields 128 KiB; deflate peaks near 1032:1.
+# A declared size beyond what the compressed bytes can expand to is a lie, refused unread.
 _MAX_RATIO = {"zstd": 1 << 16, "zlib": 1 << 11}
 _ZLIB_CHUNK = 1 << 20
+_OUT_CHUNK = 1 << 20
 _U16X2 = struct.Struct("<HH")
 _U32 = struct.Struct("<I")
 # version -> (struct of the fields after method: [total_size,] uncompressed_size, hash; header size)
@@ -117,53 +123,52 @@ def _zstd_extent(view: memoryview, start: int, limit: int, *, one: bool, ctx: Ct
     return pos
 
 
-def _fill_zstd(region: memoryview, out: bytearray, ctx: Ctx) -> None:
+def _fill_zstd(region: memoryview, size: int, ctx: Ctx) -> bytearray:
+    """Decode the zstd frames in ``region``; exactly ``size`` bytes or an error."""
+    out = bytearray()
     dctx = zstandard.ZstdDecompressor()
-    filled = 0
     try:
-        with (
-            dctx.stream_reader(region, read_across_frames=True) as reader,
-            memoryview(out) as target,
-        ):
-            while filled < len(out):
-                count = reader.readinto(target[filled:])
-                if not count:
+        with dctx.stream_reader(region, read_across_frames=True) as reader:
+            while len(out) < size:
+                piece = reader.read(min(_OUT_CHUNK, size - len(out)))
+                if not piece:
                     break
-                filled += count
+                out += piece
             extra = reader.read(1)
     except zstandard.ZstdError as exc:
         raise ctx.error(f"zstd payload does not decode: {exc}") from None
-    if filled < len(out) or extra:
-        more = "more than" if extra else f"only {filled} bytes, not"
-        raise ctx.error(f"zstd payload decodes to {more} uncompressed_size {len(out)}")
+    if len(out) < size or extra:
+        more = "more than" if extra else f"only {len(out)} bytes, not"
+        raise ctx.error(f"zstd payload decodes to {more} uncompressed_size {size}")
+    return out
 
 
-def _fill_zlib(region: memoryview, out: bytearray, ctx: Ctx) -> int:
-    """Decode one zlib stream from ``region`` into ``out``; return the bytes it consumed.
+def _fill_zlib(region: memoryview, size: int, ctx: Ctx) -> tuple[bytearray, int]:
+    """Decode one zlib stream from ``region``; exactly ``size`` bytes and the bytes consumed.
 
-    Input is fed and output taken in chunks of at most ``_ZLIB_CHUNK``, so the only large
-    allocation is ``out`` itself.
+    Input is fed and output taken in chunks of at most ``_ZLIB_CHUNK``; decoding stops as
+    soon as the output would pass ``size``.
     """
+    out = bytearray()
     dobj = zlib.decompressobj()
-    taken = filled = 0
+    taken = 0
     try:
         while not dobj.eof:
             data: bytes | memoryview = dobj.unconsumed_tail
             if not data:
                 data = region[taken : taken + _ZLIB_CHUNK]
                 taken += len(data)
-            piece = dobj.decompress(data, min(len(out) - filled + 1, _ZLIB_CHUNK))
+            piece = dobj.decompress(data, min(size - len(out) + 1, _ZLIB_CHUNK))
             if not piece and not data:
                 raise ctx.error("zlib payload is truncated")
-            if filled + len(piece) > len(out):
-                raise ctx.error(f"zlib payload decodes to more than uncompressed_size {len(out)}")
-            out[filled : filled + len(piece)] = piece
-            filled += len(piece)
+            if len(out) + len(piece) > size:
+                raise ctx.error(f"zlib payload decodes to more than uncompressed_size {size}")
+            out += piece
     except zlib.error as exc:
         raise ctx.error(f"zlib payload does not decode: {exc}") from None
-    if filled != len(out):
-        raise ctx.error(f"zlib payload decodes to {filled} bytes, not uncompressed_size {len(out)}")
-    return taken - len(dobj.unused_data)  # at eof, unconsumed_tail repeats unused_data
+    if len(out) != size:
+        raise ctx.error(f"zlib payload decodes to {len(out)} bytes, not uncompressed_size {size}")
+    return out, taken - len(dobj.unused_data)  # at eof, unconsumed_tail repeats unused_data
 
 
 def decode(view: memoryview, start: int, header: CcobHeader, ctx: Ctx) -> tuple[int, bytearray]:
@@ -179,12 +184,10 @@ def decode(view: memoryview, start: int, header: CcobHeader, ctx: Ctx) -> tuple[
             f"CCOB uncompressed_size {header.uncompressed_size} is impossible for "
             f"{compressed} bytes of {header.method} data"
         )
-    out = bytearray(header.uncompressed_size)
     with view[data_start:limit] as region:
         if header.method == "zstd":
-            _fill_zstd(region, out, ctx)
-            return limit, out
-        used = _fill_zlib(region, out, ctx)
+            return limit, _fill_zstd(region, header.uncompressed_size, ctx)
+        out, used = _fill_zlib(region, header.uncompressed_size, ctx)
     if not one and used != compressed:
         raise ctx.error(f"{compressed - used} bytes follow the zlib stream inside total_size")
     return data_start + used, out

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from kpack import _bundle_ccob, _bundle_plain
 from kpack._bundle_plain import Ctx, RawEntry
 from kpack.errors import BundleError
+from kpack.target_id import is_target_id
 
 __all__ = [
     "CCOB_MAGIC",
@@ -29,6 +30,7 @@ __all__ = [
     "PLAIN_MAGIC",
     "Bundle",
     "CodeObject",
+    "is_target_id",
     "iter_bundles",
     "make_ccob",
     "make_plain_bundle",
@@ -75,24 +77,25 @@ class Bundle:
 def _target_or_none(triple: str) -> str | None:
     if "--" in triple:
         target = triple.rpartition("--")[2]
-        return target or None
-    fields = triple.split("-")
-    for index in range(len(fields) - 1, -1, -1):
-        if fields[index].startswith("gfx"):
-            return "-".join(fields[index:])
-    return None
+    else:
+        fields = triple.split("-")
+        starts = [i for i, f in enumerate(fields) if f.startswith("gfx")]
+        if not starts:
+            return None
+        target = "-".join(fields[starts[-1] :])
+    return target if is_target_id(target) else None
 
 
 def target_of(triple: str) -> str:
     """Target id of a bundle triple: the text after the last ``--``.
 
     Legacy single-dash triples (``hip-amdgcn-amd-amdhsa-gfx906``) are parsed too: the target
-    starts at the last ``-`` field that begins with ``gfx``. A triple without a target id is
-    a :class:`BundleError`, never silently dropped.
+    starts at the last ``-`` field that begins with ``gfx``. A triple without a valid target
+    id (see :func:`is_target_id`) is a :class:`BundleError`, never silently dropped.
     """
     target = _target_or_none(triple)
     if target is None:
-        raise BundleError(f"no target id in bundle triple {triple!r}")
+        raise BundleError(f"no valid target id in bundle triple {triple!r}")
     return target
 
 
@@ -113,7 +116,10 @@ def _code_objects(
             continue
         target = _target_or_none(entry.triple)
         if target is None:
-            raise ctx.error(f"entry[{entry.number}].triple {entry.triple!r} has no target id")
+            raise ctx.error(
+                f"entry[{entry.number}].triple {entry.triple!r} has no valid target id "
+                "(gfx<processor>[:feature±...])"
+            )
         begin = start + entry.offset
         data = view[begin : begin + entry.size]
         out.append(CodeObject(entry.triple, target, begin - base, entry.size, data))

@@ -13,16 +13,19 @@ import logging
 import mmap
 import os
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from kpack.archive import KpackArchive, Scheme
 from kpack.bundle import CCOB_MAGIC, PLAIN_MAGIC, iter_bundles
 from kpack.databases import handler_names, load_handlers
-from kpack.errors import RocmPackagingError, UsageError
+from kpack.errors import ArchiveError, RocmPackagingError, UsageError
 from kpack.resolve import read_kpack_ref, resolve_binary
+from kpack.safepath import Root, safe_relpath
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
 from kpack.tools._wheel_cli import add_arguments as add_split_wheel_arguments
 from kpack.transform import extract_kernels, inspect_fat_binary
@@ -168,20 +171,18 @@ def _wants(target: str, wanted: str | None) -> bool:
     return ":" not in wanted and target.split(":", 1)[0] == wanted
 
 
-def _safe_key_path(key: str, path: Path) -> PurePosixPath:
-    rel = PurePosixPath(key)
-    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
-        raise UsageError(f"binary key {key!r} is not a safe relative path", path=path)
-    return rel
-
-
 def _extract_items(path: Path, kind: str, wanted: str | None) -> Iterator[tuple[str, bytes]]:
-    """``(relative output name, bytes)`` for every selected code object."""
+    """``(relative output name, bytes)`` for every selected code object.
+
+    Names are made from untrusted bytes (TOC keys, bundle triples) and are validated by the
+    caller's :class:`~kpack.safepath.Root` before anything is written.
+    """
     if kind == "kpack":
         with KpackArchive.open(path) as archive:
             for key, target in archive:
                 if _wants(target, wanted):
-                    yield f"{_safe_key_path(key, path)}.{target}.co", archive.read(key, target)
+                    safe_relpath(key, what="binary key", source=path, error=ArchiveError)
+                    yield f"{key}.{target}.co", archive.read(key, target)
     elif kind == "bundle":
         with _mapped(path) as view:
             for number, bundle in enumerate(iter_bundles(view, name=str(path))):
@@ -203,19 +204,39 @@ def _extract_items(path: Path, kind: str, wanted: str | None) -> Iterator[tuple[
                 yield f"{path.name}#{kernel.index}.{kernel.target}.co", bytes(kernel.data)
 
 
+def _extract_destination(out: Path) -> None:
+    """``-o`` must be a new path or an empty real directory (nothing in it is overwritten)."""
+    if out.is_symlink():
+        raise UsageError("output is a symlink; give a real directory", path=out)
+    if out.exists() and not out.is_dir():
+        raise UsageError("output exists and is not a directory", path=out)
+    if out.is_dir() and any(out.iterdir()):
+        raise UsageError("output directory is not empty (nothing is overwritten)", path=out)
+
+
 def cmd_extract(args: argparse.Namespace) -> int:
     path = _follow(args.file)
     kind = _file_kind(path)
     out: Path = args.output
-    count = 0
-    for name, data in _extract_items(path, kind, args.target):
-        dest = out / name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(data)
-        count += 1
-    if count == 0:
-        what = f" for target {args.target}" if args.target else ""
-        raise UsageError(f"no code objects{what}", path=path)
+    _extract_destination(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Everything goes to a staging dir beside -o first, so a failure half-way leaves nothing.
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        root = Root(staging, error=UsageError)
+        count = 0
+        for name, data in _extract_items(path, kind, args.target):
+            root.write_bytes(name, data, what=f"output name from {path.name}")
+            count += 1
+        if count == 0:
+            what = f" for target {args.target}" if args.target else ""
+            raise UsageError(f"no code objects{what}", path=path)
+        if out.is_dir():
+            out.rmdir()  # checked empty above
+        os.rename(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     print(f"extracted {count} code objects to {out}")
     return 0
 

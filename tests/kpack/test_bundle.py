@@ -28,6 +28,7 @@ from bundle_fixtures import (
     ROCRAND_LIB,
     bundler_list,
     bundler_unbundle,
+    compress,
     compile_hip,
     dump_fatbin,
     elf_header,
@@ -87,9 +88,24 @@ def test_target_of(triple: str, target: str) -> None:
     assert target_of(triple) == target
 
 
-@pytest.mark.parametrize("triple", ["hip-amdgcn-amd-amdhsa", "hipv4-amdgcn-amd-amdhsa--", "x"])
-def test_target_of_rejects_triples_without_target(triple: str) -> None:
-    with pytest.raises(BundleError, match="no target id"):
+@pytest.mark.parametrize(
+    "triple",
+    [
+        "hip-amdgcn-amd-amdhsa",
+        "hipv4-amdgcn-amd-amdhsa--",
+        "x",
+        # target ids become file and directory names: nothing path-like is a target id
+        "hipv4-amdgcn-amd-amdhsa--../../../../X",
+        "hipv4-amdgcn-amd-amdhsa--gfx90a/../../x",
+        "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+/x",
+        "hipv4-amdgcn-amd-amdhsa--gfx90a\\x",
+        "hip-amdgcn-amd-amdhsa-gfx906/..",
+        "hipv4-amdgcn-amd-amdhsa--gfx" + "0" * 200,
+        "hipv4-amdgcn-amd-amdhsa--GFX90A",
+    ],
+)
+def test_target_of_rejects_triples_without_valid_target(triple: str) -> None:
+    with pytest.raises(BundleError, match="no valid target id"):
         target_of(triple)
 
 
@@ -516,7 +532,7 @@ BAD_BUNDLES = [
         "not uncompressed_size",
     ),
     ("ccob absurd declared size", spec_ccob(PLAIN, version=3, uncompressed=1 << 40), "exceeds"),
-    ("ccob impossible ratio", spec_ccob(PLAIN, version=3, uncompressed=8 << 30), "impossible"),
+    ("ccob impossible ratio", spec_ccob(PLAIN, version=3, uncompressed=2 << 30), "impossible"),
     ("zstd frame truncated", spec_ccob(PLAIN)[:-5], "total_size"),
     ("zstd frame cut, total adjusted", spec_ccob(PLAIN, payload=spec_ccob(PLAIN)[24:-5]), "zstd"),
     ("zstd frame corrupt", spec_ccob(PLAIN, payload=b"\x28\xb5\x2f\xfd" + bytes(40)), "zstd"),
@@ -540,7 +556,7 @@ BAD_BUNDLES = [
     (
         "host-less target-less triple",
         spec_plain_bundle([("hipv4-amdgcn-amd-amdhsa--", b"x")]),
-        "no target id",
+        "no valid target id",
     ),
 ]
 
@@ -662,3 +678,22 @@ def rocrand_fatbin(rocrand: Path) -> bytes:
     with rocrand.open("rb") as f:
         f.seek(offset)
         return f.read(size)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_lying_uncompressed_size_allocates_nothing(method: str) -> None:
+    """The declared size passes every plausibility check but is a lie: decoding streams,
+    so memory follows the bytes that really decode, never the claim."""
+    body = compress(PLAIN, method)
+    ratio = 1 << 16 if method == "zstd" else 1 << 11
+    declared = len(body) * ratio - 1
+    assert declared > 64 * len(PLAIN)
+    data = spec_ccob(PLAIN, version=3, method=method, uncompressed=declared)
+    tracemalloc.start()
+    try:
+        with pytest.raises(BundleError, match=r"decodes to .*uncompressed_size"):
+            list(iter_bundles(data, name="liar"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < declared // 4, f"peak {peak} bytes for a {declared}-byte claim"

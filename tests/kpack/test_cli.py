@@ -399,7 +399,8 @@ def test_extract(capsys: pytest.CaptureFixture[str], tree: BlasTree, tmp_path: P
         gfx_arch_family="gfx942",
     )
     rc, _, err = run_cli(capsys, "extract", evil, "-o", tmp_path / "evil")
-    assert rc == 1 and "not a safe relative path" in one_error_line(err)
+    assert rc == 1 and "binary key '../../etc/x#0' has '..' path component" in one_error_line(err)
+    assert not (tmp_path / "evil").exists() and not (tmp_path.parent / "etc").exists()
 
 
 def test_extract_refuses_a_transformed_binary(
