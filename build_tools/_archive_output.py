@@ -21,6 +21,7 @@ __all__ = ["DEFAULT_EPOCH", "atomic_output", "resolve_epoch"]
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01T00:00:00Z
 _MAX_EPOCH = 4354819199  # 2107-12-31T23:59:59Z, the last DOS timestamp
+_MAX_GZIP_EPOCH = 0xFFFFFFFF  # 2106-02-07T06:28:15Z, a gzip header's 32-bit MTIME
 _OUTPUT_BUFFER = 1 << 20
 
 
@@ -34,6 +35,11 @@ def resolve_epoch(epoch: int | None) -> int:
             epoch = int(raw)
         except ValueError as exc:
             raise PackagingError(f"SOURCE_DATE_EPOCH is not an integer: {raw!r}") from exc
+        if epoch > _MAX_GZIP_EPOCH:
+            raise PackagingError(
+                f"SOURCE_DATE_EPOCH={raw[:30]} is after 2106-02-07T06:28:15Z, the latest time a "
+                "gzip header can hold (a time in milliseconds?)"
+            )
     return min(max(int(epoch), DEFAULT_EPOCH), _MAX_EPOCH)
 
 
@@ -44,8 +50,14 @@ def atomic_output(final: Path) -> Iterator[BinaryIO]:
     fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".part")
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb", buffering=_OUTPUT_BUFFER) as handle:
-            yield handle
+        try:
+            with os.fdopen(fd, "wb", buffering=_OUTPUT_BUFFER) as handle:
+                yield handle
+        except OSError as exc:
+            if exc.filename is not None:
+                raise
+            # a failed write or flush (full disk, quota, file size limit) names no file
+            raise PackagingError(f"cannot write: {exc.strerror or exc}", path=final) from exc
         tmp.chmod(0o644)
         os.replace(tmp, final)
     except BaseException:

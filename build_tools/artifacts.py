@@ -8,13 +8,12 @@ relpath. The scan validates the tree and refuses anything that would escape it.
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import os
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from kpack.artifact_names import (
@@ -22,9 +21,13 @@ from kpack.artifact_names import (
     ArtifactId,
     Component,
     check_manifest_line,
+    check_stage_dir,
+    check_symlink,
     is_isa_target,
+    read_manifest,
 )
 from kpack.errors import ArtifactError
+from kpack.jsonfile import load_json_object
 
 __all__ = [
     "COMPONENTS",
@@ -84,6 +87,7 @@ class Catalog:
     manifest: Mapping[str, Any]
     kpack_split: bool
     artifacts: tuple[Artifact, ...]
+    notices: tuple[str, ...] = ()
 
     def select(
         self, names: Iterable[str], components: Iterable[str], targets: Iterable[str]
@@ -100,30 +104,15 @@ class Catalog:
 
 
 def _read_stage_list(artifact_dir: Path) -> tuple[str, ...]:
-    manifest = artifact_dir / "artifact_manifest.txt"
-    try:
-        text = manifest.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ArtifactError(f"not UTF-8 text: {exc}", path=manifest) from exc
-    stages: list[str] = []
-    for line in (raw.strip() for raw in text.splitlines()):
-        if not line:
-            continue
-        stage = check_manifest_line(line, manifest)
-        stage_dir = artifact_dir / stage
-        if not stage_dir.is_dir() or stage_dir.is_symlink():
+    manifest, stages = read_manifest(artifact_dir)
+    for stage in stages:
+        if not check_stage_dir(artifact_dir, stage, manifest):
             raise ArtifactError(f"stage directory {stage!r} does not exist", path=manifest)
-        if not stage_dir.resolve().is_relative_to(artifact_dir.resolve()):
-            raise ArtifactError(f"stage directory {stage!r} leads outside the tree", path=manifest)
-        stages.append(stage)
-    return tuple(sorted(dict.fromkeys(stages)))
+    return stages
 
 
-def _link_entry(path: Path, relpath: str, common: dict[str, Any]) -> Entry:
-    target = os.readlink(path)
-    resolved = PurePosixPath(os.path.normpath(os.path.join(os.path.dirname(relpath), target)))
-    if os.path.isabs(target) or resolved.parts[:1] == ("..",):
-        raise ArtifactError(f"symlink -> {target!r} leads outside the artifact tree", path=path)
+def _link_entry(stage_dir: Path, path: Path, relpath: str, common: dict[str, Any]) -> Entry:
+    target = check_symlink(stage_dir, path)
     return Entry(relpath=relpath, kind=EntryKind.SYMLINK, link=target, **common)
 
 
@@ -140,7 +129,7 @@ def _walk_stage(artifact: ArtifactId, stage: str, stage_dir: Path) -> list[Entry
             st = child.stat(follow_symlinks=False)
             common: dict[str, Any] = {"source": path, "artifact": artifact, "stage": stage}
             if stat.S_ISLNK(st.st_mode):
-                entries.append(_link_entry(path, relpath, common))
+                entries.append(_link_entry(stage_dir, path, relpath, common))
             elif stat.S_ISDIR(st.st_mode):
                 entries.append(Entry(relpath=relpath, kind=EntryKind.DIR, **common))
                 pending.append((path, relpath + "/"))
@@ -163,12 +152,7 @@ def _load_therock_manifest(root: Path) -> tuple[Path, Mapping[str, Any], bool]:
             f"therock_manifest.json is missing; expected it at {THEROCK_MANIFEST_RELPATH}",
             path=root,
         )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArtifactError(f"malformed JSON: {exc}", path=path) from exc
-    if not isinstance(data, dict):
-        raise ArtifactError("top level must be a JSON object", path=path)
+    data = load_json_object(path, error=ArtifactError)
     flags = data.get("flags", {})
     if not isinstance(flags, dict):
         raise ArtifactError("'flags' must be a JSON object", path=path)
@@ -197,32 +181,57 @@ def _check_targets(artifacts: list[Artifact], kpack_split: bool) -> None:
         )
 
 
-def scan_artifact(path: Path) -> Artifact | None:
-    """One artifact directory; None (logged) if its name does not parse as an artifact."""
+def scan_artifact(path: Path) -> Artifact:
+    """One artifact directory (its name must parse: see :func:`scan_artifacts`)."""
     art_id = ArtifactId.parse(path.name)
-    if art_id is None or not path.is_dir() or path.is_symlink():
-        log.debug("skipping %s: not an artifact directory", path)
-        return None
-    if not (path / "artifact_manifest.txt").is_file():
-        raise ArtifactError("artifact directory has no artifact_manifest.txt", path=path)
+    if art_id is None:
+        raise ArtifactError(
+            "name does not parse as {name}_{component}_{target} "
+            f"(component one of {', '.join(COMPONENTS)})",
+            path=path,
+        )
     stages = _read_stage_list(path)
     entries = [e for s in stages for e in _walk_stage(art_id, s, path / s)]
     return Artifact(art_id, path, stages, tuple(entries))
+
+
+def _triage(root: Path) -> tuple[list[Path], list[str], list[str]]:
+    """Artifact dirs to scan and archive names; everything else is an error or a notice.
+
+    TheRock's reader drops anything whose name does not parse, without a word. Here:
+    a *directory* whose name does not parse (``rand_lib-gfx90a``), and an artifact dir that
+    is a symlink, are errors — TheRock never writes either, so it is a mistake that would
+    silently lose packages. Regular files (checksums, logs, copied manifests) and hidden
+    entries (``.git``) are legitimately not artifacts: skipped with a notice.
+    """
+    dirs: list[Path] = []
+    archives: list[str] = []
+    problems: list[str] = []
+    notices: list[str] = []
+    for child in sorted(root.iterdir(), key=lambda p: p.name):
+        if child.name.endswith(_ARCHIVE_SUFFIXES):
+            archives.append(child.name)
+        elif child.is_symlink():
+            problems.append(f"{child.name}: is a symlink (artifact dirs are never followed)")
+        elif child.name.startswith(".") or not child.is_dir():
+            notices.append(f"skipping {child}: not an artifact directory")
+        elif ArtifactId.parse(child.name) is None:
+            problems.append(
+                f"{child.name}: directory name does not parse as {{name}}_{{component}}_{{target}}"
+            )
+        else:
+            dirs.append(child)
+    if problems:
+        raise ArtifactError("not artifact directories", path=root, problems=problems)
+    return dirs, archives, notices
 
 
 def scan_artifacts(root: Path) -> Catalog:
     """Scan and validate the whole tree; raises :class:`ArtifactError` on bad input."""
     if not root.is_dir():
         raise ArtifactError("artifact directory does not exist or is not a directory", path=root)
-    artifacts: list[Artifact] = []
-    archives: list[str] = []
-    for child in sorted(root.iterdir(), key=lambda p: p.name):
-        if child.name.endswith(_ARCHIVE_SUFFIXES):
-            archives.append(child.name)
-            continue
-        artifact = scan_artifact(child)
-        if artifact is not None:
-            artifacts.append(artifact)
+    dirs, archives, notices = _triage(root)
+    artifacts = [scan_artifact(child) for child in dirs]
     if not artifacts and archives:
         raise ArtifactError(
             f"found only artifact archives ({', '.join(archives[:3])}...); extract them first "
@@ -231,4 +240,4 @@ def scan_artifacts(root: Path) -> Catalog:
         )
     manifest_path, manifest, kpack_split = _load_therock_manifest(root)
     _check_targets(artifacts, kpack_split)
-    return Catalog(root, manifest_path, manifest, kpack_split, tuple(artifacts))
+    return Catalog(root, manifest_path, manifest, kpack_split, tuple(artifacts), tuple(notices))

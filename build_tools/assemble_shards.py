@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import enum
-import json
 import logging
 import os
 import shutil
@@ -53,6 +52,7 @@ from packaging.version import InvalidVersion, Version
 from build_tools.pep503 import file_sha256, write_simple_index
 from build_tools.report import DeviceRow, GenericRow, Report, TargetRow, render_markdown
 from kpack.errors import PackagingError, UsageError
+from kpack.jsonfile import load_json_object
 
 __all__ = [
     "AssemblyPlan",
@@ -165,12 +165,7 @@ def _rows(doc: Mapping[str, Any], key: str, cls: type[Any], problems: list[str])
 
 def parse_report(path: Path) -> Report:
     """Read and validate one shard's ``report.json``; all problems at once."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PackagingError(f"cannot read report: {exc}", path=path) from exc
-    if not isinstance(doc, dict):
-        raise PackagingError("expected a JSON object", path=path)
+    doc = load_json_object(path, error=PackagingError)
     problems: list[str] = []
     mode = doc.get("mode")
     if mode != "kpack":

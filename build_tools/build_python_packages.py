@@ -13,7 +13,6 @@ previous one intact.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -28,6 +27,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from kpack.artifact_names import is_isa_target
 from kpack.errors import UsageError
+from kpack.jsonfile import load_json_object
 
 if TYPE_CHECKING:
     from build_tools.artifacts import Catalog
@@ -134,12 +134,13 @@ def _version(args: argparse.Namespace) -> str:
         return canonical_version(args.version.strip())
     if args.version_file is None:
         raise UsageError("--version is required (or --version-file pointing at version.json)")
-    try:
-        data = json.loads(args.version_file.read_text(encoding="utf-8"))
-        base = data["rocm-version"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"cannot read 'rocm-version': {exc}", path=args.version_file) from exc
-    return canonical_version(f"{base}.dev0")
+    data = load_json_object(args.version_file, error=UsageError)
+    base = data.get("rocm-version")
+    if not isinstance(base, str) or not base.strip():
+        raise UsageError(
+            f"'rocm-version' must be a non-empty string, got {base!r}", path=args.version_file
+        )
+    return canonical_version(f"{base.strip()}.dev0")
 
 
 def _nonce(text: str) -> str:
@@ -180,10 +181,27 @@ def _table(rows: Sequence[tuple[str, ...]]) -> str:
     return "\n".join(lines)
 
 
+def _check_dirs_apart(artifact_dir: Path, dest_dir: Path) -> None:
+    """Neither directory may lie inside the other: a dest inside the input tree (or inside a
+    stage dir) would feed this build's output into the next build as input."""
+    art, dest = artifact_dir.resolve(), dest_dir.resolve()
+    if dest.is_relative_to(art):
+        raise UsageError(
+            f"--dest-dir {dest_dir} lies inside --artifact-dir {artifact_dir}: the next build "
+            "would read this build's output as input; choose a directory outside the tree"
+        )
+    if art.is_relative_to(dest):
+        raise UsageError(
+            f"--artifact-dir {artifact_dir} lies inside --dest-dir {dest_dir}; choose a "
+            "destination outside the tree"
+        )
+
+
 def _options(args: argparse.Namespace) -> BuildOptions:
     from build_tools.options import BuildOptions, default_platform_tag, source_date_epoch
     from build_tools.targets import load_family_table, parse_family_list, parse_targets_cmake
 
+    _check_dirs_apart(args.artifact_dir, args.dest_dir)
     table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
     linux = parse_family_list(args.linux_amdgpu_families)
     windows = parse_family_list(args.windows_amdgpu_families)
@@ -221,6 +239,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     options = _options(args)
     say(f"scanning {args.artifact_dir}")
     catalog = scan_artifacts(args.artifact_dir)
+    for notice in catalog.notices:
+        print(f"notice: {notice}", file=sys.stderr)
     mode = "kpack-split" if catalog.kpack_split else "legacy"
     say(f"{len(catalog.artifacts)} artifacts, {mode} mode")
     manifests = load_manifests()

@@ -95,6 +95,9 @@ _TOKEN_RE = re.compile(r'"[^"]*"|\(|\)|[^\s()"]+')
 _CMAKE_KEYWORDS = frozenset({"FAMILY", "EXCLUDE_TARGET_PROJECTS"})
 
 
+_FAMILY_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
 def _cmake_calls(text: str, command: str) -> list[list[str]]:
     """Argument lists of every ``command(...)`` call (comments stripped, quotes removed)."""
     text = re.sub(r"#[^\n]*", "", text)
@@ -120,9 +123,11 @@ def parse_targets_cmake(path: Path) -> FamilyTable:
     target is also a family of its own.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
-        raise UsageError(f"cannot read targets CMake file: {exc}", path=path) from exc
+        raise UsageError(f"cannot read targets CMake file: {exc.strerror}", path=path) from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"targets CMake file is not UTF-8 text: {exc}", path=path) from None
     families: dict[str, set[str]] = {}
     for args in _cmake_calls(text, "therock_add_amdgpu_target"):
         if len(args) < 2 or not _SINGLE_RE.match(args[0]):
@@ -134,6 +139,13 @@ def parse_targets_cmake(path: Path) -> FamilyTable:
             if arg in _CMAKE_KEYWORDS:
                 section = arg
             elif section == "FAMILY":
+                if not _FAMILY_NAME_RE.fullmatch(arg):
+                    raise UsageError(
+                        f"family name {arg!r} of {target} is not a name "
+                        "(letters, digits, '.', '_', '-'): it becomes part of package and "
+                        "directory names",
+                        path=path,
+                    )
                 families.setdefault(arg, set()).add(target)
     if not families:
         raise UsageError("no therock_add_amdgpu_target(...) calls found", path=path)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack.artifact_names import check_manifest_line
+from kpack.artifact_names import check_stage_dir, check_symlink, read_manifest
 from kpack.databases import DatabaseMatch, Handler, match_database
 from kpack.errors import ArtifactError
 from kpack.transform import FatBinaryInfo, inspect_fat_binary
@@ -24,8 +24,6 @@ from kpack.transform import FatBinaryInfo, inspect_fat_binary
 __all__ = ["ArtifactScan", "Kind", "StageEntry", "read_stages", "scan_artifact"]
 
 log = logging.getLogger(__name__)
-
-MANIFEST = "artifact_manifest.txt"
 
 
 class Kind(enum.Enum):
@@ -75,29 +73,14 @@ class ArtifactScan:
 
 def read_stages(artifact_dir: Path) -> tuple[str, ...]:
     """The manifest's stage dirs, validated, sorted; missing ones are logged and skipped."""
-    manifest = artifact_dir / MANIFEST
-    try:
-        text = manifest.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ArtifactError(f"cannot read {MANIFEST}: {exc.strerror}", path=artifact_dir) from exc
-    except UnicodeDecodeError as exc:
-        raise ArtifactError(f"not UTF-8 text: {exc}", path=manifest) from exc
-    stages: set[str] = set()
-    root = artifact_dir.resolve()
-    for line in (raw.strip() for raw in text.splitlines()):
-        if not line:
-            continue
-        stage = check_manifest_line(line, manifest)
-        stage_dir = artifact_dir / stage
-        if not stage_dir.is_dir():
+    manifest, lines = read_manifest(artifact_dir)
+    stages = []
+    for stage in lines:
+        if check_stage_dir(artifact_dir, stage, manifest):
+            stages.append(stage)
+        else:
             log.warning("%s: stage directory %r does not exist; skipped", manifest, stage)
-            continue
-        if stage_dir.is_symlink() or not stage_dir.resolve().is_relative_to(root):
-            raise ArtifactError(
-                f"stage directory {stage!r} leads outside the artifact", path=manifest
-            )
-        stages.add(stage)
-    return tuple(sorted(stages))
+    return tuple(stages)
 
 
 def scan_artifact(artifact_dir: Path, handlers: Sequence[Handler]) -> ArtifactScan:
@@ -119,7 +102,7 @@ def _walk(stage_dir: Path, stage: str, handlers: Sequence[Handler]) -> list[Stag
         for child in children:
             relpath = prefix + child.name
             st = child.stat(follow_symlinks=False)
-            entry = _classify(Path(child.path), stage, relpath, st, handlers)
+            entry = _classify(Path(child.path), stage_dir, stage, relpath, st, handlers)
             out.append(entry)
             if entry.kind is Kind.DIR:
                 pending.append((Path(child.path), relpath + "/"))
@@ -127,19 +110,24 @@ def _walk(stage_dir: Path, stage: str, handlers: Sequence[Handler]) -> list[Stag
 
 
 def _classify(
-    path: Path, stage: str, relpath: str, st: os.stat_result, handlers: Sequence[Handler]
+    path: Path,
+    stage_dir: Path,
+    stage: str,
+    relpath: str,
+    st: os.stat_result,
+    handlers: Sequence[Handler],
 ) -> StageEntry:
     mode = stat.S_IMODE(st.st_mode)
     if stat.S_ISDIR(st.st_mode):
         return StageEntry(stage, relpath, Kind.DIR, path, mode)
     if not (stat.S_ISLNK(st.st_mode) or stat.S_ISREG(st.st_mode)):
         raise ArtifactError("not a regular file, directory or symlink", path=path)
+    link = check_symlink(stage_dir, path) if stat.S_ISLNK(st.st_mode) else None
     database = match_database(relpath, handlers)
     if database is not None:
-        link = os.readlink(path) if stat.S_ISLNK(st.st_mode) else None
         return StageEntry(stage, relpath, Kind.DATABASE, path, mode, st.st_size, link, database)
     if stat.S_ISLNK(st.st_mode):
-        return StageEntry(stage, relpath, Kind.SYMLINK, path, mode, link=os.readlink(path))
+        return StageEntry(stage, relpath, Kind.SYMLINK, path, mode, link=link)
     fat = inspect_fat_binary(path)
     if fat is None:
         return StageEntry(stage, relpath, Kind.PLAIN, path, mode, st.st_size)

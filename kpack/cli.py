@@ -21,9 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kpack.archive import KpackArchive, Scheme
+from kpack.boundary import guarded
 from kpack.bundle import CCOB_MAGIC, PLAIN_MAGIC, iter_bundles
 from kpack.databases import handler_names, load_handlers
-from kpack.errors import ArchiveError, RocmPackagingError, UsageError
+from kpack.errors import ArchiveError, UsageError
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.safepath import Root, safe_relpath
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
@@ -440,15 +441,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    verbose: int = args.verbose
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    return int(args.func(args))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = _parser().parse_args(argv)
-        verbose: int = args.verbose
-        level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
-        logging.basicConfig(
-            level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-        )
-        return int(args.func(args))
-    except RocmPackagingError as exc:
-        print("error: " + str(exc).replace("\n  - ", "; "), file=sys.stderr)
-        return 1
+    return guarded(_run, argv, one_line=True)

@@ -118,13 +118,19 @@ def _inside(path: str, root: str) -> bool:
 
 
 def resolve_in_tree(
-    root: str | os.PathLike[str], path: str | os.PathLike[str], *, error: _ErrorType
-) -> Path:
+    root: str | os.PathLike[str],
+    path: str | os.PathLike[str],
+    *,
+    error: _ErrorType,
+    loops_dangle: bool = False,
+) -> Path | None:
     """Resolve every symlink in ``path`` (inside ``root``) one hop at a time.
 
     Returns the fully resolved path. Raises ``error`` naming ``path`` when any hop —
     an absolute target, a ``..`` that climbs above ``root``, a link to a link that does —
-    leaves ``root``, or when the chain loops. The final target need not exist.
+    leads outside ``root``. The final target need not exist. A chain longer than
+    :data:`MAX_SYMLINK_HOPS` (a loop) is an error too, or, with ``loops_dangle``, returns
+    None like any other link that resolves to nothing (it never reaches outside).
     """
     top = os.path.realpath(root)
     start = os.path.abspath(path)
@@ -141,7 +147,7 @@ def resolve_in_tree(
             continue
         if part == "..":
             if current == top:
-                raise error(f"leaves {root} through '..'", path=path)
+                raise error(f"symlink chain leads outside {root} through '..'", path=path)
             current = os.path.dirname(current)
             continue
         candidate = os.path.join(current, part)
@@ -155,11 +161,13 @@ def resolve_in_tree(
             continue
         hops += 1
         if hops > MAX_SYMLINK_HOPS:
+            if loops_dangle:
+                return None
             raise error(f"symlink chain longer than {MAX_SYMLINK_HOPS} hops (a loop?)", path=path)
         target = os.readlink(candidate)
         if os.path.isabs(target):
             raise error(
-                f"symlink {os.path.relpath(candidate, top)} -> {target} leaves {root}",
+                f"symlink {os.path.relpath(candidate, top)} -> {target} leads outside {root}",
                 path=path,
             )
         # The target's parts are walked from the link's directory, so a '..' in it is

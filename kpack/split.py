@@ -342,19 +342,35 @@ def _split_one(
 
 
 def batch_inputs(parent_dir: Path) -> list[Path]:
-    """Subdirs of ``parent_dir`` to split: with a manifest, parseable, not ``*_generic``."""
+    """Subdirs of ``parent_dir`` to split: parseable artifact dirs other than ``*_generic``.
+
+    Checked before anything is split, all problems reported at once: a subdir that is a
+    symlink, whose name does not parse (``rand_lib-gfx90a``) or that has no
+    ``artifact_manifest.txt`` is an error (rocm-kpack drops such dirs without a word).
+    Regular files and hidden entries are skipped with a notice; ``*_generic`` artifacts are
+    not split, as in rocm-kpack.
+    """
     if not parent_dir.is_dir():
         raise ArtifactError("batch parent dir does not exist", path=parent_dir)
     chosen: list[Path] = []
+    problems: list[str] = []
     for child in sorted(parent_dir.iterdir(), key=lambda p: p.name):
-        if not child.is_dir() or not (child / "artifact_manifest.txt").is_file():
-            log.debug("batch: skipping %s (no artifact_manifest.txt)", child)
+        if child.is_symlink():
+            problems.append(f"{child.name}: is a symlink (artifact dirs are never followed)")
+        elif child.name.startswith(".") or not child.is_dir():
+            log.info("batch: skipping %s (not an artifact directory)", child)
+        elif ArtifactId.parse(child.name) is None:
+            problems.append(
+                f"{child.name}: name does not parse as {{name}}_{{component}}_{{target}}"
+            )
+        elif not (child / "artifact_manifest.txt").exists():
+            problems.append(f"{child.name}: has no artifact_manifest.txt")
         elif child.name.endswith(f"_{GENERIC}"):
             log.info("batch: skipping %s (generic artifacts are not split)", child)
-        elif ArtifactId.parse(child.name) is None:
-            log.info("batch: skipping %s (not {name}_{component}_{target})", child)
         else:
             chosen.append(child)
+    if problems:
+        raise ArtifactError("not artifact directories", path=parent_dir, problems=problems)
     return chosen
 
 

@@ -30,8 +30,9 @@ from pathlib import Path
 
 from build_tools.wheel import Member
 from kpack.archive import KpackArchive, Scheme
+from kpack.boundary import guarded
 from kpack.databases import load_handlers
-from kpack.errors import PackagingError, RocmPackagingError, UsageError
+from kpack.errors import PackagingError, UsageError
 from kpack.tools._wheel_bundles import bundle_key, device_dist_name, level_of, packaging_chain
 from kpack.tools._wheel_cli import add_arguments
 from kpack.tools._wheel_kernels import KernelResult, split_binaries
@@ -296,7 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m kpack.tools.split_python_wheels", description=__doc__.splitlines()[0]
     )
     add_arguments(parser)
-    try:
+
+    def _run(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
         verbose: int = args.verbose
         level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
@@ -304,9 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
         )
         return run(args)
-    except RocmPackagingError as exc:
-        print("error: " + str(exc).replace("\n  - ", "; "), file=sys.stderr)
-        return 1
+
+    return guarded(_run, argv, one_line=True)
 
 
 if __name__ == "__main__":

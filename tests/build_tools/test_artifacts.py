@@ -22,8 +22,8 @@ def test_scan_model(tmp_path: Path) -> None:
             "share/empty": "dir:",
         },
     )
-    (tmp_path / "not_an_artifact").mkdir()
-    (tmp_path / "README").write_text("ignored")
+    (tmp_path / ".cache").mkdir()  # hidden: skipped with a notice
+    (tmp_path / "README").write_text("ignored")  # a file: skipped with a notice
     cat = scan_artifacts(tmp_path)
     assert not cat.kpack_split
     ids = [a.id for a in cat.artifacts]
@@ -78,7 +78,9 @@ def test_artifact_without_manifest(tmp_path: Path) -> None:
     ("line", "message"),
     [
         ("/abs/stage", "is absolute"),
-        ("a/../../b", "contains '..'"),
+        ("a/../../b", "has '..' path component"),
+        (".", "has '.' path component"),
+        ("s/sub", "'s/sub' lies inside stage directory 's'"),
         ("missing/stage", "does not exist"),
     ],
 )

@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -563,7 +563,7 @@ def test_manifest_lines_are_validated(tmp_path: Path) -> None:
     art = tmp_path / "x_lib_gfx942"
     art.mkdir()
     manifest(art, "../escape")
-    with pytest.raises(ArtifactError, match=r"contains '\.\.'"):
+    with pytest.raises(ArtifactError, match=r"has '\.\.' path component"):
         split_artifact(art, tmp_path / "out")
     with pytest.raises(ArtifactError, match=r"no artifact_manifest\.txt"):
         split_artifact(tmp_path, tmp_path / "out2")
@@ -579,8 +579,7 @@ def test_batch_collects_failures_and_skips_generic(tmp_path: Path) -> None:
     put(bad, "s/stage", "lib/libbad.so", corrupt_fat(tmp_path / "build", "bad"))
     manifest(bad, "s/stage")
     shutil.copytree(t.artifact, parent / "core_lib_generic", symlinks=True)  # skipped
-    (parent / "notes").mkdir()  # no manifest: skipped
-    shutil.copytree(t.artifact, parent / "strange-name", symlinks=True)  # unparseable: skipped
+    (parent / "notes.txt").write_text("not an artifact")  # a file: skipped with a notice
     seen: list[str] = []
     batch = split_artifacts(
         parent, tmp_path / "out", handlers=HANDLERS, progress=lambda p: seen.append(p.name)
@@ -595,6 +594,27 @@ def test_batch_collects_failures_and_skips_generic(tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match="1 of 2 artifacts failed") as info:
         batch.raise_for_failures()
     assert "bad_lib_gfx94X-dcgpu" in info.value.problems[0]
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda p: (p / "notes").mkdir(), "notes: name does not parse"),
+        (lambda p: (p / "rand_lib-gfx90a").mkdir(), "rand_lib-gfx90a: name does not parse"),
+        (lambda p: (p / "rand_lib_gfx90a").mkdir(), "rand_lib_gfx90a: has no artifact_manifest"),
+        (lambda p: (p / "rand_lib_gfx90a").symlink_to(p.parent), "rand_lib_gfx90a: is a symlink"),
+    ],
+)
+def test_batch_refuses_what_rocm_kpack_drops_silently(
+    tree: BlasTree, tmp_path: Path, make: Callable[[Path], object], needle: str
+) -> None:
+    parent = tmp_path / "unsplit"
+    shutil.copytree(tree.artifact, parent / tree.artifact.name, symlinks=True)
+    make(parent)
+    with pytest.raises(ArtifactError, match="not artifact directories") as info:
+        split_artifacts(parent, tmp_path / "out")
+    assert any(needle in p for p in info.value.problems), info.value.problems
+    assert not (tmp_path / "out").exists()
 
 
 def test_batch_refuses_two_artifacts_with_one_prefix(tree: BlasTree, tmp_path: Path) -> None:
