@@ -43,5 +43,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="variant.json schema: 0.1.1 (PEP 825) or 0.2.0 (variantlib 0.2.2)",
     )  # fmt: skip
     parser.add_argument(
+        "--max-expansion-ratio", type=float, default=1000.0, metavar="R",
+        help="refuse a wheel member (over 1 MiB unpacked) that expands more than R:1 (1000)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-unpacked-size", type=_size, default=64 << 30, metavar="SIZE",
+        help="refuse a wheel whose members unpack to more than SIZE bytes (64G; K/M/G/T suffixes)",
+    )  # fmt: skip
+    parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)"
     )
+
+
+def _size(text: str) -> int:
+    """``123``, ``64G``, ``1.5T`` -> bytes (powers of 1024)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    value = text.strip().upper().removesuffix("B")
+    scale = units.get(value[-1:], 1)
+    if value[-1:] in units:
+        value = value[:-1]
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"size must be positive: {text!r}")
+    return int(number * scale)

@@ -5,6 +5,16 @@ the RECORD against what was read: a file missing from RECORD, a RECORD entry wit
 file, a wrong hash or size, or a weak hash algorithm is an error, and all problems are
 reported together. The result is a frozen :class:`InputWheel`; nothing else touches the
 zip file.
+
+The wheel is untrusted. Every ``zipfile`` call sits inside one reader boundary
+(:func:`_zip_errors`), so a damaged archive — truncated, a corrupt header, an encrypted or
+unknown-compression member, a bad CRC, a non-UTF-8 name — is one :class:`PackagingError`
+naming the wheel and the member, never a stray ``EOFError`` or ``zlib.error``. Member names
+must be safe relative paths (:func:`kpack.safepath.safe_relpath`), written only through a
+:class:`kpack.safepath.Root`. Before anything is extracted, the declared sizes are checked
+against :class:`Limits` (expansion ratio per member, total unpacked size); while extracting,
+the bytes really produced are counted against the declared size, so a member cannot inflate
+past what its header promised.
 """
 
 from __future__ import annotations
@@ -14,20 +24,77 @@ import csv
 import hashlib
 import io
 import logging
+import lzma
 import stat
+import struct
 import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from kpack.errors import PackagingError
+from kpack.errors import PackagingError, UnsafePathError
+from kpack.safepath import Root, safe_relpath
 
-__all__ = ["InputWheel", "WheelEntry", "open_wheel"]
+__all__ = ["DEFAULT_LIMITS", "InputWheel", "Limits", "WheelEntry", "open_wheel"]
 
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 _WEAK = {"md5", "sha1"}
+# Everything zipfile (and the codecs under it) raises on a damaged archive.
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    IndexError,
+    KeyError,
+    NotImplementedError,
+    RuntimeError,
+    UnicodeDecodeError,
+    ValueError,
+    struct.error,
+    zlib.error,
+    lzma.LZMAError,
+    OverflowError,
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How far an untrusted wheel may expand when extracted.
+
+    ``max_ratio`` bounds ``uncompressed / compressed`` of every member that unpacks to more
+    than ``ratio_floor`` bytes (tiny members legitimately reach any ratio); real wheels stay
+    well under 100:1 (shared libraries 2-5:1, text 5-20:1). ``max_total`` bounds the sum of
+    all members' sizes; the largest framework wheels unpack to a few GiB.
+    """
+
+    max_ratio: float = 1000.0
+    max_total: int = 64 << 30
+    ratio_floor: int = 1 << 20
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@contextmanager
+def _zip_errors(path: Path, member: str | None = None) -> Iterator[None]:
+    """Turn whatever a damaged zip makes ``zipfile`` raise into one :class:`PackagingError`."""
+    where = f" (member {member!r})" if member else ""
+    try:
+        yield
+    except PackagingError:
+        raise
+    except _ZIP_ERRORS as exc:
+        what = "not a valid zip file" if isinstance(exc, zipfile.BadZipFile) else type(exc).__name__
+        raise PackagingError(f"damaged wheel{where}: {what}: {exc}", path=path) from None
+    except OSError as exc:  # bz2 and friends report bad data as OSError
+        if exc.filename is not None:
+            raise
+        raise PackagingError(f"damaged wheel{where}: {exc}", path=path) from None
 
 
 @dataclass(frozen=True)
@@ -77,19 +144,20 @@ def parse_filename(path: Path) -> tuple[str, str, str | None, str]:
     return parts[0], parts[1], build, "-".join(parts[-3:])
 
 
-def open_wheel(path: Path, dest: Path) -> InputWheel:
+def open_wheel(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> InputWheel:
     """Verify ``path`` and extract it into ``dest`` (which must be empty or missing)."""
     path = Path(path)
     name, version, build, tag = parse_filename(path)
+    dest.mkdir(parents=True, exist_ok=True)
+    root = Root(dest, error=PackagingError)
     try:
-        with zipfile.ZipFile(path) as archive:
+        with _zip_errors(path), zipfile.ZipFile(path) as archive:
             infos = _members(archive, path)
+            _check_sizes(infos, limits, path)
             dist_info = _dist_info(infos, path)
-            hashes = {info.filename: _extract(archive, info, dest, path) for info in infos}
-    except zipfile.BadZipFile as exc:
+            hashes = {info.filename: _extract(archive, info, root, path) for info in infos}
+    except zipfile.BadZipFile as exc:  # pragma: no cover - _zip_errors converts it
         raise PackagingError(f"not a wheel: not a valid zip file ({exc})", path=path) from exc
-    except OSError as exc:
-        raise PackagingError(f"cannot read the wheel: {exc}", path=path) from exc
     record_name = f"{dist_info}/RECORD"
     _verify_record(dest, record_name, hashes, path)
     skipped = {record_name, *(f"{dist_info}/{s}" for s in _SIGNATURES)}
@@ -112,19 +180,50 @@ def _members(archive: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
     for info in archive.infolist():
         name = info.filename
         if name in seen:
-            problems.append(f"{name}: duplicate member")
+            problems.append(f"{name}: duplicate member (refusing to pick one)")
         seen.add(name)
+        try:
+            safe_relpath(name, what="member name", allow_dir_suffix=info.is_dir())
+        except UnsafePathError as exc:
+            problems.append(f"{name!r}: unsafe member name ({exc.message})")
+            continue
         if info.is_dir():
             continue
-        pure = PurePosixPath(name)
-        if pure.is_absolute() or ".." in pure.parts or "\\" in name:
-            problems.append(f"{name}: unsafe member name")
-        elif stat.S_ISLNK(info.external_attr >> 16):
+        if stat.S_ISLNK(info.external_attr >> 16):
             problems.append(f"{name}: symbolic links are not allowed in wheels")
+        elif info.flag_bits & 0x1:
+            problems.append(f"{name}: encrypted member")
+        elif info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            problems.append(
+                f"{name}: compression method {info.compress_type} (wheels use stored or deflate)"
+            )
         files.append(info)
     if problems:
         raise PackagingError("invalid wheel members", path=path, problems=problems)
     return files
+
+
+def _check_sizes(infos: list[zipfile.ZipInfo], limits: Limits, path: Path) -> None:
+    """Refuse, before extracting anything, a wheel whose declared sizes exceed ``limits``."""
+    problems: list[str] = []
+    total = 0
+    for info in infos:
+        total += info.file_size
+        if info.file_size > limits.ratio_floor:
+            ratio = info.file_size / max(info.compress_size, 1)
+            if ratio > limits.max_ratio:
+                problems.append(
+                    f"{info.filename}: {info.compress_size} bytes would expand to "
+                    f"{info.file_size} ({ratio:.0f}:1, limit {limits.max_ratio:.0f}:1; raise it "
+                    "with --max-expansion-ratio)"
+                )
+    if total > limits.max_total:
+        problems.append(
+            f"members unpack to {total} bytes, over the limit of {limits.max_total} "
+            "(raise it with --max-unpacked-size)"
+        )
+    if problems:
+        raise PackagingError("wheel would expand too far", path=path, problems=problems)
 
 
 def _dist_info(infos: list[zipfile.ZipInfo], path: Path) -> str:
@@ -138,17 +237,35 @@ def _dist_info(infos: list[zipfile.ZipInfo], path: Path) -> str:
     return dist_infos[0]
 
 
-def _extract(archive: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, path: Path) -> bytes:
-    """Write one member below ``dest``; return its sha256 (computed while writing)."""
-    target = dest / info.filename
-    target.parent.mkdir(parents=True, exist_ok=True)
+def _extract(archive: zipfile.ZipFile, info: zipfile.ZipInfo, root: Root, path: Path) -> bytes:
+    """Write one member below ``root``; return its sha256 (computed while writing).
+
+    Reads are counted: a member producing more or fewer bytes than its declared size is an
+    error (``zipfile`` stops at the declared size and checks the CRC; the count guards that).
+    """
     digest = hashlib.sha256()
-    with archive.open(info) as src, open(target, "wb") as out:
+    produced = 0
+    mode = 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
+    with (
+        _zip_errors(path, info.filename),
+        archive.open(info) as src,
+        root.open_write(info.filename, what="member", mode=mode) as out,
+    ):
         while chunk := src.read(_CHUNK):
+            produced += len(chunk)
+            if produced > info.file_size:
+                raise PackagingError(
+                    f"member {info.filename!r} expands past its declared {info.file_size} bytes",
+                    path=path,
+                )
             digest.update(chunk)
             out.write(chunk)
-    mode = 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
-    target.chmod(mode)
+    if produced != info.file_size:
+        raise PackagingError(
+            f"member {info.filename!r} holds {produced} bytes, not its declared {info.file_size}",
+            path=path,
+        )
+    root.join(info.filename).chmod(mode)
     return digest.digest()
 
 

@@ -47,7 +47,7 @@ from kpack.tools._wheel_metadata import (
 from kpack.tools._wheel_outputs import dist_info_name, host_layout, write_split_wheel
 from kpack.tools._wheel_plan import SplitPlan, plan_split
 from kpack.tools._wheel_report import DeviceWheelRow, GpuRow, LibraryRow, SplitReport
-from kpack.tools._wheel_source import InputWheel, open_wheel
+from kpack.tools._wheel_source import DEFAULT_LIMITS, InputWheel, Limits, open_wheel
 from kpack.tools._wheel_types import wheel_type
 from kpack.tools._wheel_variant import (
     NULL_LABEL,
@@ -74,6 +74,7 @@ class SplitOptions:
     variant: bool = False
     variant_label: str = "rocm"
     variant_schema: VariantSchema = "0.1.1"
+    limits: Limits = DEFAULT_LIMITS
 
 
 def resolve_options(args: argparse.Namespace) -> SplitOptions:
@@ -90,12 +91,18 @@ def resolve_options(args: argparse.Namespace) -> SplitOptions:
         raise UsageError(f"--compression-level must be 1-22, got {args.compression_level}")
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    if not args.max_expansion_ratio >= 1:
+        raise UsageError(
+            f"--max-expansion-ratio must be at least 1, got {args.max_expansion_ratio}"
+        )
+    limits = Limits(max_ratio=args.max_expansion_ratio, max_total=args.max_unpacked_size)
     label = check_label(args.variant_label)
     scheme: Scheme = "zstd-per-kernel" if args.compression == "zstd" else "none"
     return SplitOptions(
         root if root.endswith("/") else root + "/", prefix,
         tuple(databases) if databases is not None else None, scheme,
         args.compression_level, args.jobs, args.generate_variant_wheel, label, args.variant_schema,
+        limits,
     )  # fmt: skip
 
 
@@ -107,7 +114,7 @@ def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> S
     work = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.work-", dir=output_dir.parent))
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.new-", dir=output_dir.parent))
     try:
-        wheel = open_wheel(Path(input_wheel), work / "in")
+        wheel = open_wheel(Path(input_wheel), work / "in", options.limits)
         plan = plan_split(wheel, options.overlay_root, handlers)
         if plan.empty:
             report = _unchanged(wheel, staging, plan)

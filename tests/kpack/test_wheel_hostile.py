@@ -1,0 +1,197 @@
+"""Damaged and hostile wheels given to the wheel splitter: one PackagingError naming the wheel
+(and the member), nothing written, no escaping zipfile exception, no unbounded inflation."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+import zipfile
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_split_wheels import _assert_no_output, _options
+from wheel_fixtures import make_plain_wheel
+
+from kpack.errors import PackagingError
+from kpack.tools import split_python_wheels as spw
+from kpack.tools._wheel_source import Limits
+
+NAME = "torch-2.9.0-py3-none-linux_x86_64.whl"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return make_plain_wheel(tmp_path_factory.mktemp("plain")).read_bytes()
+
+
+def _fails(tmp_path: Path, data: bytes, *needles: str, **options: object) -> str:
+    wheel = tmp_path / NAME
+    wheel.write_bytes(data)
+    out = tmp_path / "out"
+    with pytest.raises(PackagingError) as info:
+        spw.split_wheel(wheel, out, _options(**options))
+    text = str(info.value)
+    assert NAME in text
+    for needle in needles:
+        assert needle in text, text
+    _assert_no_output(out)
+    return text
+
+
+def _zip(members: list[tuple[str, bytes]], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    """A wheel-shaped zip (a .dist-info, no valid RECORD) with ``members`` first."""
+    import io
+
+    info = "torch-2.9.0.dist-info"
+    dist = [(f"{info}/METADATA", b"Name: torch\n"), (f"{info}/WHEEL", b""), (f"{info}/RECORD", b"")]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in [*members, *dist]:
+            zinfo = zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0))
+            zinfo.compress_type = method
+            zf.writestr(zinfo, data)
+    return buf.getvalue()
+
+
+def _cd_offset(data: bytes) -> int:
+    eocd = data.rindex(b"PK\x05\x06")
+    return int(struct.unpack_from("<I", data, eocd + 16)[0])
+
+
+def _patch_cd(data: bytes, field: int, fmt: str, value: int) -> bytes:
+    """Patch a field of the first central-directory header."""
+    out = bytearray(data)
+    struct.pack_into(fmt, out, _cd_offset(data) + field, value)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.6, 0.9, 0.99])
+def test_truncated(plain: bytes, tmp_path: Path, cut: float) -> None:
+    _fails(tmp_path, plain[: int(len(plain) * cut)], "damaged wheel")
+
+
+def test_corrupt_local_header(plain: bytes, tmp_path: Path) -> None:
+    data = bytearray(plain)
+    data[0:4] = b"PK\x09\x09"
+    _fails(tmp_path, bytes(data), "damaged wheel")
+
+
+def test_encrypted_member(plain: bytes, tmp_path: Path) -> None:
+    _fails(tmp_path, _patch_cd(plain, 8, "<H", 0x1), "encrypted member")
+
+
+@pytest.mark.parametrize("method", [1, 12, 14, 99])
+def test_unsupported_compression(plain: bytes, tmp_path: Path, method: int) -> None:
+    _fails(tmp_path, _patch_cd(plain, 10, "<H", method), f"compression method {method}")
+
+
+def test_bad_crc(plain: bytes, tmp_path: Path) -> None:
+    _fails(tmp_path, _patch_cd(plain, 16, "<I", 0xDEADBEEF), "damaged wheel", "CRC")
+
+
+@pytest.mark.parametrize("delta", [-5, +5, 1 << 20])
+def test_declared_size_lies(plain: bytes, tmp_path: Path, delta: int) -> None:
+    size = struct.unpack_from("<I", plain, _cd_offset(plain) + 24)[0]
+    _fails(tmp_path, _patch_cd(plain, 24, "<I", size + delta), "torch/__init__.py")
+
+
+def test_bad_deflate_stream(tmp_path: Path) -> None:
+    data = bytearray(_zip([("torch/x.py", bytes(range(256)) * 100)]))
+    data[30 + len("torch/x.py") + 2] ^= 0xFF  # inside the compressed data
+    _fails(tmp_path, bytes(data), "damaged wheel")
+
+
+def test_non_utf8_name(plain: bytes, tmp_path: Path) -> None:
+    data = bytearray(plain)
+    cd = _cd_offset(plain)
+    struct.pack_into("<H", data, cd + 8, 0x800)  # names are UTF-8 ...
+    data[cd + 46] = 0xFF  # ... but this one is not
+    _fails(tmp_path, bytes(data), "damaged wheel")
+
+
+@pytest.mark.parametrize(
+    "name", ["../evil.py", "/etc/evil", "torch/../../evil", "C:/evil.py", "torch\\evil.py", "a//b"]
+)
+def test_unsafe_member_names(tmp_path: Path, name: str) -> None:
+    data = _zip([("torch/__init__.py", b""), (name, b"evil")])
+    _fails(tmp_path, data, "unsafe member name")
+    assert not (tmp_path.parent / "evil.py").exists() and not (tmp_path / "evil.py").exists()
+
+
+def test_duplicate_members(tmp_path: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate name it writes
+        data = _zip([("torch/__init__.py", b"a"), ("torch/__init__.py", b"b")])
+    _fails(tmp_path, data, "duplicate member")
+
+
+def test_a_bomb_is_refused_before_extracting(tmp_path: Path) -> None:
+    bomb = _zip([("torch/__init__.py", b""), ("torch/zeros.bin", bytes(64 << 20))])
+    assert len(bomb) < 200_000
+    text = _fails(
+        tmp_path, bomb, "would expand too far", "torch/zeros.bin", "--max-expansion-ratio"
+    )
+    assert "1000:1" in text
+
+
+def test_total_size_limit(plain: bytes, tmp_path: Path) -> None:
+    _fails(
+        tmp_path, plain, "would expand too far", "--max-unpacked-size",
+        limits=Limits(max_total=100),
+    )  # fmt: skip
+
+
+def test_cli_options_raise_the_limits_and_errors_are_one_line(tmp_path: Path) -> None:
+    bomb = tmp_path / NAME
+    bomb.write_bytes(_zip([("torch/__init__.py", b""), ("torch/zeros.bin", bytes(8 << 20))]))
+    base = [sys.executable, "-m", "kpack", "split-wheel", "--input", str(bomb),
+            "--overlay-root", "torch/", "--device-package-prefix", "amd-torch-device"]  # fmt: skip
+    proc = subprocess.run(
+        [*base, "--output-dir", str(tmp_path / "a")], capture_output=True, text=True, cwd=REPO
+    )
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "would expand too far" in lines[0]
+    proc = subprocess.run(
+        [*base, "--output-dir", str(tmp_path / "b"), "--max-expansion-ratio", "100000"],
+        capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    # past the size limits, the (unsigned) wheel fails its RECORD check, not the limits
+    assert proc.returncode == 1 and "RECORD" in proc.stderr and "expand" not in proc.stderr
+
+
+@settings(
+    max_examples=150,
+    deadline=2000,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_mutated_wheels_raise_only_our_error(
+    plain: bytes, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    buf = bytearray(plain)
+    for _ in range(data.draw(st.integers(1, 8))):
+        at = data.draw(st.integers(0, len(buf) - 1))
+        buf[at] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        buf = buf[: data.draw(st.integers(0, len(buf)))]
+    tmp = tmp_path_factory.mktemp("mut")
+    wheel = tmp / NAME
+    wheel.write_bytes(bytes(buf))
+    try:
+        spw.split_wheel(wheel, tmp / "out", _options())
+    except PackagingError:
+        assert not (tmp / "out").exists()
+    assert not [p for p in tmp.iterdir() if p.name.startswith(".out.")]
+
+
+def test_zlib_level_sanity() -> None:
+    # the bomb fixture above relies on deflate compressing zeros about 1000:1
+    assert len(zlib.compress(bytes(64 << 20), 6)) < (64 << 20) // 900
