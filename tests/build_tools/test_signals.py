@@ -1,0 +1,137 @@
+"""SIGTERM (what CI sends on cancel) and SIGHUP clean up like SIGINT: the previous dist/ stays
+byte-identical, no temp dir is left in dest or in TMPDIR, no worker process survives."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ..conftest import require
+
+REPO = Path(__file__).resolve().parents[2]
+VERSION = "7.99.0.dev0"
+pytestmark = [pytest.mark.real, pytest.mark.compile, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def kpack_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real kpack-mode sample tree: fat artifacts split in-process by a worker pool."""
+    require(shutil.which("hipcc") is not None, "hipcc is not installed")
+    from build_tools.make_sample_tree import make_sample_tree
+
+    out = tmp_path_factory.mktemp("kpack-signals") / "artifacts"
+    return make_sample_tree(out, cache_dir=None, family="gfx90a-dcgpu", kpack_split=True)
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str], what: str) -> None:
+    """Poll (synchronise on a condition, not on time) until ``condition`` holds."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert proc.poll() is None, f"the build ended before {what}: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
+def _descendants(pid: int) -> set[int]:
+    out: set[int] = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            child = int(stat.parent.name)
+            out |= {child} | _descendants(child)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("signum", "group"),
+    [(signal.SIGTERM, False), (signal.SIGTERM, True), (signal.SIGHUP, False)],
+)
+def test_signal_during_the_split_cleans_up(
+    kpack_tree: Path, tmp_path: Path, signum: int, group: bool
+) -> None:
+    dest = tmp_path / "out"
+    (dest / "dist").mkdir(parents=True)
+    (dest / "dist" / "previous.whl").write_bytes(b"the previous build")
+    before = _digests(dest)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    cmd = [sys.executable, "-m", "build_tools.build_python_packages", "--artifact-dir",
+           str(kpack_tree), "--dest-dir", str(dest), "--version", VERSION, "-j", "2"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        # the in-process split works in TMPDIR/rocm-split-*: signal once it has begun
+        _wait_for(lambda: any(tmpdir.iterdir()), proc, "the split started")
+        children = _descendants(proc.pid)
+        if group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signum, err
+    assert f"interrupted by {signal.Signals(signum).name}" in err
+    assert "Traceback" not in err, err
+    assert _digests(dest) == before
+    assert sorted(p.name for p in dest.iterdir()) == ["dist"]
+    assert list(tmpdir.iterdir()) == []
+    survivors = {pid for pid in children if Path(f"/proc/{pid}").exists()}
+    assert not survivors, f"worker processes left running: {survivors}"
+
+
+def test_signal_while_writing_packages_keeps_dist(tmp_path: Path) -> None:
+    """Legacy mode, interrupted while the temp build dir inside dest fills up."""
+    from .treeutil import add_artifact, write_manifest
+
+    tree = tmp_path / "tree"
+    write_manifest(tree)
+    block = os.urandom(1 << 20)  # incompressible: deflating 96 MiB takes seconds
+    add_artifact(
+        tree, "core-hip_lib_generic", "core/clr/stage",
+        {f"share/blob{i}.bin": block * 24 for i in range(4)},
+    )  # fmt: skip
+    dest = tmp_path / "out"
+    (dest / "dist").mkdir(parents=True)
+    (dest / "dist" / "previous.whl").write_bytes(b"the previous build")
+    before = _digests(dest)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "build_tools.build_python_packages", "--artifact-dir", str(tree),
+         "--dest-dir", str(dest), "--version", VERSION],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        building = lambda: any(p.name.startswith(".rocm-build-") for p in dest.iterdir())  # noqa: E731
+        _wait_for(building, proc, "the temp build dir appeared")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert _digests(dest) == before
+    assert sorted(p.name for p in dest.iterdir()) == ["dist"]
