@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from kpack.errors import ManifestError
+from kpack.yamlfile import read_yaml
 
 from ._data import data_dir
 from .artifacts import COMPONENTS, Component
@@ -175,10 +174,7 @@ class _Checker:
 
 
 def _read_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ManifestError(f"cannot read YAML: {exc}", path=path) from exc
+    return read_yaml(path, error=ManifestError)
 
 
 _PKG_KEYS = {
@@ -301,13 +297,13 @@ def _check_references(c: _Checker, packages: Mapping[str, PackageSpec]) -> None:
                 c.fail(f"packages.{spec.key}.rpath_deps[{i}].package", f"unknown {dep.package!r}")
         if spec.overlay is not None and spec.overlay not in logical:
             c.fail(f"packages.{spec.key}.overlay", f"unknown {spec.overlay!r}")
+        if spec.target_specific != ("{target_family}" in spec.dist):
+            c.fail(f"packages.{spec.key}.dist", "'{target_family}' iff target_specific")
     for kpack_split in (False, True):
         names = [s.logical for s in packages.values() if s.applies(kpack_split)]
         for dup in sorted({n for n in names if names.count(n) > 1}):
             mode = "kpack" if kpack_split else "legacy"
             c.fail("packages", f"logical name {dup!r} is used twice in {mode} mode")
-        if spec.target_specific != ("{target_family}" in spec.dist):
-            c.fail(f"packages.{spec.key}.dist", "'{target_family}' iff target_specific")
     names = [s.name for p in packages.values() for s in p.console_scripts]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         c.fail("console_scripts", f"{dup!r} is declared twice")

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kpack._data import manifest_path
 from kpack.errors import ManifestError, UsageError
+from kpack.yamlfile import read_yaml
 
 __all__ = [
     "DatabaseMatch",
@@ -146,10 +145,7 @@ class _Problems:
 
 
 def _load_all(path: Path) -> tuple[Handler, ...]:
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ManifestError(f"cannot read YAML: {exc}", path=path) from exc
+    raw = read_yaml(path, error=ManifestError)
     problems = _Problems()
     handlers: list[Handler] = []
     if not isinstance(raw, dict) or set(raw) != {"handlers"}:

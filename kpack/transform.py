@@ -50,7 +50,7 @@ from kpack.bundle import Bundle, iter_bundles
 from kpack.elf._edit import ElfEdit
 from kpack.elf._format import ELF_MAGIC, ET_REL
 from kpack.elf._read import Reader, open_reader, read_ident
-from kpack.errors import BundleError, TransformError
+from kpack.errors import BundleError, ElfError, TransformError
 
 __all__ = [
     "MAX_MARKER_SIZE",
@@ -185,7 +185,14 @@ def plan_transform(path: Path, *, kernel_name: str, search_paths: Sequence[str])
     with open_reader(path) as reader:
         fat, pointers = _scan(reader, path)
         kernels = _extract(fat, pointers)
-        laid = lay_out(reader, fat, pointers, marker)
+        try:
+            laid = lay_out(reader, fat, pointers, marker)
+        except ElfError as exc:
+            if exc.path is not None:
+                raise
+            raise TransformError(
+                f"cannot lay out the transform: {exc.message}", path=path
+            ) from None
     verify_transform(fat, laid, pointers, marker, expected)
     return TransformPlan(
         path,

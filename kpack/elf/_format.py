@@ -10,6 +10,8 @@ from __future__ import annotations
 import struct
 from dataclasses import astuple, dataclass
 
+from kpack.errors import ElfError
+
 ELF_MAGIC = b"\x7fELF"
 AR_MAGIC = b"!<arch>\n"
 
@@ -123,7 +125,7 @@ class Ehdr:
         return cls(*EHDR.unpack(raw))
 
     def pack(self) -> bytes:
-        return EHDR.pack(*astuple(self))
+        return _pack(EHDR, self, "ELF header")
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ class Phdr:
         return cls(*PHDR.unpack(raw))
 
     def pack(self) -> bytes:
-        return PHDR.pack(*astuple(self))
+        return _pack(PHDR, self, "program header")
 
     @property
     def file_end(self) -> int:
@@ -179,7 +181,17 @@ class Shdr:
         return cls(*SHDR.unpack(raw))
 
     def pack(self) -> bytes:
-        return SHDR.pack(*astuple(self))
+        return _pack(SHDR, self, "section header")
+
+
+def _pack(layout: struct.Struct, header: object, what: str) -> bytes:
+    """Encode a header; a field computed out of its range (from hostile input values that
+    overflow when an edit moves or grows something) is an :class:`ElfError`, not a crash."""
+    values = astuple(header)  # type: ignore[call-overload]
+    try:
+        return layout.pack(*values)
+    except struct.error:
+        raise ElfError(f"{what} field out of range after the edit: {values}") from None
 
 
 def pack_dynamic(entries: list[tuple[int, int]]) -> bytes:

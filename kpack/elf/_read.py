@@ -178,7 +178,16 @@ def _read_phdrs(reader: Reader, ehdr: Ehdr) -> tuple[Phdr, ...]:
     if ehdr.e_phentsize != PHDR_SIZE:
         raise ElfError(f"e_phentsize is {ehdr.e_phentsize}, expected 56", path=reader.name)
     raw = reader.read_at(ehdr.e_phoff, ehdr.e_phnum * PHDR_SIZE, "program-header table")
-    return tuple(Phdr.unpack(raw[i : i + PHDR_SIZE]) for i in range(0, len(raw), PHDR_SIZE))
+    phdrs = tuple(Phdr.unpack(raw[i : i + PHDR_SIZE]) for i in range(0, len(raw), PHDR_SIZE))
+    for index, phdr in enumerate(phdrs):
+        if phdr.p_type == PT_LOAD and phdr.p_memsz < phdr.p_filesz:
+            # the dynamic loader refuses such a file too ("p_memsz < p_filesz")
+            raise ElfError(
+                f"program header {index}: PT_LOAD p_memsz {phdr.p_memsz:#x} < p_filesz "
+                f"{phdr.p_filesz:#x}",
+                path=reader.name,
+            )
+    return phdrs
 
 
 def _read_dynamic(reader: Reader, phdrs: tuple[Phdr, ...]) -> tuple[tuple[int, int], ...]:

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kpack._data import manifest_path
 from kpack.databases import handler_names
 from kpack.errors import ManifestError, UsageError
+from kpack.yamlfile import read_yaml
 
 __all__ = ["WheelType", "load_wheel_types", "wheel_type"]
 
@@ -37,10 +36,7 @@ class WheelType:
 def load_wheel_types(path: Path | None = None) -> dict[str, WheelType]:
     """Every preset by name; a :class:`ManifestError` lists all problems with their keys."""
     path = path or manifest_path(WHEEL_TYPES_YAML)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ManifestError(f"cannot read YAML: {exc}", path=path) from exc
+    raw = read_yaml(path, error=ManifestError)
     problems: list[str] = []
     types: dict[str, WheelType] = {}
     if not isinstance(raw, dict) or set(raw) != {"wheel_types"}:

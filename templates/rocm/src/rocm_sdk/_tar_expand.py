@@ -9,15 +9,17 @@ Compiler-driver links directly under ``bin/`` and directory links stay symlinks.
 
 from __future__ import annotations
 
+import lzma
 import os
 import posixpath
 import re
 import shutil
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._errors import UnsafeArchiveError
+from ._errors import DevelError, UnsafeArchiveError
 
 KEEP_AS_SYMLINK = frozenset(
     {"amdclang", "amdclang++", "amdclang-cl", "amdclang-cpp", "amdflang", "amdlld", "amdllvm"}
@@ -68,6 +70,15 @@ def _write_file(archive: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -
 
 
 def _stream_pass(tarball: Path, top: str, dest: Path) -> tuple[list[str], list[_Link]]:
+    try:
+        return _stream_members(tarball, top, dest)
+    except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as exc:
+        raise DevelError(
+            f"{tarball} is damaged ({type(exc).__name__}: {exc}); reinstall the devel package"
+        ) from None
+
+
+def _stream_members(tarball: Path, top: str, dest: Path) -> tuple[list[str], list[_Link]]:
     files: list[str] = []
     links: list[_Link] = []
     with tarfile.open(tarball, "r|*") as archive:
@@ -86,7 +97,24 @@ def _stream_pass(tarball: Path, top: str, dest: Path) -> tuple[list[str], list[_
                 links.append(_Link(rel, member_relpath(member.linkname, top), hard=True))
             else:
                 raise UnsafeArchiveError(f"member {member.name!r} has an unsupported type")
+        _check_end(archive, tarball)
     return files, links
+
+
+def _check_end(archive: tarfile.TarFile, tarball: Path) -> None:
+    """The archive really ended: ``tarfile`` stops without a word at a damaged header or a
+    truncation after the first member, so what follows must be the end-of-archive zero
+    blocks (at least one more 512-byte block; the first one ended the iteration)."""
+    seen = 0
+    while True:
+        chunk = archive.fileobj.read(_CHUNK)  # type: ignore[union-attr]
+        if not chunk:
+            break
+        if chunk.count(0) != len(chunk):
+            raise DevelError(f"{tarball} is damaged (data after a broken member header)")
+        seen += len(chunk)
+    if seen < tarfile.BLOCKSIZE:
+        raise DevelError(f"{tarball} is damaged (truncated: no end-of-archive marker)")
 
 
 def _check_link_placement(link: _Link, link_names: set[str], dest: Path, top: str) -> None:

@@ -1,0 +1,302 @@
+"""The fuzz targets: every reader of untrusted bytes, each with real seeds.
+
+ELF and the host-binary transform start from a gcc-built fat binary with real offload
+bundles and from the machine's own executables; bundles from plain and CCOB v1-v3 (zstd,
+zlib) encodings; ``.kpack`` archives from our writer in both schemes; wheels from our
+wheel writer; the devel tarball from a tar like the ones we ship; JSON and YAML from the
+manifests the tools read; TheRock's targets CMake file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import shutil
+import sys
+import tarfile
+import types
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+from kpack.errors import RocmPackagingError
+
+from .harness import Reader
+
+REPO = Path(__file__).resolve().parents[2]
+KPACK_TESTS = REPO / "tests" / "kpack"
+if str(KPACK_TESTS) not in sys.path:
+    sys.path.insert(0, str(KPACK_TESTS))
+
+__all__ = ["READERS", "reader"]
+
+
+@cache
+def _fat_binary() -> bytes:
+    import tempfile
+
+    from bundle_fixtures import sample_bundle, section, spec_ccob  # type: ignore[import-not-found]
+    from transform_fixtures import synthetic  # type: ignore[import-not-found]
+
+    content, starts = section(
+        sample_bundle(["gfx900", "gfx90a:xnack+"], size=600),
+        spec_ccob(sample_bundle(["gfx1030"], size=700), version=3),
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = synthetic(Path(tmp), "libfuzz.so", content, [starts[1], starts[0]])
+        return bytes(path.read_bytes())
+
+
+@cache
+def _hipcc_binary() -> bytes | None:
+    """A real hipcc-compiled fat library (two targets), when hipcc is on this machine."""
+    hipcc = shutil.which("hipcc")
+    if hipcc is None:
+        return None
+    import tempfile
+
+    from bundle_fixtures import KERNEL_A, compile_hip
+
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = compile_hip(
+            Path(hipcc), Path(tmp), {"a.hip": KERNEL_A}, ["gfx900", "gfx90a:xnack+"], "liba.so"
+        )
+        return bytes(lib.read_bytes())
+
+
+def _debian_library() -> bytes | None:
+    """Debian's real libhiprand (18 KB; downloaded once, then cached)."""
+    from build_tools.debian_inputs import fetch_debs
+
+    root = fetch_debs(["libhiprand1"])["libhiprand1"]
+    found = sorted(root.rglob("libhiprand.so.*"))
+    real = [p for p in found if p.is_file() and not p.is_symlink()]
+    return real[0].read_bytes() if real else None
+
+
+def _transform_seeds() -> list[bytes]:
+    return [b for b in (_fat_binary(), _hipcc_binary()) if b is not None]
+
+
+def _elf_seeds() -> list[bytes]:
+    seeds = [*_transform_seeds()]
+    library = _debian_library()
+    if library is not None:
+        seeds.append(library)
+    for name in ("true", "env"):
+        found = shutil.which(name)
+        if found:
+            seeds.append(Path(found).read_bytes())
+    return seeds
+
+
+def _run_elf(data: bytes, work: Path) -> None:
+    from kpack.elf import classify, plan_rpath_edit, scan_elf
+
+    path = work / "f.so"
+    path.write_bytes(data)
+    classify(path)
+    info = scan_elf(path)
+    if info is not None:
+        edit = plan_rpath_edit(path, ["$ORIGIN/../lib", "$ORIGIN"])
+        if edit is not None:
+            edit.write_to(work / "out.so")
+
+
+def _run_transform(data: bytes, work: Path) -> None:
+    from kpack.transform import inspect_fat_binary, plan_transform
+
+    path = work / "f.so"
+    path.write_bytes(data)
+    info = inspect_fat_binary(path)
+    if info is not None and not info.already_transformed:
+        plan = plan_transform(
+            path, kernel_name="lib/f.so", search_paths=["../.kpack/x_@GFXARCH@.kpack"]
+        )
+        plan.edit.write_to(work / "out.so")
+
+
+def _bundle_seeds() -> list[bytes]:
+    from bundle_fixtures import sample_bundle, spec_ccob
+
+    plain = sample_bundle(["gfx900", "gfx942:sramecc+:xnack-"], size=300)
+    seeds = [plain]
+    for version in (1, 2, 3):
+        for method in ("zstd", "zlib"):
+            seeds.append(spec_ccob(plain, version=version, method=method))
+    return seeds
+
+
+def _run_bundle(data: bytes, work: Path) -> None:
+    from kpack.bundle import iter_bundles
+
+    for bundle in iter_bundles(data, name="fuzz"):
+        for co in bundle.code_objects:
+            bytes(co.data[:16])
+
+
+def _kpack_seeds() -> list[bytes]:
+    import tempfile
+
+    from kpack.archive import KernelInput, write_kpack
+
+    kernels = [
+        KernelInput("lib/a.so#0", "gfx942", b"\x7fELF" + bytes(range(200))),
+        KernelInput("lib/a.so#1", "gfx90a:xnack+", b"\x7fELF" + b"x" * 300),
+    ]
+    seeds = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for scheme in ("none", "zstd-per-kernel"):
+            path = Path(tmp) / f"{scheme}.kpack"
+            write_kpack(path, kernels, group_name="a", gfx_arch_family="gfx942", scheme=scheme)
+            seeds.append(path.read_bytes())
+    return seeds
+
+
+def _run_kpack(data: bytes, work: Path) -> None:
+    from kpack.archive import KpackArchive
+
+    path = work / "a.kpack"
+    path.write_bytes(data)
+    with KpackArchive.open(path) as archive:
+        for key, target in archive:
+            archive.read(key, target)
+
+
+WHEEL = "torch-2.9.0-py3-none-linux_x86_64.whl"
+
+
+def _wheel_seeds() -> list[bytes]:
+    import tempfile
+
+    from wheel_fixtures import make_plain_wheel  # type: ignore[import-not-found]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return [make_plain_wheel(Path(tmp)).read_bytes()]
+
+
+def _run_wheel(data: bytes, work: Path) -> None:
+    from kpack.tools._wheel_source import open_wheel
+
+    path = work / WHEEL
+    path.write_bytes(data)
+    open_wheel(path, work / "in")
+
+
+@cache
+def _tar_module() -> types.ModuleType:
+    """``rocm_sdk._tar_expand`` from the templates, loaded without the package's __init__."""
+    src = REPO / "templates" / "rocm" / "src" / "rocm_sdk"
+    package = types.ModuleType("fuzz_rocm_sdk")
+    package.__path__ = [str(src)]
+    sys.modules["fuzz_rocm_sdk"] = package
+    for name in ("_errors", "_tar_expand"):
+        spec = importlib.util.spec_from_file_location(f"fuzz_rocm_sdk.{name}", src / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return sys.modules["fuzz_rocm_sdk._tar_expand"]
+
+
+def _tar_seeds() -> list[bytes]:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+
+        def add(name: str, kind: bytes, data: bytes = b"", link: str = "") -> None:
+            info = tarfile.TarInfo(f"_rocm_sdk_devel/{name}")
+            info.type, info.size, info.linkname, info.mode = kind, len(data), link, 0o644
+            tar.addfile(info, io.BytesIO(data) if data else None)
+
+        add("include", tarfile.DIRTYPE)
+        add("include/hip.h", tarfile.REGTYPE, b"#pragma once\n" * 20)
+        add("lib", tarfile.DIRTYPE)
+        add("lib/libx.so.1", tarfile.REGTYPE, b"\x7fELF" + bytes(100))
+        add("lib/libx.so", tarfile.SYMTYPE, link="libx.so.1")
+        add("lib/liby.so", tarfile.LNKTYPE, link="_rocm_sdk_devel/lib/libx.so.1")
+    return [buf.getvalue()]
+
+
+def _run_tar(data: bytes, work: Path) -> None:
+    tarball = work / "devel.tar"
+    tarball.write_bytes(data)
+    site = work / "site"
+    site.mkdir()
+    _tar_module().extract_tree(tarball, "_rocm_sdk_devel", site / "_rocm_sdk_devel", site)
+
+
+def _json_seeds() -> list[bytes]:
+    return [
+        b'{"flags": {"KPACK_SPLIT_ARTIFACTS": true}, "commit": "abc", "subs": [1, 2.5, null]}',
+        b'{"rocm-version": "7.9.0", "nested": {"a": [{"b": "\\u00e9"}]}}',
+    ]
+
+
+def _run_json(data: bytes, work: Path) -> None:
+    from kpack.errors import ArtifactError
+    from kpack.jsonfile import parse_json_object
+
+    parse_json_object(data, source=work / "x.json", error=ArtifactError)
+
+
+def _yaml_reader(name: str) -> Reader:
+    """One of our YAML manifests, loaded by its own loader from a scratch directory."""
+
+    def run(data: bytes, work: Path) -> None:
+        from build_tools.manifests import load_manifests
+        from kpack.databases import load_handlers
+        from kpack.tools._wheel_types import load_wheel_types
+
+        shutil.copy(REPO / "manifests" / "libraries.yaml", work / "libraries.yaml")
+        shutil.copy(REPO / "manifests" / "packages.yaml", work / "packages.yaml")
+        (work / name).write_bytes(data)
+        if name == "databases.yaml":
+            load_handlers(path=work / name)
+        elif name == "wheel_types.yaml":
+            load_wheel_types(work / name)
+        else:
+            load_manifests(work)
+
+    seed = (REPO / "manifests" / name).read_bytes()
+    return Reader(f"yaml-{name.split('.')[0]}", run, (RocmPackagingError,), lambda: [seed])
+
+
+def _cmake_seeds() -> list[bytes]:
+    return [
+        b'# TheRock\ntherock_add_amdgpu_target(gfx942 "MI300X" FAMILY dcgpu-all gfx94X-all '
+        b'gfx94X-dcgpu)\ntherock_add_amdgpu_target(gfx1100 "RX 7900" FAMILY dgpu-all '
+        b"gfx110X-all gfx110X-dgpu EXCLUDE_TARGET_PROJECTS hipBLASLt)\n"
+    ]
+
+
+def _run_cmake(data: bytes, work: Path) -> None:
+    from build_tools.targets import parse_targets_cmake
+
+    path = work / "therock_amdgpu_targets.cmake"
+    path.write_bytes(data)
+    parse_targets_cmake(path)
+
+
+def _ours_tar() -> tuple[type[BaseException], ...]:
+    errors = _tar_module()
+    return (sys.modules["fuzz_rocm_sdk._errors"].RocmSdkError,) if errors else ()
+
+
+READERS: Sequence[Reader] = (
+    Reader("elf", _run_elf, (RocmPackagingError,), _elf_seeds),
+    Reader("transform", _run_transform, (RocmPackagingError,), _transform_seeds),
+    Reader("bundle", _run_bundle, (RocmPackagingError,), _bundle_seeds),
+    Reader("kpack", _run_kpack, (RocmPackagingError,), _kpack_seeds),
+    Reader("wheel", _run_wheel, (RocmPackagingError,), _wheel_seeds),
+    Reader("tar", _run_tar, _ours_tar(), _tar_seeds),
+    Reader("json", _run_json, (RocmPackagingError,), _json_seeds),
+    *(
+        _yaml_reader(n)
+        for n in ("packages.yaml", "libraries.yaml", "databases.yaml", "wheel_types.yaml")
+    ),
+    Reader("cmake", _run_cmake, (RocmPackagingError,), _cmake_seeds),
+)
+
+
+def reader(name: str) -> Reader:
+    return next(r for r in READERS if r.name == name)
