@@ -197,6 +197,7 @@ class Root:
         return safe_relpath(text, what=what, source=self.path, error=self.error)
 
     def _ensure_dirs(self, parts: tuple[str, ...]) -> Path:
+        self.path.mkdir(parents=True, exist_ok=True)  # the root itself is the caller's
         current = self.path
         for part in parts:
             current = current / part
@@ -228,6 +229,12 @@ class Root:
     def mkdir(self, rel: str | PurePosixPath, *, what: str = "directory") -> Path:
         """Create ``rel`` and its parents inside the root; an existing directory is fine."""
         return self._ensure_dirs(self._rel(rel, what).parts)
+
+    def mkdir_parent(self, rel: str | PurePosixPath, *, what: str = "path") -> Path:
+        """Create the parents of ``rel`` inside the root; return ``rel``'s absolute path
+        (for a writer that creates the file itself, such as a kernel copy)."""
+        checked = self._rel(rel, what)
+        return self._ensure_dirs(checked.parts[:-1]) / checked.parts[-1]
 
     @contextmanager
     def open_write(

@@ -49,6 +49,7 @@ from kpack.archive import Scheme
 from kpack.artifact_names import ArtifactId
 from kpack.databases import Handler
 from kpack.errors import ArtifactError, RocmPackagingError, UsageError
+from kpack.safepath import Root
 
 __all__ = [
     "ArchiveOutput",
@@ -116,33 +117,35 @@ class BatchResult:
 
 
 def _write_generic(plan: SplitPlan, root: Path) -> None:
+    """Write the generic artifact: every path through :class:`~kpack.safepath.Root`, so no
+    entry, symlink or symlink target can land outside ``root`` whatever the input held."""
+    out = Root(root, error=ArtifactError)
     for stage in plan.scan.stages:
-        make_dirs(root, stage)
+        out.mkdir(stage, what="stage directory")
     dirs: list[StageEntry] = []
     for entry in plan.generic:
-        dest = root / entry.stage / entry.relpath
+        rel = f"{entry.stage}/{entry.relpath}"
         if entry.kind is Kind.DIR:
-            dest.mkdir(parents=True, exist_ok=True)
+            out.mkdir(rel)
             dirs.append(entry)
         elif entry.kind is Kind.SYMLINK:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(entry.link or "", dest)
+            out.symlink(rel, entry.link or "", what="symlink")
         else:
-            copy_file(entry.source, dest, entry.mode)
+            copy_file(entry.source, out.mkdir_parent(rel), entry.mode)
     for entry in plan.fat:
-        (root / entry.stage / entry.relpath).parent.mkdir(parents=True, exist_ok=True)
+        out.mkdir_parent(f"{entry.stage}/{entry.relpath}")
     for entry in reversed(dirs):  # modes last, children before parents
-        os.chmod(root / entry.stage / entry.relpath, entry.mode)
+        os.chmod(out.join(f"{entry.stage}/{entry.relpath}"), entry.mode)
     write_manifest(root, plan.scan.stages)
 
 
 def _write_database(entry: StageEntry, root: Path) -> Path:
-    dest = root / entry.stage / entry.relpath
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    out = Root(root, error=ArtifactError)
+    rel = f"{entry.stage}/{entry.relpath}"
     if entry.link is not None:
-        os.symlink(entry.link, dest)
-    else:
-        copy_file(entry.source, dest, entry.mode)
+        return out.symlink(rel, entry.link, what="database symlink")
+    dest = out.mkdir_parent(rel)
+    copy_file(entry.source, dest, entry.mode)
     return dest
 
 
