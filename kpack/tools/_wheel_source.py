@@ -89,7 +89,10 @@ def _zip_errors(path: Path, member: str | None = None) -> Iterator[None]:
     except PackagingError:
         raise
     except _ZIP_ERRORS as exc:
-        what = "not a valid zip file" if isinstance(exc, zipfile.BadZipFile) else type(exc).__name__
+        if isinstance(exc, zipfile.BadZipFile):
+            what = "corrupt member data" if member else "not a valid zip file"
+        else:
+            what = type(exc).__name__
         raise PackagingError(f"damaged wheel{where}: {what}: {exc}", path=path) from None
     except OSError as exc:  # bz2 and friends report bad data as OSError
         if exc.filename is not None:
