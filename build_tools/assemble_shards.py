@@ -13,7 +13,9 @@ missing from one; a device wheel present twice with different bytes; more than o
 or platform; ``--version`` not matching; a missing ``rocm`` sdist, core or libraries wheel;
 with family flags (like the builder, Linux and Windows targets together), an expected
 target without its device wheel. The shards' ``report.json`` files are merged into one
-``report.json`` + ``report.md`` equal to an unsharded build's: device rows are united,
+``report.json`` + ``report.md`` equal to an unsharded build's (read next to each shard's
+dist dir, where the builder writes them, or inside it; written next to ``--output``, so the
+output holds distributions only): device rows are united,
 per-target download rows recomputed over every device wheel (a shard's own rows count only
 its share). Without ``report.json`` in some shard the merge is skipped with a notice.
 ``--index`` also writes a PEP 503 simple repository of the result. Outputs are written
@@ -181,7 +183,9 @@ def parse_report(path: Path) -> Report:
     return Report(str(version), str(mode), device, targets, generic)
 
 
-def _list_shard(directory: Path, problems: list[str]) -> tuple[list[Path], Report | None]:
+def _list_shard(
+    directory: Path, problems: list[str], used: dict[Path, Path]
+) -> tuple[list[Path], Report | None]:
     try:
         entries = sorted(directory.iterdir())
     except OSError as exc:
@@ -189,23 +193,37 @@ def _list_shard(directory: Path, problems: list[str]) -> tuple[list[Path], Repor
         return [], None
     archives: list[Path] = []
     report = None
+    found: Path | None = None
     for entry in entries:
         if entry.is_symlink() or not entry.is_file():
             problems.append(f"{entry}: unexpected entry (not a regular file)")
         elif entry.name == REPORT_JSON:
-            try:
-                report = parse_report(entry)
-            except PackagingError as exc:
-                problems.append(str(exc))
+            found = entry  # a shard from before reports moved out of dist/
         elif entry.name != REPORT_MD:
             archives.append(entry)
+    beside = directory.parent / REPORT_JSON  # where the builder writes it: next to dist/
+    if found is None and beside.is_file():
+        found = beside
+    if found is not None:
+        other = used.setdefault(found.resolve(), directory)
+        if other != directory:
+            problems.append(
+                f"{found}: the report of both {other} and {directory}; give each "
+                "shard its own directory (SHARD/dist with SHARD/report.json)"
+            )
+            return archives, None
+        try:
+            report = parse_report(found)
+        except PackagingError as exc:
+            problems.append(str(exc))
     return archives, report
 
 
 def scan_shards(directories: Sequence[Path], *, jobs: int | None = None) -> tuple[Shard, ...]:
     """List, classify and hash every shard's files (hashes computed in parallel)."""
     problems: list[str] = []
-    listed = [_list_shard(Path(d), problems) for d in directories]
+    used: dict[Path, Path] = {}
+    listed = [_list_shard(Path(d), problems, used) for d in directories]
     classified: dict[Path, tuple[Kind, str, str, frozenset[str], str | None]] = {}
     for archives, _report in listed:
         for path in archives:
@@ -393,7 +411,7 @@ def _merge_reports(
     device = _unite((r for rep in reports for r in rep.device_wheels), "wheel", "device", problems)
     generic = _unite((r for rep in reports for r in rep.generic), "wheel", "generic", problems)
     problems += [
-        f"{s.directory / REPORT_JSON}: generic rows differ from {shards[0].directory}'s"
+        f"{s.directory}'s {REPORT_JSON}: generic rows differ from {shards[0].directory}'s"
         for s in shards[1:]
         if s.report is not None and reports[0].generic != s.report.generic
     ]
@@ -442,9 +460,21 @@ def _link_or_copy(source: Path, dest: Path) -> None:
 def _populate(plan: AssemblyPlan, into: Path) -> None:
     for f in plan.files:
         _link_or_copy(f.path, into / f.name)
-    if plan.report is not None:
-        (into / REPORT_JSON).write_text(plan.report.to_json(), encoding="utf-8")
-        (into / REPORT_MD).write_text(render_markdown(plan.report), encoding="utf-8")
+
+
+def _write_reports(plan: AssemblyPlan, output: Path) -> None:
+    """The merged report next to the output dist (never inside it: dist/ holds
+    distributions only, so ``twine upload dist/*`` works as is)."""
+    if plan.report is None:
+        return
+    for name, text in (
+        (REPORT_JSON, plan.report.to_json()),
+        (REPORT_MD, render_markdown(plan.report)),
+    ):
+        final = output.parent / name
+        tmp = final.with_name(f".{name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, final)
 
 
 def write_assembly(plan: AssemblyPlan, output: Path, *, index: Path | None = None) -> None:
@@ -468,6 +498,7 @@ def write_assembly(plan: AssemblyPlan, output: Path, *, index: Path | None = Non
         with suppress(FileNotFoundError):
             output.rmdir()  # empty, checked above
         tmp.rename(output)
+        _write_reports(plan, output)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if index_done and index is not None:

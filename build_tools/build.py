@@ -22,7 +22,7 @@ from kpack.errors import PackagingError
 from .devel import write_devel_tar
 from .payload import PayloadFile
 from .plan import BuildPlan, PackagePlan
-from .report import make_report, render_markdown
+from .report import REPORT_JSON, REPORT_MD, make_legacy_report, make_report, render_markdown
 from .sdist import write_sdist
 from .wheel import Member, write_wheel
 
@@ -136,11 +136,19 @@ def _write_one(plan: BuildPlan, pkg: PackagePlan, tmp: Path) -> Built:
 
 
 def _write_report(plan: BuildPlan, built: list[Built], tmp: Path) -> None:
-    generic = [(b.plan.kind, tmp / b.path) for b in built if b.plan.kind in ("core", "libraries")]
-    devices = [(b.plan.family or "", tmp / b.path) for b in built if b.plan.kind == "device"]
-    report = make_report(plan.options.version, generic, devices)
-    (tmp / "dist" / "report.json").write_text(report.to_json(), encoding="utf-8")
-    (tmp / "dist" / "report.md").write_text(render_markdown(report), encoding="utf-8")
+    """``tmp/report.json`` and ``tmp/report.md``, published next to ``dist/``."""
+    if plan.catalog.kpack_split:
+        generic = [
+            (b.plan.kind, tmp / b.path) for b in built if b.plan.kind in ("core", "libraries")
+        ]
+        devices = [(b.plan.family or "", tmp / b.path) for b in built if b.plan.kind == "device"]
+        report = make_report(plan.options.version, generic, devices)
+    else:
+        report = make_legacy_report(
+            plan.options.version, [(b.plan.kind, b.plan.family or "", tmp / b.path) for b in built]
+        )
+    (tmp / REPORT_JSON).write_text(report.to_json(), encoding="utf-8")
+    (tmp / REPORT_MD).write_text(render_markdown(report), encoding="utf-8")
 
 
 def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]:
@@ -162,9 +170,10 @@ def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]
                 if progress:
                     progress(f"wrote {built[-1].path}")
         if plan.options.build_packages:
-            if plan.catalog.kpack_split:
-                _write_report(plan, built, tmp)
+            _write_report(plan, built, tmp)
             _replace_dir(tmp / "dist", dest / "dist")
+            for name in (REPORT_JSON, REPORT_MD):
+                os.replace(tmp / name, dest / name)
         else:
             for stage in sorted((tmp / "stage").iterdir()):
                 _replace_dir(stage, dest / stage.name)

@@ -305,8 +305,8 @@ def _plan_and_apply(
         (b.plan.dist_name, str(b.path), str(b.plan.file_count), _size(b.size)) for b in built
     ]
     print(_table(rows))
-    report = options.dest_dir / "dist" / "report.md"
-    if catalog.kpack_split and report.is_file():
+    report = options.dest_dir / "report.md"
+    if report.is_file():
         print()
         print(report.read_text(encoding="utf-8"))
     return 0

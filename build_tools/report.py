@@ -1,7 +1,9 @@
-"""The kpack-split build report: what each device wheel holds and what each GPU user
-downloads, against a fat install (every architecture's device code).
+"""The build report, next to ``dist/`` (never inside it, so ``twine upload dist/*`` takes
+distributions only): ``report.json`` and ``report.md``; the CLI prints the tables.
 
-Written to ``dist/report.json`` and ``dist/report.md``; the CLI prints the tables.
+Kpack-split mode: what each device wheel holds and what each GPU user downloads, against a fat
+install (every architecture's device code). Legacy mode: every package with its size, and what
+each GPU family's user downloads (core + that family's libraries wheel).
 """
 
 from __future__ import annotations
@@ -15,7 +17,20 @@ from pathlib import Path
 
 from kpack.archive import KpackArchive
 
-__all__ = ["DeviceRow", "Report", "TargetRow", "make_report", "render_markdown"]
+__all__ = [
+    "REPORT_JSON",
+    "REPORT_MD",
+    "DeviceRow",
+    "Report",
+    "TargetRow",
+    "make_legacy_report",
+    "make_report",
+    "render_markdown",
+]
+
+
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
 
 
 @dataclass(frozen=True)
@@ -89,11 +104,24 @@ def make_report(
     return Report(version, "kpack", tuple(rows), targets, generic_rows)
 
 
+def make_legacy_report(version: str, built: Sequence[tuple[str, str, Path]]) -> Report:
+    """``built``: (kind, family, path) of every package written."""
+    generic = tuple(GenericRow(p.name, p.stat().st_size) for _, _, p in sorted(built))
+    core = sum(p.stat().st_size for kind, _, p in built if kind == "core")
+    targets = []
+    for _, family, path in sorted(b for b in built if b[0] == "libraries"):
+        size = core + path.stat().st_size
+        targets.append(TargetRow(family, size, size, 0.0))
+    return Report(version, "legacy", (), tuple(targets), generic)
+
+
 def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
 def render_markdown(report: Report) -> str:
+    if report.mode == "legacy":
+        return _render_legacy(report)
     lines = [
         f"# ROCm {report.version}: device wheels",
         "",
@@ -113,6 +141,24 @@ def render_markdown(report: Report) -> str:
             f"| {t.saving * 100:.1f} % |"
             for t in report.targets
         ),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _render_legacy(report: Report) -> str:
+    lines = [
+        f"# ROCm {report.version}: packages",
+        "",
+        "| package | size |",
+        "| --- | ---: |",
+        *(f"| {g.wheel} | {_mb(g.size)} |" for g in report.generic),
+        "",
+        "## What each GPU family's user downloads (`rocm[libraries]`)",
+        "",
+        "| family | download (core + libraries) |",
+        "| --- | ---: |",
+        *(f"| {t.target} | {_mb(t.download_bytes)} |" for t in report.targets),
         "",
     ]
     return "\n".join(lines)

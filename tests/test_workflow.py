@@ -133,9 +133,9 @@ def wiring_problems(text: str) -> list[str]:
     for flag in ("${args[@]}", "--output", "--index", "--version", "--linux-amdgpu-families"):
         if flag not in words:
             problems.append(f"assemble: assemble_shards.py is not run with {flag}")
-    if 'args+=(--input "$shard")' not in script:
+    if 'args+=(--input "${shard}dist")' not in script:
         problems.append("assemble: the shards are not passed as --input")
-    for part in ("--no-index --find-links dist", "rocm[libraries,device-", "rocm-sdk test"):
+    for part in ("--no-index --find-links merged/dist", "rocm[libraries,device-", "rocm-sdk test"):
         if part not in script:
             problems.append(f"assemble: {part!r} missing from its scripts")
     return problems + _check_pins(doc) + _check_scripts(doc)
@@ -163,7 +163,7 @@ WIRING_BREAKS = [
     ("unpinned", "actions/setup-python@v5", "actions/setup-python@main"),
     ("injection", 'grep -F "($canonical)"', 'grep -F "(${{ inputs.version }})"'),
     ("undeclared-input", "${{ inputs.python-version }}", "${{ inputs.python }}"),
-    ("bash-syntax", '            args+=(--input "$shard")\n', "            args+=(--input\n"),
+    ("bash-syntax", '            args+=(--input "${shard}dist")\n', "            args+=(--input\n"),
     ("no-permissions", "permissions:\n  contents: read\n", ""),
 ]
 
@@ -212,7 +212,11 @@ def test_assembler_accepts_the_workflow_command_line(text: str) -> None:
     assert "${args[@]}" in words
     words[words.index("${args[@]}") : words.index("${args[@]}") + 1] = ["--input", "shards/a"]
     args = _parser().parse_args(words)  # SystemExit (a failure) on an unknown flag
-    assert (args.output, args.index, args.version) == (Path("dist"), Path("index"), "$VERSION")
+    assert (args.output, args.index, args.version) == (
+        Path("merged/dist"),
+        Path("index"),
+        "$VERSION",
+    )
     assert args.linux_amdgpu_families == "$FAMILIES"
 
 

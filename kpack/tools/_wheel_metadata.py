@@ -106,11 +106,20 @@ def variant_requirements(prefix: str, version: str, keys: Iterable[str]) -> list
 
 
 def device_metadata(dist_name: str, version: str, host: str, key: str) -> bytes:
+    """Core metadata of a device wheel, with a description (``twine check --strict`` and
+    PyPI's project page want one): what it holds and how it is installed."""
     lines = [
         "Metadata-Version: 2.1",
         f"Name: {dist_name}",
         f"Version: {version}",
         f"Summary: {key} device code for {host} {version} ({level_of(key).value} bundle)",
         f"Requires-Dist: {host}=={version}",
+        "Description-Content-Type: text/markdown",
     ]
-    return ("\n".join(lines) + "\n").encode("utf-8")
+    body = (
+        f"# {dist_name}\n\n"
+        f"The `{key}` GPU device code of `{host}` {version}: `.kpack` archives and database "
+        f"files that `{host}`'s host libraries load at run time. Installed next to `{host}`, "
+        f"usually through its extras: `pip install '{host}[device-{key}]'`.\n"
+    )
+    return ("\n".join(lines) + "\n\n" + body).encode("utf-8")

@@ -56,7 +56,9 @@ def make_shard(
     core_payload: bytes = b"core",
     report: bool = True,
 ) -> Path:
-    """A shard's dist/: rocm sdist, generic wheels, one device wheel per target, report."""
+    """``dest/dist`` as a shard's builder writes it (rocm sdist, generic wheels, one device
+    wheel per target) with its report next to it in ``dest``; returns ``dest/dist``."""
+    dest = dest / "dist"
     dest.mkdir(parents=True)
     write_sdist(
         dest,
@@ -72,7 +74,7 @@ def make_shard(
     ]
     device = {t: _wheel(dest, f"rocm-sdk-device-{t}", version, t.encode() * 50) for t in targets}
     if report:
-        write_report(dest, version, generic, device)
+        write_report(dest.parent, version, generic, device)
     return dest
 
 
@@ -97,10 +99,10 @@ def test_merges_two_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     code = run("--input", a, "--input", b, "--output", out, *families, "--version", "7.99.0-dev0")
     assert code == 0, capsys.readouterr().err
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted(
-        [p.name for p in a.iterdir() if p.name != "report.md"]
-        + ["report.md", f"rocm_sdk_device_gfx1201-{VERSION}-{TAG}.whl"]
+    assert names == sorted(  # distributions only: the merged report sits next to dist/
+        [p.name for p in a.iterdir()] + [f"rocm_sdk_device_gfx1201-{VERSION}-{TAG}.whl"]
     )
+    assert (out.parent / "report.json").is_file() and (out.parent / "report.md").is_file()
     for p in a.iterdir():
         if p.suffix in (".whl", ".gz"):
             assert (out / p.name).read_bytes() == p.read_bytes()
@@ -243,13 +245,15 @@ def test_report_merge_equals_an_unsharded_build(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert run("--input", b, "--input", a, "--output", out) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in full.iterdir())
-    for p in full.iterdir():  # wheels, sdist, report.json and report.md alike
+    for p in full.iterdir():  # wheels and sdist
         assert (out / p.name).read_bytes() == p.read_bytes(), p.name
-    doc = json.loads((out / "report.json").read_text())
+    for name in ("report.json", "report.md"):  # next to dist/, as the builder writes them
+        assert (out.parent / name).read_bytes() == (full.parent / name).read_bytes(), name
+    doc = json.loads((out.parent / "report.json").read_text())
     assert doc["mode"] == "kpack" and doc["version"] == VERSION
     assert [r["target"] for r in doc["targets"]] == ["gfx1200", "gfx1201", "gfx942"]
     # a shard's own rows count only its share of the device wheels
-    shard = json.loads((b / "report.json").read_text())
+    shard = json.loads((b.parent / "report.json").read_text())
     assert shard["targets"][0]["fat_download_bytes"] < doc["targets"][0]["fat_download_bytes"]
 
 
@@ -261,28 +265,28 @@ def test_report_skipped_when_a_shard_has_none(
     out = tmp_path / "out"
     assert run("--input", a, "--input", b, "--output", out) == 0
     assert f"notice: no report.json in {b}: report merge skipped" in capsys.readouterr().err
-    assert not (out / "report.json").exists() and not (out / "report.md").exists()
+    assert not (out.parent / "report.json").exists() and not (out.parent / "report.md").exists()
 
 
 def test_report_inconsistent_with_files(tmp_path: Path) -> None:
     a = make_shard(tmp_path / "a", ("gfx1200",))
     b = make_shard(tmp_path / "b", ("gfx1201",))
-    doc = json.loads((a / "report.json").read_text())
+    doc = json.loads((a.parent / "report.json").read_text())
     doc["generic"][0]["size"] = "big"
-    (a / "report.json").write_text(json.dumps(doc))
+    (a.parent / "report.json").write_text(json.dumps(doc))
     with pytest.raises(PackagingError, match=r"generic\[0\]\.size: expected int, got 'big'"):
         scan_shards([a])
     doc["generic"][0]["size"] = 5
     doc["device_wheels"][0]["size"] += 1
-    (a / "report.json").write_text(json.dumps(doc))
+    (a.parent / "report.json").write_text(json.dumps(doc))
     with pytest.raises(PackagingError) as info:
         plan_assembly(scan_shards([a, b]))
     text = "\n".join(info.value.problems)
     assert f"rocm_sdk_device_gfx1200-{VERSION}-{TAG}.whl size" in text
     assert "size 5, but the file has" in text
-    assert f"{b / 'report.json'}: generic rows differ" in text
+    assert f"{b}'s report.json: generic rows differ" in text
     doc["device_wheels"] = []
-    (a / "report.json").write_text(json.dumps(doc))
+    (a.parent / "report.json").write_text(json.dumps(doc))
     with pytest.raises(PackagingError, match="no device_wheels row for rocm_sdk_device_gfx1200"):
         plan_assembly(scan_shards([a]))
 
@@ -331,8 +335,10 @@ def test_real_shards_assemble_into_the_full_build(kpack_tree: Path, tmp_path: Pa
     inputs = [a for s in shards for a in ("--input", s)]
     assert run(*inputs, "--output", out, "--index", index, *family, "--version", VERSION) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in full.iterdir())
-    for p in full.iterdir():  # every package and both reports
+    for p in full.iterdir():  # every package
         assert (out / p.name).read_bytes() == p.read_bytes(), p.name
+    for name in ("report.json", "report.md"):  # both reports, next to dist/
+        assert (tmp_path / name).read_bytes() == (full.parent / name).read_bytes(), name
     # install from the PEP 503 index alone (setuptools, the sdist's backend, comes first)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -11,6 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.wheel_checks import check_dist_for_upload
 
 from ..conftest import require
 from .conftest import VERSION, build_dist, install
@@ -104,22 +107,15 @@ def test_launcher_stub_runs(dist: Path, tmp_path: Path) -> None:
     assert "hip-sample-info" in proc.stdout
 
 
-def test_wheel_oracles(dist: Path) -> None:
-    wheels = sorted(str(p) for p in dist.glob("*.whl"))
-    twine = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "twine",
-            "check",
-            "--strict",
-            *wheels,
-            str(next(dist.glob("*.tar.gz"))),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert twine.returncode == 0, twine.stdout + twine.stderr
+def test_dist_is_upload_ready(dist: Path) -> None:
+    """Distributions only, each passing twine check --strict and check-wheel-contents; the
+    report sits next to dist/ (legacy mode too)."""
+    checked = check_dist_for_upload(dist)
+    assert len(checked) >= 5
+    report = json.loads((dist.parent / "report.json").read_text())
+    assert report["mode"] == "legacy"
+    assert {g["wheel"] for g in report["generic"]} == {p.name for p in checked}
+    assert report["targets"] and all(t["download_bytes"] > 0 for t in report["targets"])
 
 
 def test_install_and_self_test(dist: Path, tmp_path: Path) -> None:

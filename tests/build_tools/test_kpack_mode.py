@@ -15,6 +15,7 @@ import pytest
 
 from build_tools.build_python_packages import main
 from kpack.split import split_artifact
+from tests.wheel_checks import check_dist_for_upload
 
 from ..conftest import require
 from .conftest import VERSION, build_dist, install
@@ -66,8 +67,8 @@ def _payload(wheel: Path) -> dict[str, zipfile.ZipInfo]:
 
 def test_package_set_and_report(fat_dist: Path) -> None:
     names = sorted(p.name for p in fat_dist.iterdir())
-    expected = (
-        [f"rocm-{VERSION}.tar.gz", "report.json", "report.md"]
+    expected = (  # distributions only: twine upload dist/* works as is
+        [f"rocm-{VERSION}.tar.gz"]
         + [
             f"{n}{WHEEL}"
             for n in ("rocm_profiler", "rocm_sdk_core", "rocm_sdk_devel", "rocm_sdk_libraries")
@@ -75,13 +76,18 @@ def test_package_set_and_report(fat_dist: Path) -> None:
         + [f"rocm_sdk_device_{t}{WHEEL}" for t in TARGETS]
     )
     assert names == sorted(expected)
-    report = json.loads((fat_dist / "report.json").read_text())
+    report = json.loads((fat_dist.parent / "report.json").read_text())
+    assert (fat_dist.parent / "report.md").is_file()
     rows = {r["target"]: r for r in report["device_wheels"]}
     assert sorted(rows) == sorted(TARGETS)
     # gfx90a merges xnack+ and xnack-: librocrand, libhipsample, libhipsample_lld, twice
     assert rows["gfx90a"]["kernels"] == 6 and rows["gfx803"]["kernels"] == 1
     for t in report["targets"]:
         assert 0 < t["download_bytes"] < t["fat_download_bytes"]
+
+
+def test_dist_is_upload_ready(fat_dist: Path) -> None:
+    check_dist_for_upload(fat_dist)
 
 
 def test_device_wheels_own_nothing_else_owns(fat_dist: Path) -> None:

@@ -362,3 +362,24 @@ def test_large_librocsparse(debian_package: Callable[[str], Path], tmp_path: Pat
     binary = root / "torch/lib/librocsparse.so.0"
     for target in TARGETS:
         assert not resolve_binary(binary, [target], env={}).missing, target
+
+
+def test_split_wheels_pass_the_upload_oracles(split: tuple[Path, spw.SplitReport]) -> None:
+    """Every wheel the splitter writes passes twine check --strict (device wheels carry a
+    description) and check-wheel-contents (ignored checks: tests/wheel_checks.py)."""
+    from tests.wheel_checks import IGNORED_WHEEL_CHECKS
+
+    out, _ = split
+    wheels = sorted(str(p) for p in out.glob("*.whl"))
+    assert len(wheels) >= 3
+    twine = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *wheels],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert twine.returncode == 0, twine.stdout + twine.stderr
+    contents = subprocess.run(
+        [sys.executable, "-m", "check_wheel_contents", "--no-config", "--ignore",
+         ",".join(IGNORED_WHEEL_CHECKS), *wheels],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert contents.returncode == 0, contents.stdout + contents.stderr
