@@ -8,10 +8,12 @@ host programs compiled from ``build_tools/sample_sources/`` with ``hipcc`` (alwa
 ``HIP_PLATFORM=amd``) and ``cc``.
 
 It covers the cases packaging must handle: SONAME-versioned libraries with their symlinks, a
-dangling symlink, a symlink to an ELF executable (launcher stub), a Perl script that needs its
+symlink to an ELF executable (launcher stub), a Perl script that needs its
 sibling modules, a GNU-ld and an lld-linked (PT_PHDR) fat library with ``xnack`` variants, a
 test executable, profiler libraries and programs, and one relpath that two artifacts provide
-with identical bytes.
+with identical bytes. ``--edge-cases`` also plants what a happy-path build must warn about
+(a dangling symlink, which the builder drops with a warning); the default tree builds
+without a single warning.
 
 Modes (``--mode``):
 
@@ -376,10 +378,13 @@ def _plan_base(p: _Planner, kpack_split: bool) -> None:
                json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
-def _plan_core(p: _Planner, debs: dict[str, Path], products: dict[str, Path]) -> None:
+def _plan_core(
+    p: _Planner, debs: dict[str, Path], products: dict[str, Path], edge_cases: bool
+) -> None:
     hip, hip_dev = debs["libamdhip64-5"], debs["libamdhip64-dev"]
     _add_library(p, "core-hip_lib_generic", HIP, hip, "libamdhip64.so.5")
-    p.link("core-hip_lib_generic", HIP, "lib/libhip-dangling.so.1", "libnot-there.so.1")
+    if edge_cases:
+        p.link("core-hip_lib_generic", HIP, "lib/libhip-dangling.so.1", "libnot-there.so.1")
     p.add("core-hip_lib_generic", HIP, "share/hip/version", hip_dev / "usr/share/hip/version")
     p.text("core-hip_lib_generic", HIP, "share/therock/NOTICE.txt", NOTICE)
 
@@ -439,11 +444,11 @@ def _plan_profiler(p: _Planner, products: dict[str, Path]) -> None:
 
 
 def plan_tree(debs: dict[str, Path], products: dict[str, Path], *, family: str,
-              kpack_split: bool) -> TreePlan:
+              kpack_split: bool, edge_cases: bool = False) -> TreePlan:
     """The whole tree as a value; reads only metadata (links, modes) of its inputs."""
     p = _Planner()
     _plan_base(p, kpack_split)
-    _plan_core(p, debs, products)
+    _plan_core(p, debs, products, edge_cases)
     _plan_math(p, debs, products, "generic" if kpack_split else family)
     _plan_profiler(p, products)
     return p.plan()
@@ -511,7 +516,8 @@ def _publish(partial: Path, output: Path) -> None:
 
 
 def make_sample_tree(output: Path, *, cache_dir: Path | None = None,
-                     family: str = DEFAULT_FAMILY, kpack_split: bool = False) -> Path:
+                     family: str = DEFAULT_FAMILY, kpack_split: bool = False,
+                     edge_cases: bool = False) -> Path:
     """Build the sample artifact tree at ``output`` (replacing an earlier sample tree)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*", family):
         raise UsageError(f"invalid family {family!r}: use letters, digits and '-' only")
@@ -523,7 +529,8 @@ def make_sample_tree(output: Path, *, cache_dir: Path | None = None,
     products = build_products(compilers, cache / "sample-build")
     if kpack_split:
         log.info("kpack mode: --family %s is not used; fat binaries stay in _generic", family)
-    plan = plan_tree(debs, products, family=family, kpack_split=kpack_split)
+    plan = plan_tree(debs, products, family=family, kpack_split=kpack_split,
+                     edge_cases=edge_cases)
     partial = output.with_name(output.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -552,6 +559,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--family", default=DEFAULT_FAMILY,
                         help=f"target of the fat-library artifacts in legacy mode "
                         f"(default {DEFAULT_FAMILY})")
+    parser.add_argument("--edge-cases", action="store_true",
+                        help="also plant inputs the builder warns about (a dangling symlink)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -559,7 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.monotonic()
     try:
         root = make_sample_tree(args.output, cache_dir=args.cache_dir, family=args.family,
-                                kpack_split=args.mode == "kpack")
+                                kpack_split=args.mode == "kpack", edge_cases=args.edge_cases)
     except RocmPackagingError as exc:
         print(f"make_sample_tree: error: {exc}", file=sys.stderr)
         return 1

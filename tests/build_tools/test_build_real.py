@@ -173,3 +173,14 @@ def test_self_test_catches_a_broken_rpath(dist: Path, tmp_path: Path) -> None:
     output = test.stdout + test.stderr
     assert test.returncode != 0, output[-4000:]
     assert "librocrand.so.1" in output and "libamdhip64.so.5" in output, output[-4000:]
+
+
+def test_the_happy_path_prints_no_warning(sample_tree: Path, tmp_path: Path) -> None:
+    """The README's sample build: nothing on stderr a person would take for a problem."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "build_tools.build_python_packages", "--artifact-dir",
+         str(sample_tree), "--dest-dir", str(tmp_path / "out"), "--version", VERSION],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING" not in proc.stderr and "error" not in proc.stderr.lower(), proc.stderr

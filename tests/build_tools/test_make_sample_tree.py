@@ -58,9 +58,11 @@ def build(
     for name in DEB_PACKAGES:
         debian_package(name)
 
-    def run(*, kpack_split: bool = False) -> Path:
+    def run(*, kpack_split: bool = False, edge_cases: bool = True) -> Path:
         out = tmp_path_factory.mktemp("sample") / "artifacts"
-        return make_sample_tree(out, family=FAMILY, kpack_split=kpack_split)
+        return make_sample_tree(
+            out, family=FAMILY, kpack_split=kpack_split, edge_cases=edge_cases
+        )
 
     return run
 
