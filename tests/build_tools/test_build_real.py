@@ -184,3 +184,42 @@ def test_the_happy_path_prints_no_warning(sample_tree: Path, tmp_path: Path) -> 
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "WARNING" not in proc.stderr and "error" not in proc.stderr.lower(), proc.stderr
+
+
+def test_self_test_after_pip_install_target_with_nothing_on_path(
+    dist: Path, tmp_path: Path
+) -> None:
+    """`pip install --target DIR`: console scripts live in DIR/bin, which is not on PATH.
+    `rocm-sdk test` finds them through the installed RECORD, and a decoy `hipconfig` first
+    on PATH (exit 0, any output) is never what it runs."""
+    target = tmp_path / "site"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ROCM_SDK_"))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+         "--no-index", "--find-links", str(dist), "--target", str(target),
+         f"rocm[libraries,profiler]=={VERSION}"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (target / "bin" / "hipconfig").is_file()
+    decoys = tmp_path / "decoys"
+    decoys.mkdir()
+    for name in ("hipconfig", "rocm-sdk", "rocminfo"):
+        decoy = decoys / name
+        decoy.write_text("#!/bin/sh\necho decoy; exit 0\n")
+        decoy.chmod(0o755)
+    env |= {"PYTHONPATH": str(target), "PATH": f"{decoys}:/usr/bin:/bin"}
+    test = subprocess.run(
+        [sys.executable, "-m", "rocm_sdk", "test"],
+        capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path,
+    )  # fmt: skip
+    assert test.returncode == 0, test.stdout[-4000:] + test.stderr[-8000:]
+    assert "decoy" not in test.stdout + test.stderr
+    # the decoy would have passed a PATH lookup; with ours removed the check must fail
+    (target / "bin" / "hipconfig").unlink()
+    test = subprocess.run(
+        [sys.executable, "-m", "rocm_sdk", "test"],
+        capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path,
+    )  # fmt: skip
+    assert test.returncode != 0
+    assert "hipconfig" in test.stdout + test.stderr

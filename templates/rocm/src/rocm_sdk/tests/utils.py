@@ -6,10 +6,10 @@ lists library names.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -108,9 +108,41 @@ def run_python(
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
 
+def _script_dirs(site: Path, record_hits: list[Path]) -> list[Path]:
+    """Where an installer may have put console scripts for a distribution in ``site``."""
+    dirs = [Path(p) for p in (sysconfig.get_path("scripts"),) if p]
+    user = sysconfig.get_path("scripts", f"{os.name}_user")
+    if user:
+        dirs.append(Path(user))
+    dirs += [site / "bin", site / "Scripts", *(p.parent for p in record_hits)]
+    return list(dict.fromkeys(dirs))
+
+
 def find_script(name: str) -> str | None:
-    path = os.pathsep.join([sysconfig.get_path("scripts"), os.environ.get("PATH", "")])
-    return shutil.which(name, path=path)
+    """The console script ``name`` that the installed distribution declaring it wrote.
+
+    Looked for where installers put scripts for that distribution (the environment's and the
+    user scheme's scripts dirs, ``<target>/bin`` after ``pip install --target``, the RECORD's
+    entry), never on PATH, and accepted only when it launches the declared entry point: a
+    system copy of the same command (``/usr/bin/hipconfig``) can never make a check pass.
+    """
+    names = [name + ".exe", name] if os.name == "nt" else [name]
+    for ep in importlib.metadata.entry_points(group="console_scripts", name=name):
+        dist = ep.dist
+        if dist is None:
+            continue
+        site = Path(str(dist.locate_file("")))
+        hits = [Path(str(dist.locate_file(f))) for f in dist.files or [] if f.name in names]
+        needle = ep.value.split(":", 1)[0].encode()
+        for directory in _script_dirs(site, hits):
+            for candidate in names:
+                path = directory / candidate
+                try:
+                    if path.is_file() and needle in path.read_bytes():
+                        return str(path)
+                except OSError:
+                    continue
+    return None
 
 
 def _inode(path: Path | str) -> Inode | None:
