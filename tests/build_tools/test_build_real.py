@@ -215,6 +215,16 @@ def test_self_test_after_pip_install_target_with_nothing_on_path(
     )  # fmt: skip
     assert test.returncode == 0, test.stdout[-4000:] + test.stderr[-8000:]
     assert "decoy" not in test.stdout + test.stderr
+    # the selector's choice is visible, and so is how to make it again
+    targets = subprocess.run(
+        [sys.executable, "-m", "rocm_sdk", "targets"], capture_output=True, text=True,
+        env={**env, "ROCM_SDK_TARGET_FAMILY": "gfx110X-dgpu"}, cwd=tmp_path,
+    )  # fmt: skip
+    assert targets.returncode == 0, targets.stderr
+    assert targets.stdout.strip() and "\n" not in targets.stdout.strip()  # stdout: targets only
+    assert "this install was resolved for target family gfx90a-dcgpu" in targets.stderr
+    assert "ROCM_SDK_TARGET_FAMILY=gfx110X-dgpu now" in targets.stderr
+    assert "--force-reinstall --no-deps --no-cache-dir" in targets.stderr
     # the decoy would have passed a PATH lookup; with ours removed the check must fail
     (target / "bin" / "hipconfig").unlink()
     test = subprocess.run(

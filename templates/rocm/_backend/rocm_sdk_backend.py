@@ -26,6 +26,7 @@ import gzip
 import hashlib
 import importlib.util
 import io
+import json
 import os
 import tarfile
 import time
@@ -39,6 +40,7 @@ import rocm_sdk_requires
 
 ROOT = Path(__file__).resolve().parent.parent
 DIST_INFO_PY = ROOT / "src" / "rocm_sdk" / "_dist_info.py"
+SELECTION_FILE = "rocm_sdk/_selection.json"
 ENTRY_POINTS = "[console_scripts]\nrocm-sdk = rocm_sdk.__main__:main\n"
 WHEEL_TAG = "py3-none-any"
 _REPLACED_FIELDS = {"metadata-version", "name", "version", "requires-dist", "provides-extra",
@@ -77,6 +79,36 @@ def _pkg_info() -> tuple[list[tuple[str, str]], str]:
     return headers, body if isinstance(body, str) else ""
 
 
+_SOURCES = {
+    "env": "ROCM_SDK_TARGET_FAMILY",
+    "discovered": "the GPUs offload-arch found on this machine",
+    "default": "the build's default, no GPU being found",
+}
+
+
+def selection(di: ModuleType) -> dict[str, str] | None:
+    """What this machine resolves to: the target family and where it came from."""
+    try:
+        family, source = di.resolve_target_family()
+    except ValueError:
+        return None
+    return {"target_family": family, "source": source, "version": di.__version__}
+
+
+def _selection_note(chosen: dict[str, str] | None) -> str:
+    if chosen is None:
+        return ""
+    source = _SOURCES.get(chosen["source"], chosen["source"])
+    return (
+        f"\n\nThis wheel was built on the installing machine and resolved for GPU target "
+        f"family `{chosen['target_family']}` (from {source})."
+        " `rocm-sdk targets` shows it; to resolve again (another GPU, or a new "
+        "`ROCM_SDK_TARGET_FAMILY`), reinstall without the cached wheel: `pip install "
+        "--force-reinstall --no-deps --no-cache-dir rocm==<version>` (uv: `--reinstall "
+        "--no-cache`).\n"
+    )
+
+
 def metadata_text() -> str:
     """The wheel METADATA, with dependencies resolved on this machine."""
     di = _load_dist_info()
@@ -84,6 +116,7 @@ def metadata_text() -> str:
     for note in reqs.notes:
         print(f"rocm: {note}", file=sys.stderr)
     headers, body = _pkg_info()
+    body = body.rstrip("\n") + _selection_note(selection(di)) if body.strip() else body
     fields = [("Metadata-Version", "2.2"), ("Name", "rocm"), ("Version", di.__version__)]
     fields += headers + rocm_sdk_requires.metadata_fields(reqs)
     text = "".join(f"{k}: {v}\n" for k, v in fields)
@@ -173,6 +206,11 @@ def build_wheel(
     version = _file_version(_version_of(metadata))
     dist_info = f"rocm-{version}.dist-info"
     members = [(rel, path.read_bytes(), _mode(path)) for rel, path in _tree_files(ROOT / "src")]
+    chosen = selection(_load_dist_info())
+    if chosen is not None:
+        data = (json.dumps(chosen, indent=2, sort_keys=True) + "\n").encode("utf-8")
+        members.append((SELECTION_FILE, data, 0o644))
+        members.sort()
     members += [(f"{dist_info}/{n}", d, 0o644) for n, d in _dist_info_files(metadata).items()]
     filename = f"rocm-{version}-{WHEEL_TAG}.whl"
     Path(wheel_directory).mkdir(parents=True, exist_ok=True)

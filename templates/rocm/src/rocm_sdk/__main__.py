@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -43,7 +44,29 @@ def _targets(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RocmSdkError(f"cannot read dist_amdgpu_targets from {path}: {exc}") from exc
     print(";".join(value) if isinstance(value, list) else value)
+    _report_selection()
     return 0
+
+
+def _report_selection() -> None:
+    """On stderr (stdout stays the bare target list): which target family the ``rocm``
+    wheel was resolved for when pip or uv built it, and how to resolve it again."""
+    path = Path(__file__).with_name("_selection.json")
+    try:
+        chosen = json.loads(path.read_text(encoding="utf-8"))
+        family, source = str(chosen["target_family"]), str(chosen["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    print(f"rocm: this install was resolved for target family {family} (from {source})",
+          file=sys.stderr)
+    wanted = os.environ.get(di.TARGET_FAMILY_ENV, "").strip()
+    if wanted and wanted != family:
+        print(
+            f"rocm: {di.TARGET_FAMILY_ENV}={wanted} now, but pip/uv reuse the wheel they built "
+            f"for {family}; resolve again with: pip install --force-reinstall --no-deps "
+            f"--no-cache-dir rocm=={di.__version__} (uv: --reinstall --no-cache)",
+            file=sys.stderr,
+        )
 
 
 def _init(args: argparse.Namespace) -> int:
