@@ -233,3 +233,35 @@ def test_self_test_after_pip_install_target_with_nothing_on_path(
     )  # fmt: skip
     assert test.returncode != 0
     assert "hipconfig" in test.stdout + test.stderr
+
+
+def test_devel_without_profiler_then_uninstalled_leaves_nothing(
+    dist: Path, tmp_path: Path
+) -> None:
+    """Devel links into the profiler package never dangle: made when the profiler is
+    installed (then or later), recorded, and `pip uninstall rocm-sdk-devel` removes the
+    whole expanded tree; `rocm-sdk test` afterwards skips devel instead of asking for a
+    reinstall of what was just removed."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = str(venv / "bin/python")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "ROCM_SDK_"))}
+    pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
+           "--find-links", str(dist)]  # fmt: skip
+    subprocess.run([*pip, f"rocm[libraries,devel]=={VERSION}"], check=True, env=env)
+    rocm_sdk = [py, "-m", "rocm_sdk"]
+    init = subprocess.run([*rocm_sdk, "path", "--root"], capture_output=True, text=True, env=env)
+    assert init.returncode == 0, init.stderr
+    devel = Path(init.stdout.strip())
+    dangling = [p for p in devel.rglob("*") if p.is_symlink() and not p.exists()]
+    assert dangling == []
+    assert not (devel / "lib" / "librocprof-sys.so.1").exists()
+    subprocess.run([*pip, f"rocm-profiler=={VERSION}"], check=True, env=env)
+    subprocess.run([*rocm_sdk, "path", "--root"], check=True, env=env, capture_output=True)
+    assert (devel / "lib" / "librocprof-sys.so.1").is_file()  # made once the profiler came
+    uninstall = [py, "-m", "pip", "uninstall", "-y", "-q", "rocm-sdk-devel"]
+    subprocess.run(uninstall, check=True, env=env)
+    assert not devel.exists(), sorted(str(p) for p in devel.rglob("*"))
+    test = subprocess.run([*rocm_sdk, "test"], capture_output=True, text=True, env=env)
+    assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-3000:]
+    assert "reinstall" not in test.stdout + test.stderr

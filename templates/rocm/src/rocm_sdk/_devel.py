@@ -25,7 +25,7 @@ from ._device_links import RECONCILE_LOCK_NAME, reconcile_device_links
 from ._errors import DevelError
 from ._layout import find_dist_info, package_dir
 from ._record import LockedRecord, locked_record
-from ._tar_expand import extract_tree
+from ._tar_expand import extract_tree, reconcile_pending
 
 TARBALL_NAMES = ("_devel.tar.xz", "_devel.tar")
 
@@ -122,10 +122,23 @@ def expand(layout: DevelLayout) -> bool:
         return True
 
 
+def _reconcile_pending(layout: DevelLayout) -> None:
+    """Links into packages installed after the expansion (``rocm[profiler]`` later): made
+    now and recorded in the devel RECORD, so ``pip uninstall`` removes them too."""
+    dist_info = find_dist_info(layout.site, layout.dist_name)
+    record = dist_info / "RECORD" if dist_info is not None else None
+    if record is None or not record.is_file():
+        return
+    with locked_record(record) as locked:
+        added = reconcile_pending(layout.platform_dir)
+        locked.append(f"{layout.platform_dir.name}/{rel}" for rel in added)
+
+
 def get_devel_root() -> Path:
     """The expanded devel tree, expanding it and reconciling device links first."""
     layout = locate_devel()
     if not is_expanded(layout):
         expand(layout)
+    _reconcile_pending(layout)
     reconcile_device_links(layout.site, layout.platform_dir, di.__version__)
     return layout.platform_dir

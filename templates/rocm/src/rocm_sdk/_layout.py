@@ -37,9 +37,11 @@ def package_dir(name: str) -> Path | None:
     if spec is None:
         return None
     if spec.origin is None or not spec.origin.endswith("__init__.py"):
+        where = ", ".join(spec.submodule_search_locations or []) or "?"
         raise RocmSdkError(
-            f"{name!r} is not a regular package (no __init__.py); reinstall the wheel that "
-            "provides it"
+            f"{name!r} at {where} is not a regular package (no __init__.py): files left over "
+            "from a wheel that was uninstalled, or a wheel that lost its __init__.py. If you "
+            f"removed the package on purpose, delete {where}; otherwise reinstall it"
         )
     return Path(spec.origin).parent
 

@@ -9,6 +9,7 @@ Compiler-driver links directly under ``bin/`` and directory links stay symlinks.
 
 from __future__ import annotations
 
+import json
 import lzma
 import os
 import posixpath
@@ -17,7 +18,7 @@ import shutil
 import tarfile
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ._errors import DevelError, UnsafeArchiveError
 
@@ -196,17 +197,75 @@ def _symlinks_to_hardlinks(links: list[_Link], dest: Path) -> None:
             _replace_with_hardlink(resolved, path)
 
 
+PENDING_LINKS_NAME = ".devel_pending_links.json"
+
+
+def _set_aside_dangling(links: list[_Link], dest: Path) -> tuple[list[_Link], list[_Link]]:
+    """Split symlinks into kept ones and those into a package that is not installed (a
+    devel link into ``_rocm_profiler`` without ``rocm[profiler]``): those are removed, not
+    left dangling — a dangling link is also what ``pip uninstall`` leaves behind."""
+    kept: list[_Link] = []
+    pending: list[_Link] = []
+    real_dest = os.path.realpath(dest)
+    for link in links:
+        path = dest / link.relpath
+        if link.hard or os.path.exists(path):
+            kept.append(link)
+        elif _within(os.path.realpath(path), real_dest):
+            kept.append(link)  # dangling inside the tree itself: the archive's own choice
+        else:
+            path.unlink()
+            pending.append(link)
+    return kept, pending
+
+
 def extract_tree(tarball: Path, top: str, dest: Path, site: Path) -> list[str]:
     """Expand the members under ``top/`` of ``tarball`` into the new dir ``dest``.
 
     ``dest`` must be a direct child of ``site`` (like the final ``site/top``), so
     relative links resolve the same. Returns the POSIX relpaths (relative to
-    ``dest``) of every file and link created, sorted.
+    ``dest``) of every file and link created, sorted. Links into packages that are not
+    installed are listed in ``PENDING_LINKS_NAME`` instead (see :func:`reconcile_pending`).
     """
     dest.mkdir()
     files, links = _stream_pass(tarball, top, dest)
     _create_links(links, dest, top, hard=False)
     _check_symlink_targets(links, dest, site, top)
+    links, pending = _set_aside_dangling(links, dest)
     _create_links(links, dest, top, hard=True)
     _symlinks_to_hardlinks(links, dest)
-    return sorted(files + [link.relpath for link in links])
+    created = files + [link.relpath for link in links]
+    doc = [{"relpath": link.relpath, "target": link.target} for link in pending]
+    (dest / PENDING_LINKS_NAME).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return sorted([*created, PENDING_LINKS_NAME])
+
+
+def reconcile_pending(dest: Path) -> list[str]:
+    """Create the pending links whose package is installed now (as hardlinks to files, as
+    ``_symlinks_to_hardlinks`` makes them); return their relpaths for the RECORD. Links
+    whose package has gone since are removed again, so none ever dangles."""
+    path = dest / PENDING_LINKS_NAME
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    added: list[str] = []
+    for entry in doc if isinstance(doc, list) else []:
+        relpath, target = str(entry.get("relpath", "")), str(entry.get("target", ""))
+        link = dest / relpath
+        resolved = os.path.realpath(link.parent / target) if relpath else ""
+        if not relpath or ".." in PurePosixPath(relpath).parts:
+            continue
+        if os.path.lexists(link):
+            if not os.path.exists(resolved) and (link.is_symlink() or link.is_file()):
+                link.unlink()
+            continue
+        if os.path.isfile(resolved):
+            link.parent.mkdir(parents=True, exist_ok=True)
+            _replace_with_hardlink(resolved, link)
+            added.append(relpath)
+        elif os.path.isdir(resolved):
+            link.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, link)
+            added.append(relpath)
+    return added

@@ -12,7 +12,9 @@ from .._layout import find_dist_info, read_metadata_headers
 from .._record import read_record_paths
 from . import utils
 
-EXCLUDED_TOP_LEVEL = {"__init__.py", "__pycache__", ".devel_links"}
+EXCLUDED_TOP_LEVEL = {
+    "__init__.py", "__pycache__", ".devel_links", ".devel_pending_links.json"
+}
 
 
 class DevelTest(unittest.TestCase):
