@@ -24,12 +24,13 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Protocol
 
 from build_tools._archive_member import Member, looks_compressed, open_source
 from build_tools._zipwrite import DEFLATED, STORED, ZipEntry, ZipWriter, needs_zip64_header
 from kpack.errors import PackagingError
 
-__all__ = ["CHUNK_SIZE", "MemberStreamer", "WrittenMember", "default_jobs"]
+__all__ = ["CHUNK_SIZE", "ByteProgress", "MemberStreamer", "WrittenMember", "default_jobs"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,13 @@ _MAX_PENDING_MEMBERS = 4096
 _MAX_WINDOW_CHUNKS = 24  # bounds memory (about 2 x 96 MiB) however many workers there are
 
 _Task = tuple[bytes, bytes | None, bool]
+
+
+class ByteProgress(Protocol):
+    """Told about every member as it starts and every chunk as it is read."""
+
+    def file_started(self, name: str, size: int) -> None: ...
+    def advance(self, nbytes: int) -> None: ...
 
 
 def default_jobs() -> int:
@@ -114,7 +122,15 @@ class _Job:
 class MemberStreamer:
     """Write members to a :class:`ZipWriter` in the order added; use as a context manager."""
 
-    def __init__(self, writer: ZipWriter, *, jobs: int, level: int, compression: bool) -> None:
+    def __init__(
+        self,
+        writer: ZipWriter,
+        *,
+        jobs: int,
+        level: int,
+        compression: bool,
+        progress: ByteProgress | None = None,
+    ) -> None:
         if jobs < 1:
             raise PackagingError(f"jobs must be at least 1, not {jobs}")
         if not 0 <= level <= 9:
@@ -128,6 +144,7 @@ class MemberStreamer:
         self._inflight = 0
         self._batch = _Batch()
         self._written: list[WrittenMember] = []
+        self._progress = progress
 
     def __enter__(self) -> MemberStreamer:
         return self
@@ -145,7 +162,12 @@ class MemberStreamer:
         with open_source(member, CHUNK_SIZE) as stream:
             job: _Job | None = None
             prev: bytes | None = None
+            progress = self._progress
+            if progress is not None and stream.size is not None:
+                progress.file_started(member.arcname, stream.size)
             for data, last in stream.chunks:
+                if progress is not None:
+                    progress.advance(len(data))
                 if job is None:
                     known = (
                         stream.size if stream.size is not None else (len(data) if last else None)

@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +22,7 @@ from kpack.errors import PackagingError
 from .devel import write_devel_tar
 from .payload import PayloadFile
 from .plan import BuildPlan, PackagePlan
+from .progress import Progress
 from .report import REPORT_JSON, REPORT_MD, make_legacy_report, make_report, render_markdown
 from .sdist import write_sdist
 from .wheel import Member, write_wheel
@@ -30,7 +31,6 @@ __all__ = ["Built", "apply_plan"]
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,9 @@ def _devel_member(plan: BuildPlan, pkg: PackagePlan, work: Path) -> Member:
     return Member(arcname=pkg.devel_tar_name, source=tar_path)
 
 
-def _write_package(plan: BuildPlan, pkg: PackagePlan, out_dir: Path, work: Path) -> Path:
+def _write_package(
+    plan: BuildPlan, pkg: PackagePlan, out_dir: Path, work: Path, progress: Progress | None
+) -> Path:
     opts = plan.options
     out_dir.mkdir(parents=True, exist_ok=True)
     if pkg.kind == "meta":
@@ -84,6 +86,7 @@ def _write_package(plan: BuildPlan, pkg: PackagePlan, out_dir: Path, work: Path)
         compression=opts.wheel_compression,
         epoch=opts.epoch,
         jobs=opts.jobs,
+        progress=progress,
     )
     return result.path
 
@@ -124,12 +127,16 @@ def _prepare_dest(dest: Path) -> Path:
         raise PackagingError(f"destination is not writable: {exc.strerror}", path=dest) from exc
 
 
-def _write_one(plan: BuildPlan, pkg: PackagePlan, tmp: Path) -> Built:
+def _write_one(plan: BuildPlan, pkg: PackagePlan, tmp: Path, progress: Progress | None) -> Built:
     work = Path(tempfile.mkdtemp(prefix="work-", dir=tmp))
     if plan.options.build_packages:
         out_root = tmp / "dist"
-        path = _write_package(plan, pkg, out_root / pkg.subdir, work)
-        return Built(pkg, Path("dist") / path.relative_to(out_root), path.stat().st_size)
+        start = time.monotonic()
+        path = _write_package(plan, pkg, out_root / pkg.subdir, work, progress)
+        size = path.stat().st_size
+        if progress is not None:
+            progress.package_done(path.name, size, time.monotonic() - start)
+        return Built(pkg, Path("dist") / path.relative_to(out_root), size)
     stage_name = pkg.dist_name + (f"-{pkg.family}" if pkg.subdir else "")
     _stage_package(plan, pkg, tmp / "stage" / stage_name, work)
     return Built(pkg, Path(stage_name), 0)
@@ -162,13 +169,11 @@ def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]
     try:
         packages = plan.packages
         order = sorted(range(len(packages)), key=lambda i: -packages[i].input_bytes)
+        if progress is not None:
+            progress.set_total(sum(p.input_bytes for p in packages))
         with ThreadPoolExecutor(max_workers=min(2, plan.options.jobs)) as pool:
-            futures = {i: pool.submit(_write_one, plan, packages[i], tmp) for i in order}
-            built = []
-            for i in range(len(packages)):
-                built.append(futures[i].result())
-                if progress:
-                    progress(f"wrote {built[-1].path}")
+            futures = {i: pool.submit(_write_one, plan, packages[i], tmp, progress) for i in order}
+            built = [futures[i].result() for i in range(len(packages))]
         if plan.options.build_packages:
             _write_report(plan, built, tmp)
             _replace_dir(tmp / "dist", dest / "dist")

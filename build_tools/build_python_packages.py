@@ -17,7 +17,6 @@ import logging
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     from build_tools.artifacts import Catalog
     from build_tools.manifests import Manifests
     from build_tools.options import BuildOptions
+    from build_tools.progress import Progress
 
 __all__ = ["main"]
 
@@ -124,6 +124,10 @@ def _parser() -> argparse.ArgumentParser:
         help="worker threads for scanning and compression (default: CPU count)",
     )
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    p.add_argument(
+        "-q", "--quiet", action="store_true",
+        help="print errors only (no progress lines, notices or tables)",
+    )  # fmt: skip
     return p
 
 
@@ -147,16 +151,6 @@ def _nonce(text: str) -> str:
     if text and not all(c.isalnum() or c == "_" for c in text):
         raise UsageError(f"--version-suffix {text!r} may only hold letters, digits and '_'")
     return text
-
-
-def _progress(enabled: bool) -> Callable[[str], None]:
-    start = time.monotonic()
-
-    def say(message: str) -> None:
-        if enabled:
-            print(f"[{time.monotonic() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
-
-    return say
 
 
 def _size(n: int) -> str:
@@ -231,15 +225,27 @@ def _options(args: argparse.Namespace) -> BuildOptions:
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(levelname)s: %(message)s")
+    logging.basicConfig(
+        level=logging.ERROR if args.quiet else level, format="%(levelname)s: %(message)s"
+    )
+    from build_tools.progress import make_progress
+
+    progress = make_progress(quiet=args.quiet)
+    try:
+        return _run(args, progress)
+    finally:
+        progress.close()
+
+
+def _run(args: argparse.Namespace, progress: Progress) -> int:
     from build_tools.artifacts import scan_artifacts
     from build_tools.manifests import load_manifests
 
-    say = _progress(sys.stderr.isatty() or args.verbose > 0)
+    say = progress.phase
     options = _options(args)
     say(f"scanning {args.artifact_dir}")
     catalog = scan_artifacts(args.artifact_dir)
-    for notice in catalog.notices:
+    for notice in catalog.notices if not args.quiet else ():
         print(f"notice: {notice}", file=sys.stderr)
     mode = "kpack-split" if catalog.kpack_split else "legacy"
     say(f"{len(catalog.artifacts)} artifacts, {mode} mode")
@@ -250,7 +256,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         if catalog.kpack_split:
             catalog = _prepare_kpack(catalog, manifests, options, Path(split_dir), say)
         say("planning")
-        return _plan_and_apply(catalog, manifests, options, args.dry_run, say)
+        return _plan_and_apply(catalog, manifests, options, args, progress)
 
 
 def _prepare_kpack(
@@ -281,8 +287,8 @@ def _plan_and_apply(
     catalog: Catalog,
     manifests: Manifests,
     options: BuildOptions,
-    dry_run: bool,
-    say: Callable[[str], None],
+    args: argparse.Namespace,
+    progress: Progress,
 ) -> int:
     from build_tools.assemble import plan_build
     from build_tools.build import apply_plan
@@ -291,16 +297,24 @@ def _plan_and_apply(
     plan = plan_build(catalog, manifests, options)
     if catalog.kpack_split:
         check_required_packages(catalog, options, plan.packages)
-    for notice in plan.notices:
+    edits = sum(1 for p in plan.packages for f in p.payload if f.edit is not None)
+    progress.phase(
+        f"planned {len(plan.packages)} packages, {edits} ELF edits, "
+        f"{_size(sum(p.input_bytes for p in plan.packages))} of input"
+    )
+    for notice in plan.notices if not args.quiet else ():
         print(f"notice: {notice}", file=sys.stderr)
-    if dry_run:
+    if args.dry_run:
         rows = [("package", "family", "files", "input size")] + [
             (p.dist_name, p.family or "-", str(p.file_count), _size(p.input_bytes))
             for p in plan.packages
         ]
         print(_table(rows))
         return 0
-    built = apply_plan(plan, progress=say)
+    built = apply_plan(plan, progress=progress)
+    progress.phase("done")
+    if args.quiet:
+        return 0
     rows = [("package", "file", "files", "size")] + [
         (b.plan.dist_name, str(b.path), str(b.plan.file_count), _size(b.size)) for b in built
     ]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from build_tools._archive_deflate import MemberStreamer, WrittenMember, default_jobs
+from build_tools._archive_deflate import ByteProgress, MemberStreamer, WrittenMember, default_jobs
 from build_tools._archive_member import ContentSource, Member
 from build_tools._archive_names import (
     expand_tag,
@@ -63,6 +63,7 @@ def write_wheel(
     epoch: int | None = None,
     jobs: int | None = None,
     generator: str = "rocm-python-packaging",
+    progress: ByteProgress | None = None,
 ) -> WheelResult:
     """Write ``<dest_dir>/<wheel_filename>`` atomically and return what was written."""
     name = normalize_dist_name(dist_name)
@@ -83,7 +84,11 @@ def write_wheel(
     with atomic_output(final) as handle:
         writer = ZipWriter(handle, resolve_epoch(epoch))
         with MemberStreamer(
-            writer, jobs=jobs or default_jobs(), level=level, compression=compression
+            writer,
+            jobs=jobs or default_jobs(),
+            level=level,
+            compression=compression,
+            progress=progress,
         ) as streamer:
             for member in ordered:
                 streamer.add(member)

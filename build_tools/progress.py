@@ -1,0 +1,176 @@
+"""What the builder tells a person or a CI log while it works (the CLI's concern only).
+
+- Not a terminal (a CI log): one line per phase — scan, split, plan (with the ELF edits
+  planned), each package *as it completes* with its size and the time it took — each line
+  flushed at once, with the elapsed time in front. A file over :data:`LARGE_FILE` gets a
+  line when its compression starts, and another every :data:`LOG_EVERY` seconds.
+- A terminal: a live display from ``rich`` — a bar over every input byte, the phase, and
+  the same per-package lines above it.
+- ``-q``: nothing but errors.
+
+Library code reports through a :class:`Progress` it is handed; it never prints.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import IO, Protocol
+
+__all__ = ["LARGE_FILE", "LineProgress", "Progress", "QuietProgress", "make_progress"]
+
+#: Files at least this large get their own progress lines.
+LARGE_FILE = 256 << 20
+#: Seconds between two progress lines of one long file in a log.
+LOG_EVERY = 10.0
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"  # pragma: no cover
+
+
+class Progress(Protocol):
+    def phase(self, message: str) -> None: ...
+    def set_total(self, nbytes: int) -> None: ...
+    def file_started(self, name: str, size: int) -> None: ...
+    def advance(self, nbytes: int) -> None: ...
+    def package_done(self, name: str, size: int, seconds: float) -> None: ...
+    def close(self) -> None: ...
+
+
+class QuietProgress:
+    """``-q``: errors only."""
+
+    def phase(self, message: str) -> None:
+        pass
+
+    def set_total(self, nbytes: int) -> None:
+        pass
+
+    def file_started(self, name: str, size: int) -> None:
+        pass
+
+    def advance(self, nbytes: int) -> None:
+        pass
+
+    def package_done(self, name: str, size: int, seconds: float) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class LineProgress:
+    """Plain, flushed lines for logs; safe to call from the writer threads."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._start = time.monotonic()
+        self._lock = threading.Lock()
+        self._large: tuple[str, int, int, float] | None = None  # name, size, done, last line
+
+    def _line(self, message: str) -> None:
+        with self._lock:
+            elapsed = time.monotonic() - self._start
+            self._stream.write(f"[{elapsed:7.1f}s] {message}\n")
+            self._stream.flush()
+
+    def phase(self, message: str) -> None:
+        self._line(message)
+
+    def set_total(self, nbytes: int) -> None:
+        self._line(f"writing packages from {_size(nbytes)} of input")
+
+    def file_started(self, name: str, size: int) -> None:
+        if size >= LARGE_FILE:
+            self._large = (name, size, 0, time.monotonic())
+            self._line(f"  compressing {name} ({_size(size)})")
+
+    def advance(self, nbytes: int) -> None:
+        large = self._large
+        if large is None:
+            return
+        name, size, done, last = large
+        done += nbytes
+        now = time.monotonic()
+        if done >= size:
+            self._large = None
+        elif now - last >= LOG_EVERY:
+            self._large = (name, size, done, now)
+            self._line(f"  compressing {name}: {done / size:.0%} of {_size(size)}")
+        else:
+            self._large = (name, size, done, last)
+
+    def package_done(self, name: str, size: int, seconds: float) -> None:
+        self._line(f"wrote {name} ({_size(size)}, {seconds:.1f} s)")
+
+    def close(self) -> None:
+        pass
+
+
+class RichProgress:
+    """A live display on a terminal (``rich``), with the package lines above it."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TransferSpeedColumn,
+        )
+        from rich.progress import Progress as Bar
+
+        self._start = time.monotonic()
+        self._bar = Bar(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(binary_units=False),
+            TransferSpeedColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._task = self._bar.add_task("starting", total=None)
+        self._bar.start()
+
+    def _print(self, message: str) -> None:
+        self._bar.console.print(
+            f"[{time.monotonic() - self._start:7.1f}s] {message}", markup=False, highlight=False
+        )
+
+    def phase(self, message: str) -> None:
+        self._bar.update(self._task, description=message)
+        self._print(message)
+
+    def set_total(self, nbytes: int) -> None:
+        self._bar.update(self._task, total=nbytes, completed=0, description="writing packages")
+
+    def file_started(self, name: str, size: int) -> None:
+        if size >= LARGE_FILE:
+            self._bar.update(self._task, description=f"compressing {name}")
+
+    def advance(self, nbytes: int) -> None:
+        self._bar.advance(self._task, nbytes)
+
+    def package_done(self, name: str, size: int, seconds: float) -> None:
+        self._print(f"wrote {name} ({_size(size)}, {seconds:.1f} s)")
+
+    def close(self) -> None:
+        self._bar.stop()
+
+
+def make_progress(*, quiet: bool, stream: IO[str] | None = None) -> Progress:
+    """Quiet, live (stderr is a terminal) or line-by-line (a log)."""
+    stream = stream or sys.stderr
+    if quiet:
+        return QuietProgress()
+    if stream.isatty():
+        return RichProgress()
+    return LineProgress(stream)

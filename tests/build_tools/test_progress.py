@@ -1,0 +1,102 @@
+"""What a person and a CI log see while the builder works."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from build_tools import progress as progress_module
+from build_tools.progress import LineProgress, make_progress
+
+from .treeutil import add_artifact, write_manifest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _tree(root: Path) -> Path:
+    write_manifest(root)
+    add_artifact(root, "core-hip_lib_generic", "core/clr/stage", {"share/hip/version": b"5.2"})
+    add_artifact(root, "core-runtime_lib_generic", "s", {"share/blob.bin": os.urandom(3 << 20)})
+    return root
+
+
+def _build(tree: Path, dest: Path, *extra: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    streams = kw or {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-m", "build_tools.build_python_packages", "--artifact-dir", str(tree),
+         "--dest-dir", str(dest), "--version", "1.0", *extra],
+        cwd=REPO, text=True, check=False, **streams,
+    )  # fmt: skip
+
+
+def test_a_ci_log_gets_a_line_per_phase_and_per_package(tmp_path: Path) -> None:
+    proc = _build(_tree(tmp_path / "tree"), tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("notice:")]
+    stamped = re.compile(r"^\[ *\d+\.\ds\] ")
+    assert all(stamped.match(line) for line in lines), lines
+    text = "\n".join(stamped.sub("", line) for line in lines)
+    for phase in ("scanning", "3 artifacts, legacy mode", "planning", "planned 3 packages"):
+        assert phase in text, text
+    wrote = [line for line in text.splitlines() if line.startswith("wrote ")]
+    built = sorted(p.name for p in (tmp_path / "out" / "dist").rglob("*") if p.is_file())
+    assert sorted(w.split()[1] for w in wrote) == built  # each package, once
+    assert all(re.search(r"\(\d+\.\d (KB|MB|GB)|\(\d+ B", w) and " s)" in w for w in wrote)
+    assert text.splitlines()[-1] == "done"
+
+
+def test_quiet_prints_nothing_but_errors(tmp_path: Path) -> None:
+    tree = _tree(tmp_path / "tree")
+    proc = _build(tree, tmp_path / "out", "-q")
+    assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == "", proc.stderr
+    proc = _build(tree, tree / "inside", "-q")
+    assert proc.returncode == 1 and proc.stderr.startswith("error: ")
+
+
+def test_a_terminal_gets_a_live_display(tmp_path: Path) -> None:
+    master, slave = os.openpty()
+    try:
+        proc = _build(_tree(tmp_path / "tree"), tmp_path / "out", stderr=slave, stdout=slave)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    screen = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, screen
+    assert "writing packages" in screen and "\x1b[" in screen  # rich's live bar
+    assert "wrote rocm_sdk_core-1.0" in screen
+
+
+def test_a_long_file_reports_as_it_goes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress_module, "LARGE_FILE", 100)
+    monkeypatch.setattr(progress_module, "LOG_EVERY", 0.0)
+    out = io.StringIO()
+    line = LineProgress(out)
+    line.file_started("lib/libbig.so", 1000)
+    line.advance(400)
+    line.advance(600)
+    text = out.getvalue()
+    assert "compressing lib/libbig.so (1.0 KB)" in text
+    assert "compressing lib/libbig.so: 40% of 1.0 KB" in text
+    small = io.StringIO()
+    LineProgress(small).file_started("lib/small.so", 10)
+    assert small.getvalue() == ""
+
+
+def test_make_progress_picks_by_stream() -> None:
+    assert type(make_progress(quiet=True)).__name__ == "QuietProgress"
+    assert type(make_progress(quiet=False, stream=io.StringIO())).__name__ == "LineProgress"
