@@ -267,7 +267,23 @@ def _print_result(result: SplitResult) -> None:
         print(f"  note: {note}")
 
 
+def _rocm_kpack_options(args: argparse.Namespace) -> None:
+    """rocm-kpack's ``split_artifacts.py`` options, so TheRock's CMake can call us as is."""
+    if args.clang_offload_bundler is not None:
+        print(
+            f"notice: --clang-offload-bundler {args.clang_offload_bundler} is not needed and "
+            "ignored: offload bundles are read in-process",
+            file=sys.stderr,
+        )
+    if args.tmp_dir is not None:
+        if not args.tmp_dir.is_dir():
+            raise UsageError("--tmp-dir is not a directory", path=args.tmp_dir)
+        tempfile.tempdir = str(args.tmp_dir)
+        os.environ["TMPDIR"] = str(args.tmp_dir)  # for the worker processes too
+
+
 def cmd_split(args: argparse.Namespace) -> int:
+    _rocm_kpack_options(args)
     if args.artifact_prefix is not None and args.artifact_dir is None:
         raise UsageError("--artifact-prefix applies to --artifact-dir only (batch mode derives it)")
     if args.compression_level is not None and args.compression == "none":
@@ -399,6 +415,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--compression-level", type=int, metavar="N", help="zstd level 1-22 (3)")
     p.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (2)")
     p.add_argument("--force", action="store_true", help="replace existing output dirs")
+    p.add_argument(
+        "--tmp-dir", type=Path, metavar="DIR",
+        help="where temporary files go (rocm-kpack's option; default: TMPDIR)",
+    )  # fmt: skip
+    p.add_argument(
+        "--clang-offload-bundler", type=Path, metavar="PATH",
+        help="accepted for rocm-kpack's command line and ignored: bundles are read in-process",
+    )  # fmt: skip
     p.set_defaults(func=cmd_split)
 
     p = sub.add_parser(

@@ -524,3 +524,38 @@ def test_bundle_triples_in_metadata(capsys: pytest.CaptureFixture[str], installe
             "target": AMDGCN + "gfx942:xnack+",
             "source_prefix": BLAS,
         }
+
+
+def test_rocm_kpack_command_line_as_therock_calls_it(
+    tree: BlasTree, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rocm-kpack's split_artifacts.py options, exactly as TheRock's CMake passes them:
+    --clang-offload-bundler is accepted and ignored with one notice, --tmp-dir and
+    --verbose work, and the artifact set is the one our own command line writes."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    theirs = tmp_path / "theirs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kpack", "split-artifacts", "--artifact-dir", str(tree.artifact),
+         "--artifact-prefix", "blas_lib", "--output-dir", str(theirs), "--split-databases",
+         "rocblas", "--tmp-dir", str(tmp), "--verbose", "--clang-offload-bundler",
+         "/opt/rocm/llvm/bin/clang-offload-bundler"],
+        capture_output=True, text=True, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    notices = [line for line in proc.stderr.splitlines() if line.startswith("notice:")]
+    assert len(notices) == 1 and "--clang-offload-bundler" in notices[0] and "ignored" in notices[0]
+    ours = tmp_path / "ours"
+    rc, _, err = run_cli(
+        capsys, "split-artifacts", "--artifact-dir", tree.artifact, "--output-dir", ours,
+        "--split-databases", "rocblas",
+    )  # fmt: skip
+    assert rc == 0, err
+    assert listing(theirs) == listing(ours)
+    assert list(tmp.iterdir()) == []  # nothing left in --tmp-dir
+    proc = subprocess.run(
+        [sys.executable, "-m", "kpack", "split-artifacts", "--artifact-dir", str(tree.artifact),
+         "--output-dir", str(tmp_path / "x"), "--tmp-dir", str(tmp_path / "missing")],
+        capture_output=True, text=True, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "--tmp-dir is not a directory" in one_error_line(proc.stderr)
