@@ -326,6 +326,7 @@ def test_a_write_failing_half_way_gives_one_line_and_keeps_dist(tmp_path: Path) 
             str(dest),
             "--version",
             "1.0",
+            "-q",
         ],
         cwd=REPO,
         capture_output=True,
