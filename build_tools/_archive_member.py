@@ -40,14 +40,20 @@ _COMPRESSED_MAGIC: tuple[bytes, ...] = (
     b"\x1f\x8b",  # gzip
     b"PK\x03\x04",  # zip (also wheels, jars)
     b"PK\x05\x06",  # empty zip
-    b"KPAK",  # .kpack archive (zstd per kernel)
 )
+_KPAK = b"KPAK"
+_ZSTD_FRAME = b"\x28\xb5\x2f\xfd"
+# A zstd-per-kernel .kpack has its first frame at 64 + 8 (num_kernels, frame_size[0]); a
+# scheme-none archive (rocm-kpack's older writer) holds raw code objects there instead.
+_KPAK_FIRST_FRAME = 72
 _BZIP2_LEVELS = b"123456789"
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 def looks_compressed(head: bytes) -> bool:
     """True when ``head`` (the first bytes of a member) starts a compressed format."""
+    if head.startswith(_KPAK):  # compressed only in the zstd-per-kernel scheme
+        return head[_KPAK_FIRST_FRAME : _KPAK_FIRST_FRAME + 4] == _ZSTD_FRAME
     if head.startswith(_COMPRESSED_MAGIC):
         return True
     return len(head) >= 4 and head[:3] == b"BZh" and head[3] in _BZIP2_LEVELS

@@ -282,6 +282,7 @@ def _verify_record(root: Path, record_name: str, sha256: dict[str, bytes], path:
         raise PackagingError(f"bad RECORD: cannot parse {record_name}: {exc}", path=path) from exc
     problems: list[str] = []
     listed: set[str] = set()
+    unhashed = 0
     for number, row in enumerate(rows, 1):
         if not row:
             continue
@@ -296,6 +297,14 @@ def _verify_record(root: Path, record_name: str, sha256: dict[str, bytes], path:
             problems.append(f"{arcname}: listed in RECORD but not in the wheel")
             continue
         problems += _check_row(root, record_name, arcname, hash_field, size_field, sha256)
+        skipped = arcname == record_name or arcname.endswith(_SIGNATURES)
+        unhashed += not hash_field and not skipped
+    if unhashed:
+        log.warning(
+            "%s: %d RECORD entries have no hash (accepted, as pip accepts them; sizes checked "
+            "where given; the output RECORD hashes every file)",
+            path.name, unhashed,
+        )  # fmt: skip
     unlisted = sorted(set(sha256) - listed)
     problems += [f"{name}: in the wheel but not listed in RECORD" for name in unlisted]
     if problems:
@@ -308,19 +317,20 @@ def _check_row(
 ) -> list[str]:  # fmt: skip
     if arcname == record_name or arcname.endswith(_SIGNATURES):
         return []
-    algorithm, _, encoded = hash_field.partition("=")
-    if not encoded:
-        return [f"{arcname}: no hash in RECORD"]
-    if algorithm in _WEAK or algorithm not in hashlib.algorithms_guaranteed:
-        return [f"{arcname}: hash algorithm {algorithm!r} is not allowed"]
-    if algorithm == "sha256":
-        digest = sha256[arcname]
-    else:
-        digest = hashlib.new(algorithm, (root / arcname).read_bytes()).digest()
     problems = []
-    actual = base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-    if encoded.rstrip("=") != actual:
-        problems.append(f"{arcname}: {algorithm} mismatch (RECORD {encoded}, file {actual})")
+    algorithm, _, encoded = hash_field.partition("=")
+    if encoded:  # a row without a hash (`path,,size`) is accepted, as pip accepts it
+        if algorithm in _WEAK or algorithm not in hashlib.algorithms_guaranteed:
+            return [f"{arcname}: hash algorithm {algorithm!r} is not allowed"]
+        if algorithm == "sha256":
+            digest = sha256[arcname]
+        else:
+            digest = hashlib.new(algorithm, (root / arcname).read_bytes()).digest()
+        actual = base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+        if encoded.rstrip("=") != actual:
+            problems.append(f"{arcname}: {algorithm} mismatch (RECORD {encoded}, file {actual})")
+    elif hash_field:
+        return [f"{arcname}: malformed hash field {hash_field!r}"]
     size = (root / arcname).stat().st_size
     if size_field and size_field != str(size):
         problems.append(f"{arcname}: size mismatch (RECORD {size_field}, file {size})")

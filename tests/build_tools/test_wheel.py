@@ -234,8 +234,34 @@ MAGICS = {
     "gzip": b"\x1f\x8b\x08",
     "zip": b"PK\x03\x04",
     "bzip2": b"BZh9",
-    "kpack": b"KPAK",
 }
+
+
+def _kpack(tmp_path: Path, scheme: str) -> bytes:
+    """A real .kpack archive in ``scheme`` (our writer, as the splitters write them)."""
+    from kpack.archive import KernelInput, write_kpack
+
+    path = tmp_path / f"{scheme}.kpack"
+    code = b"\x7fELF" + b"device code " * 3000
+    kernels = [KernelInput(f"lib/x.so#{i}", "gfx942", code) for i in range(3)]
+    write_kpack(path, kernels, group_name="x", gfx_arch_family="gfx942", scheme=scheme)  # type: ignore[arg-type]
+    return path.read_bytes()
+
+
+def test_kpack_archives_are_stored_only_when_compressed(tmp_path: Path) -> None:
+    """zstd-per-kernel archives are stored; scheme-none ones (rocm-kpack's older splitter)
+    are deflated like any other uncompressed member."""
+    members = [
+        Member("a/zstd.kpack", _kpack(tmp_path, "zstd-per-kernel")),
+        Member("a/none.kpack", _kpack(tmp_path, "none")),
+    ]
+    result = build(tmp_path / "w", members)
+    with zipfile.ZipFile(result.path) as zf:
+        infos = {i.filename: i for i in zf.infolist()}
+    assert infos["a/zstd.kpack"].compress_type == zipfile.ZIP_STORED
+    none = infos["a/none.kpack"]
+    assert none.compress_type == zipfile.ZIP_DEFLATED
+    assert none.compress_size < none.file_size // 5
 
 
 def test_stored_or_deflated_decisions(tmp_path: Path) -> None:

@@ -383,3 +383,57 @@ def test_split_wheels_pass_the_upload_oracles(split: tuple[Path, spw.SplitReport
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert contents.returncode == 0, contents.stdout + contents.stderr
+
+
+def _strip_hashes(members: dict[str, bytes], *, bad_size: bool = False) -> dict[str, bytes]:
+    """RECORD rows as ``path,,size`` (no hash), as onnxruntime-rocm's wheels on PyPI have."""
+    name = next(n for n in members if n.endswith(".dist-info/RECORD"))
+    rows = []
+    for line in members[name].decode().splitlines():
+        path, _hash, size = line.split(",")
+        if path != name and size:
+            size = str(int(size) + 1) if bad_size and path.endswith("__init__.py") else size
+            line = f"{path},,{size}"
+        rows.append(line)
+    return {**members, name: ("\n".join(rows) + "\n").encode()}
+
+
+def test_record_rows_without_a_hash_are_accepted_as_pip_does(
+    fat_wheel: Path, tmp_path: Path
+) -> None:
+    from wheel_fixtures import rewrite_zip
+
+    (tmp_path / "in").mkdir()
+    src = rewrite_zip(fat_wheel, tmp_path / "in" / fat_wheel.name, _strip_hashes)
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kpack", "split-wheel", "--input", str(src), "--output-dir",
+         str(out), "--wheel-type", "torch-fat"],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "have no hash" in line]
+    assert len(warnings) == 1 and "RECORD entries have no hash" in warnings[0], proc.stderr
+    stripped = _strip_hashes(_members(fat_wheel))[_record(fat_wheel)].decode().splitlines()
+    count = sum(1 for line in stripped if ",," in line and "RECORD" not in line)
+    assert f" {count} RECORD entries" in warnings[0]
+    for wheel in out.glob("*.whl"):  # every output RECORD hashes every file
+        with zipfile.ZipFile(wheel) as zf:
+            record = zf.read(next(n for n in zf.namelist() if n.endswith("RECORD"))).decode()
+        rows = [r.split(",") for r in record.splitlines() if r]
+        assert all(h.startswith("sha256=") for p, h, _ in rows if not p.endswith("RECORD"))
+    (tmp_path / "bad").mkdir()
+    bad = rewrite_zip(
+        fat_wheel, tmp_path / "bad" / fat_wheel.name, lambda m: _strip_hashes(m, bad_size=True)
+    )
+    with pytest.raises(PackagingError, match="size mismatch"):
+        spw.split_wheel(bad, tmp_path / "out2", _options())
+
+
+def _members(wheel: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel) as zf:
+        return {i.filename: zf.read(i) for i in zf.infolist()}
+
+
+def _record(wheel: Path) -> str:
+    return next(n for n in _members(wheel) if n.endswith(".dist-info/RECORD"))
