@@ -4,7 +4,7 @@ Builds (or takes with ``--input DIR``) a tree of mixed files: one big ELF-like l
 several medium ones, many small headers and Python files, and a few already-compressed
 members. Each trial runs in a fresh child process, so its peak RSS is its own. The
 baseline writes every file with ``zipfile.ZipFile(..., ZIP_DEFLATED, compresslevel=L)``
-in one thread; ours calls :func:`build_tools.wheel.write_wheel` with the same level.
+in one thread; ours calls :func:`kpack.wheelfile.write_wheel` with the same level.
 Baseline and ours alternate; the best wall time of each is compared.
 
 Acceptance (issue): ours <= 0.6 x baseline wall time, peak RSS <= 400 MB.
@@ -123,7 +123,7 @@ def trial_baseline(files: list[tuple[str, Path]], out: Path, level: int) -> None
 
 def trial_ours(files: list[tuple[str, Path]], out: Path, level: int, jobs: int | None) -> None:
     sys.path.insert(0, str(REPO))
-    from build_tools.wheel import Member, write_wheel
+    from kpack.wheelfile import Member, write_wheel
 
     members = [
         Member(arcname, path, executable=os.access(path, os.X_OK)) for arcname, path in files

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.errors import PackagingError
+from kpack.wheelfile import Member, write_wheel
 
 from .devel import write_devel_tar
 from .payload import PayloadFile
@@ -25,12 +26,10 @@ from .plan import BuildPlan, PackagePlan
 from .progress import Progress
 from .report import REPORT_JSON, REPORT_MD, make_legacy_report, make_report, render_markdown
 from .sdist import write_sdist
-from .wheel import Member, write_wheel
 
 __all__ = ["Built", "apply_plan"]
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)

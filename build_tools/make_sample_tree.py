@@ -160,35 +160,104 @@ def sample_compiles() -> tuple[Compile, ...]:
     hipsample = ("hipsample.hip", "hipsample.h")
     rocprof = ("rocprof_sys.c", "rocprof_sys.h")
     compiles = [
-        Compile("libhipsample.so.1.0", "hipcc", hipsample, (
-            *fat_so, "-Wl,-soname,libhipsample.so.1", "hipsample.hip", "-o", "libhipsample.so.1.0",
-        )),
-        Compile("libhipsample_lld.so.1", "hipcc", hipsample, (
-            *fat_so, "-fuse-ld=lld", "-Wl,-soname,libhipsample_lld.so.1", "hipsample.hip",
-            "-o", "libhipsample_lld.so.1",
-        )),
-        Compile("hip-sample-info", "hipcc", ("hip_sample_info.hip",), (
-            "-O2", *_arch_flags(INFO_ARCHS), "hip_sample_info.hip", "-o", "hip-sample-info",
-        )),
+        Compile(
+            "libhipsample.so.1.0",
+            "hipcc",
+            hipsample,
+            (
+                *fat_so,
+                "-Wl,-soname,libhipsample.so.1",
+                "hipsample.hip",
+                "-o",
+                "libhipsample.so.1.0",
+            ),
+        ),
+        Compile(
+            "libhipsample_lld.so.1",
+            "hipcc",
+            hipsample,
+            (
+                *fat_so,
+                "-fuse-ld=lld",
+                "-Wl,-soname,libhipsample_lld.so.1",
+                "hipsample.hip",
+                "-o",
+                "libhipsample_lld.so.1",
+            ),
+        ),
+        Compile(
+            "hip-sample-info",
+            "hipcc",
+            ("hip_sample_info.hip",),
+            (
+                "-O2",
+                *_arch_flags(INFO_ARCHS),
+                "hip_sample_info.hip",
+                "-o",
+                "hip-sample-info",
+            ),
+        ),
         # Host-only program: one --offload-arch only keeps hipcc from probing for a GPU.
-        Compile("hipsample-test", "hipcc", ("hipsample_test.hip", "hipsample.h"), (
-            "-O2", "--offload-arch=gfx900", "hipsample_test.hip", "-o", "hipsample-test",
-            "-L.", "-l:libhipsample.so.1.0",
-        ), needs=("libhipsample.so.1.0",)),
-        Compile("librocprof-sys.so.1.2.0", "cc", rocprof, (
-            "-O2", "-fPIC", "-shared", "-Wl,-soname,librocprof-sys.so.1", "rocprof_sys.c",
-            "-o", "librocprof-sys.so.1.2.0",
-        )),
-        Compile("libprofiler-hub.so.0.1.0", "cc", ("profiler_hub.c",), (
-            "-O2", "-fPIC", "-shared", "-Wl,-soname,libprofiler-hub.so.0", "profiler_hub.c",
-            "-o", "libprofiler-hub.so.0.1.0",
-        )),
+        Compile(
+            "hipsample-test",
+            "hipcc",
+            ("hipsample_test.hip", "hipsample.h"),
+            (
+                "-O2",
+                "--offload-arch=gfx900",
+                "hipsample_test.hip",
+                "-o",
+                "hipsample-test",
+                "-L.",
+                "-l:libhipsample.so.1.0",
+            ),
+            needs=("libhipsample.so.1.0",),
+        ),
+        Compile(
+            "librocprof-sys.so.1.2.0",
+            "cc",
+            rocprof,
+            (
+                "-O2",
+                "-fPIC",
+                "-shared",
+                "-Wl,-soname,librocprof-sys.so.1",
+                "rocprof_sys.c",
+                "-o",
+                "librocprof-sys.so.1.2.0",
+            ),
+        ),
+        Compile(
+            "libprofiler-hub.so.0.1.0",
+            "cc",
+            ("profiler_hub.c",),
+            (
+                "-O2",
+                "-fPIC",
+                "-shared",
+                "-Wl,-soname,libprofiler-hub.so.0",
+                "profiler_hub.c",
+                "-o",
+                "libprofiler-hub.so.0.1.0",
+            ),
+        ),
     ]
     compiles += [
-        Compile(tool, "cc", ("rocprof_sys_tool.c", "rocprof_sys.h"), (
-            "-O2", f'-DROCPROF_SYS_TOOL="{tool}"', "rocprof_sys_tool.c", "-o", tool,
-            "-L.", "-l:librocprof-sys.so.1.2.0",
-        ), needs=("librocprof-sys.so.1.2.0",))
+        Compile(
+            tool,
+            "cc",
+            ("rocprof_sys_tool.c", "rocprof_sys.h"),
+            (
+                "-O2",
+                f'-DROCPROF_SYS_TOOL="{tool}"',
+                "rocprof_sys_tool.c",
+                "-o",
+                tool,
+                "-L.",
+                "-l:librocprof-sys.so.1.2.0",
+            ),
+            needs=("librocprof-sys.so.1.2.0",),
+        )
         for tool in ROCPROF_SYS_TOOLS
     ]
     return tuple(compiles)
@@ -248,8 +317,9 @@ def build_products(compilers: dict[Tool, Compiler], cache: Path) -> dict[str, Pa
             ready = [j for j in pending if all(n in products for n in j.needs)]
             if not ready:
                 raise ToolError("sample compiles have unsatisfiable dependencies")
-            futures = [(j, pool.submit(_build_one, j, compilers[j.tool], products, cache))
-                       for j in ready]
+            futures = [
+                (j, pool.submit(_build_one, j, compilers[j.tool], products, cache)) for j in ready
+            ]
             for job, future in futures:
                 products[job.output] = future.result()
             pending = [j for j in pending if j not in ready]
@@ -261,8 +331,11 @@ def build_products(compilers: dict[Tool, Compiler], cache: Path) -> dict[str, Pa
 
 def _tool_identity(command: Sequence[str], env: dict[str, str]) -> str:
     proc = subprocess.run(
-        [*command, "--version"], env={**os.environ, **env},
-        capture_output=True, text=True, check=False,
+        [*command, "--version"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if proc.returncode != 0:
         raise ToolError(
@@ -286,8 +359,7 @@ def locate_compilers(need_apt: bool) -> dict[Tool, Compiler]:
         raise ToolError("cannot build the sample tree; missing programs", problems=missing)
     hip_env = {"HIP_PLATFORM": "amd"}
     return {
-        "hipcc": Compiler(("hipcc",), _tool_identity(("hipcc",), hip_env),
-                          tuple(hip_env.items())),
+        "hipcc": Compiler(("hipcc",), _tool_identity(("hipcc",), hip_env), tuple(hip_env.items())),
         "cc": Compiler(cc, _tool_identity(cc, {}), ()),
     }
 
@@ -374,8 +446,12 @@ def _plan_base(p: _Planner, kpack_split: bool) -> None:
     }
     dist_info = {"dist_amdgpu_targets": _dist_targets()}
     for name, value in (("therock_manifest.json", manifest), ("dist_info.json", dist_info)):
-        p.text("base_lib_generic", BASE, f"share/therock/{name}",
-               json.dumps(value, indent=2, sort_keys=True) + "\n")
+        p.text(
+            "base_lib_generic",
+            BASE,
+            f"share/therock/{name}",
+            json.dumps(value, indent=2, sort_keys=True) + "\n",
+        )
 
 
 def _plan_core(
@@ -389,31 +465,41 @@ def _plan_core(
     p.text("core-hip_lib_generic", HIP, "share/therock/NOTICE.txt", NOTICE)
 
     p.add("core-hip_dev_generic", HIP, "include/hip", hip_dev / "usr/include/hip")
-    p.add("core-hip_dev_generic", HIP, "lib/libamdhip64.so",
-          _one(hip_dev, "usr/lib/*/libamdhip64.so"))
+    p.add(
+        "core-hip_dev_generic", HIP, "lib/libamdhip64.so", _one(hip_dev, "usr/lib/*/libamdhip64.so")
+    )
     p.add("core-hip_dev_generic", HIP, "lib/cmake", _one(hip_dev, "usr/lib/*/cmake"))
 
     # hipconfig is a Perl wrapper that execs hipconfig.pl, which loads hipvars.pm.
     for name in ("hipconfig", "hipconfig.pl", "hipvars.pm"):
         p.add("core-hip_run_generic", HIP, f"bin/{name}", debs["hipcc"] / "usr/bin" / name)
-    p.add("core-hip_run_generic", HIP, "libexec/hip-sample/hip-sample-info",
-          products["hip-sample-info"])
-    p.link("core-hip_run_generic", HIP, "bin/hip-sample-info",
-           "../libexec/hip-sample/hip-sample-info")
+    p.add(
+        "core-hip_run_generic",
+        HIP,
+        "libexec/hip-sample/hip-sample-info",
+        products["hip-sample-info"],
+    )
+    p.link(
+        "core-hip_run_generic", HIP, "bin/hip-sample-info", "../libexec/hip-sample/hip-sample-info"
+    )
 
-    _add_library(p, "core-runtime_lib_generic", ROCR, debs["libhsa-runtime64-1"],
-                 "libhsa-runtime64.so.1")
+    _add_library(
+        p, "core-runtime_lib_generic", ROCR, debs["libhsa-runtime64-1"], "libhsa-runtime64.so.1"
+    )
     p.text("core-runtime_lib_generic", ROCR, "share/therock/NOTICE.txt", NOTICE)
     _add_library(p, "amd-llvm_lib_generic", LLVM, debs["libamd-comgr2"], "libamd_comgr.so.2")
 
 
-def _plan_math(p: _Planner, debs: dict[str, Path], products: dict[str, Path],
-               lib_target: str) -> None:
+def _plan_math(
+    p: _Planner, debs: dict[str, Path], products: dict[str, Path], lib_target: str
+) -> None:
     rand = f"rand_lib_{lib_target}"
     _add_library(p, rand, ROCRAND, debs["librocrand1"], "librocrand.so.1")
     _add_library(p, rand, HIPRAND, debs["libhiprand1"], "libhiprand.so.1")
-    for stage, pkg, sub in ((ROCRAND, "librocrand-dev", "rocrand"),
-                            (HIPRAND, "libhiprand-dev", "hiprand")):
+    for stage, pkg, sub in (
+        (ROCRAND, "librocrand-dev", "rocrand"),
+        (HIPRAND, "libhiprand-dev", "hiprand"),
+    ):
         root = debs[pkg]
         p.add("rand_dev_generic", stage, f"include/{sub}", root / "usr/include" / sub)
         p.add("rand_dev_generic", stage, f"lib/cmake/{sub}", _one(root, f"usr/lib/*/cmake/{sub}"))
@@ -435,16 +521,24 @@ def _plan_math(p: _Planner, debs: dict[str, Path], products: dict[str, Path],
 
 def _plan_profiler(p: _Planner, products: dict[str, Path]) -> None:
     lib = "rocprofiler-systems_lib_generic"
-    for real, soname in (("librocprof-sys.so.1.2.0", "librocprof-sys.so.1"),
-                         ("libprofiler-hub.so.0.1.0", "libprofiler-hub.so.0")):
+    for real, soname in (
+        ("librocprof-sys.so.1.2.0", "librocprof-sys.so.1"),
+        ("libprofiler-hub.so.0.1.0", "libprofiler-hub.so.0"),
+    ):
         p.add(lib, PROFILER, f"lib/{real}", products[real])
         p.link(lib, PROFILER, f"lib/{soname}", real)
     for tool in ROCPROF_SYS_TOOLS:
         p.add("rocprofiler-systems_run_generic", PROFILER, f"bin/{tool}", products[tool])
 
 
-def plan_tree(debs: dict[str, Path], products: dict[str, Path], *, family: str,
-              kpack_split: bool, edge_cases: bool = False) -> TreePlan:
+def plan_tree(
+    debs: dict[str, Path],
+    products: dict[str, Path],
+    *,
+    family: str,
+    kpack_split: bool,
+    edge_cases: bool = False,
+) -> TreePlan:
     """The whole tree as a value; reads only metadata (links, modes) of its inputs."""
     p = _Planner()
     _plan_base(p, kpack_split)
@@ -479,8 +573,7 @@ def write_tree(plan: TreePlan, root: Path) -> None:
         dest.chmod(e.mode)
     for dirpath, dirnames, filenames in os.walk(root, topdown=False):
         for name in filenames + dirnames:
-            os.utime(os.path.join(dirpath, name), (FIXED_MTIME, FIXED_MTIME),
-                     follow_symlinks=False)
+            os.utime(os.path.join(dirpath, name), (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
         os.chmod(dirpath, 0o755)
         os.utime(dirpath, (FIXED_MTIME, FIXED_MTIME))
 
@@ -500,8 +593,9 @@ def _check_output(output: Path) -> None:
     if output.is_symlink() or not output.is_dir():
         raise UsageError("output exists and is not a directory", path=output)
     if any(output.iterdir()) and not _is_sample_tree(output):
-        raise UsageError("refusing to replace a non-empty directory that is not a sample tree",
-                         path=output)
+        raise UsageError(
+            "refusing to replace a non-empty directory that is not a sample tree", path=output
+        )
 
 
 def _publish(partial: Path, output: Path) -> None:
@@ -515,9 +609,14 @@ def _publish(partial: Path, output: Path) -> None:
         partial.rename(output)
 
 
-def make_sample_tree(output: Path, *, cache_dir: Path | None = None,
-                     family: str = DEFAULT_FAMILY, kpack_split: bool = False,
-                     edge_cases: bool = False) -> Path:
+def make_sample_tree(
+    output: Path,
+    *,
+    cache_dir: Path | None = None,
+    family: str = DEFAULT_FAMILY,
+    kpack_split: bool = False,
+    edge_cases: bool = False,
+) -> Path:
     """Build the sample artifact tree at ``output`` (replacing an earlier sample tree)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*", family):
         raise UsageError(f"invalid family {family!r}: use letters, digits and '-' only")
@@ -529,8 +628,7 @@ def make_sample_tree(output: Path, *, cache_dir: Path | None = None,
     products = build_products(compilers, cache / "sample-build")
     if kpack_split:
         log.info("kpack mode: --family %s is not used; fat binaries stay in _generic", family)
-    plan = plan_tree(debs, products, family=family, kpack_split=kpack_split,
-                     edge_cases=edge_cases)
+    plan = plan_tree(debs, products, family=family, kpack_split=kpack_split, edge_cases=edge_cases)
     partial = output.with_name(output.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -551,24 +649,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         "hipcc-built samples.",
     )
     parser.add_argument("--output", type=Path, required=True, help="artifact root to write")
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="download/compile cache (default: $ROCM_PACKAGING_CACHE or "
-                        "~/.cache/rocm-packaging)")
-    parser.add_argument("--mode", choices=("legacy", "kpack"), default="legacy",
-                        help="value of flags.KPACK_SPLIT_ARTIFACTS (kpack = true)")
-    parser.add_argument("--family", default=DEFAULT_FAMILY,
-                        help=f"target of the fat-library artifacts in legacy mode "
-                        f"(default {DEFAULT_FAMILY})")
-    parser.add_argument("--edge-cases", action="store_true",
-                        help="also plant inputs the builder warns about (a dangling symlink)")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="download/compile cache (default: $ROCM_PACKAGING_CACHE or ~/.cache/rocm-packaging)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("legacy", "kpack"),
+        default="legacy",
+        help="value of flags.KPACK_SPLIT_ARTIFACTS (kpack = true)",
+    )
+    parser.add_argument(
+        "--family",
+        default=DEFAULT_FAMILY,
+        help=f"target of the fat-library artifacts in legacy mode (default {DEFAULT_FAMILY})",
+    )
+    parser.add_argument(
+        "--edge-cases",
+        action="store_true",
+        help="also plant inputs the builder warns about (a dangling symlink)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     start = time.monotonic()
     try:
-        root = make_sample_tree(args.output, cache_dir=args.cache_dir, family=args.family,
-                                kpack_split=args.mode == "kpack", edge_cases=args.edge_cases)
+        root = make_sample_tree(
+            args.output,
+            cache_dir=args.cache_dir,
+            family=args.family,
+            kpack_split=args.mode == "kpack",
+            edge_cases=args.edge_cases,
+        )
     except RocmPackagingError as exc:
         print(f"make_sample_tree: error: {exc}", file=sys.stderr)
         return 1

@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, cast
 
-from build_tools._archive_member import Member, open_regular, open_source, read_all
-from build_tools._archive_names import normalize_dist_name, normalize_version
-from build_tools._archive_output import atomic_output, resolve_epoch
 from kpack.errors import PackagingError
+from kpack.wheelfile._member import Member, open_regular, open_source, read_all
+from kpack.wheelfile._names import normalize_dist_name, normalize_version
+from kpack.wheelfile._output import atomic_output, resolve_epoch
 
 __all__ = ["TEXT_SUFFIXES", "sdist_filename", "write_sdist"]
 

@@ -1,7 +1,9 @@
-"""Locate the project's data directories (``manifests/``, ``templates/``).
+"""Locate the project's declarative data: ``manifests/`` (YAML).
 
-In a source checkout they sit at the repository root, next to this package; an
-installed copy carries them as package data of ``build_tools`` (``build_tools/<name>``).
+kpack owns the manifests because its database handlers and wheel types are declared
+there; :mod:`build_tools` reads them through this module (never the other way round).
+In a source checkout the directory sits at the repository root; an installed copy
+carries it as package data, ``kpack/manifests``.
 """
 
 from __future__ import annotations
@@ -10,22 +12,22 @@ from pathlib import Path
 
 from kpack.errors import ManifestError
 
-__all__ = ["data_dir", "manifest_path"]
+__all__ = ["manifest_path", "manifests_dir"]
 
-_ROOT = Path(__file__).resolve().parent.parent
+_HERE = Path(__file__).resolve().parent
 
 
-def data_dir(name: str) -> Path:
-    """``manifests`` or ``templates``, wherever this copy keeps them."""
-    for candidate in (_ROOT / "build_tools" / name, _ROOT / name):
+def manifests_dir() -> Path:
+    """The ``manifests`` directory of this copy."""
+    for candidate in (_HERE / "manifests", _HERE.parent / "manifests"):
         if candidate.is_dir():
             return candidate
-    raise ManifestError(f"data directory {name!r} not found", path=_ROOT)
+    raise ManifestError("data directory 'manifests' not found", path=_HERE)
 
 
 def manifest_path(name: str) -> Path:
     """Path of ``manifests/<name>``."""
-    path = data_dir("manifests") / name
+    path = manifests_dir() / name
     if not path.is_file():
         raise ManifestError(f"manifest {name!r} not found", path=path.parent)
     return path

@@ -1,1 +1,1 @@
-"""Application-level tools built on the kpack core (they may use :mod:`build_tools`)."""
+"""Application-level tools built on the kpack core (never on :mod:`build_tools`)."""

@@ -1,4 +1,4 @@
-"""Write the split wheels with our deterministic wheel writer (:mod:`build_tools.wheel`)."""
+"""Write the split wheels with our deterministic wheel writer (:mod:`kpack.wheelfile`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from build_tools.wheel import Member, WheelResult, write_wheel
 from kpack.errors import PackagingError
 from kpack.tools._wheel_source import InputWheel
+from kpack.wheelfile import Member, WheelResult, write_wheel
 
 __all__ = ["HostLayout", "dist_info_name", "write_split_wheel"]
 

@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_tools.wheel import Member
 from kpack.archive import KpackArchive, Scheme
 from kpack.boundary import guarded
 from kpack.databases import load_handlers
@@ -57,6 +56,7 @@ from kpack.tools._wheel_variant import (
     render_json,
     variant_document,
 )
+from kpack.wheelfile import Member
 
 __all__ = ["SplitOptions", "main", "resolve_options", "run", "split_wheel"]
 

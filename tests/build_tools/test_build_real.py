@@ -235,9 +235,7 @@ def test_self_test_after_pip_install_target_with_nothing_on_path(
     assert "hipconfig" in test.stdout + test.stderr
 
 
-def test_devel_without_profiler_then_uninstalled_leaves_nothing(
-    dist: Path, tmp_path: Path
-) -> None:
+def test_devel_without_profiler_then_uninstalled_leaves_nothing(dist: Path, tmp_path: Path) -> None:
     """Devel links into the profiler package never dangle: made when the profiler is
     installed (then or later), recorded, and `pip uninstall rocm-sdk-devel` removes the
     whole expanded tree; `rocm-sdk test` afterwards skips devel instead of asking for a

@@ -36,8 +36,10 @@ def test_project_wheel_carries_data_and_cli_works(tmp_path: Path) -> None:
     for needed in (
         "build_tools/templates/rocm/src/rocm_sdk/__init__.py",
         "build_tools/templates/common/_dist_info.py.j2",
-        "build_tools/manifests/packages.yaml",
-        "build_tools/manifests/targets.yaml",
+        "kpack/manifests/packages.yaml",
+        "kpack/manifests/targets.yaml",
+        "kpack/manifests/databases.yaml",
+        "kpack/wheelfile/__init__.py",
         "build_tools/launcher.c",
         "kpack/elf/__init__.py",
     ):
@@ -67,12 +69,13 @@ def test_project_wheel_carries_data_and_cli_works(tmp_path: Path) -> None:
     ).stdout
     assert "--artifact-dir" in out and "--version-suffix" in out
     # the installed copy finds its own data, not the checkout's
-    code = "from build_tools._data import data_dir; print(data_dir('templates'))"
-    where = subprocess.run(
-        [str(venv / "bin/python"), "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        check=True,
-    ).stdout.strip()
-    assert where.startswith(str(venv)), where
+    for name in ("templates", "manifests"):
+        code = f"from build_tools._data import data_dir; print(data_dir({name!r}))"
+        where = subprocess.run(
+            [str(venv / "bin/python"), "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=True,
+        ).stdout.strip()
+        assert where.startswith(str(venv)), where

@@ -60,9 +60,7 @@ def build(
 
     def run(*, kpack_split: bool = False, edge_cases: bool = True) -> Path:
         out = tmp_path_factory.mktemp("sample") / "artifacts"
-        return make_sample_tree(
-            out, family=FAMILY, kpack_split=kpack_split, edge_cases=edge_cases
-        )
+        return make_sample_tree(out, family=FAMILY, kpack_split=kpack_split, edge_cases=edge_cases)
 
     return run
 

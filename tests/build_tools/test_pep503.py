@@ -17,8 +17,8 @@ import pytest
 
 from build_tools.pep503 import render_root, scan_dist_dir, write_simple_index
 from build_tools.sdist import write_sdist
-from build_tools.wheel import Member, write_wheel
 from kpack.errors import PackagingError
+from kpack.wheelfile import Member, write_wheel
 
 EPOCH = 1_700_000_000
 LIB_WHEEL = "tiny_lib-1.0-py3-none-any.whl"

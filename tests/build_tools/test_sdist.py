@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from build_tools.sdist import sdist_filename, write_sdist
-from build_tools.wheel import Member
 from kpack.errors import PackagingError
+from kpack.wheelfile import Member
 
 EPOCH = 1_700_000_000
 PKG_INFO = (

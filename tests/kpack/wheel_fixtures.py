@@ -12,7 +12,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from build_tools.wheel import Member, write_wheel
+from kpack.wheelfile import Member, write_wheel
 
 VERSION = "2.9.0"
 TAG = "py3-none-linux_x86_64"

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Protocol
 
-from build_tools._archive_member import Member, looks_compressed, open_source
-from build_tools._zipwrite import DEFLATED, STORED, ZipEntry, ZipWriter, needs_zip64_header
 from kpack.errors import PackagingError
+from kpack.wheelfile._member import Member, looks_compressed, open_source
+from kpack.wheelfile._zip import DEFLATED, STORED, ZipEntry, ZipWriter, needs_zip64_header
 
 __all__ = ["CHUNK_SIZE", "ByteProgress", "MemberStreamer", "WrittenMember", "default_jobs"]
 

@@ -22,17 +22,17 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from build_tools._archive_deflate import ByteProgress, MemberStreamer, WrittenMember, default_jobs
-from build_tools._archive_member import ContentSource, Member
-from build_tools._archive_names import (
+from kpack.errors import PackagingError
+from kpack.wheelfile._deflate import ByteProgress, MemberStreamer, WrittenMember, default_jobs
+from kpack.wheelfile._member import ContentSource, Member
+from kpack.wheelfile._names import (
     expand_tag,
     normalize_dist_name,
     normalize_version,
     wheel_filename,
 )
-from build_tools._archive_output import atomic_output, resolve_epoch
-from build_tools._zipwrite import ZipWriter
-from kpack.errors import PackagingError
+from kpack.wheelfile._output import atomic_output, resolve_epoch
+from kpack.wheelfile._zip import ZipWriter
 
 __all__ = ["ContentSource", "Member", "WheelResult", "wheel_filename", "write_wheel"]
 

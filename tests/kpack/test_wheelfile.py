@@ -1,4 +1,4 @@
-"""Tests for build_tools.wheel: round trips, reproducibility, oracles (twine, pip, ...)."""
+"""Tests for kpack.wheelfile: round trips, reproducibility, oracles (twine, pip, ...)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import _archive_deflate, _zipwrite
-from build_tools._archive_deflate import CHUNK_SIZE, deflate_chunk
-from build_tools.wheel import Member, WheelResult, wheel_filename, write_wheel
 from kpack.errors import PackagingError
+from kpack.wheelfile import Member, WheelResult, wheel_filename, write_wheel
+from kpack.wheelfile import _deflate as _archive_deflate
+from kpack.wheelfile import _zip as _zipwrite
+from kpack.wheelfile._deflate import CHUNK_SIZE, deflate_chunk
 
 TAG = "py3-none-linux_x86_64"
 NAME = "rocm-sdk-core"
@@ -567,7 +568,7 @@ def test_pip_installs_and_imports(tmp_path: Path) -> None:
 _LARGE_CHILD = """
 import json, sys, time
 from pathlib import Path
-from build_tools.wheel import Member, write_wheel
+from kpack.wheelfile import Member, write_wheel
 src, dest = Path(sys.argv[1]), Path(sys.argv[2])
 meta = b"Metadata-Version: 2.1\\nName: rocm-sdk-libraries\\nVersion: 1.0\\n"
 start = time.perf_counter()

@@ -1,0 +1,27 @@
+"""Deterministic archive writers shared by every tool: wheels (streamed, deflated on every
+core, RECORD hashed while writing) and the building blocks an sdist writer needs.
+
+This is a lower layer: :mod:`build_tools` and :mod:`kpack.tools` both write through it.
+"""
+
+from __future__ import annotations
+
+from kpack.wheelfile._member import ContentSource, Member, open_regular, open_source, read_all
+from kpack.wheelfile._names import normalize_dist_name, normalize_version, wheel_filename
+from kpack.wheelfile._output import atomic_output, resolve_epoch
+from kpack.wheelfile._wheel import WheelResult, write_wheel
+
+__all__ = [
+    "ContentSource",
+    "Member",
+    "WheelResult",
+    "atomic_output",
+    "normalize_dist_name",
+    "normalize_version",
+    "open_regular",
+    "open_source",
+    "read_all",
+    "resolve_epoch",
+    "wheel_filename",
+    "write_wheel",
+]
