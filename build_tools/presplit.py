@@ -18,6 +18,7 @@ from pathlib import Path
 from kpack.databases import load_handlers
 from kpack.elf import scan_elf
 from kpack.errors import ArtifactError
+from kpack.hipfmt import GFXARCH
 from kpack.resolve import read_kpack_ref
 from kpack.split import split_artifact
 from kpack.transform import inspect_fat_binary
@@ -118,7 +119,7 @@ def check_archive_references(catalog: Catalog, names: Sequence[str]) -> None:
                 pattern = posixpath.normpath(
                     posixpath.join(posixpath.dirname(entry.relpath), search)
                 )
-                if not any(pattern.replace("@GFXARCH@", t) in provided for t in targets):
+                if not any(pattern.replace(GFXARCH, t) in provided for t in targets):
                     problems.append(f"{entry.source}: no artifact provides {pattern}")
     if problems:
         raise ArtifactError(

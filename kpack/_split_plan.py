@@ -17,6 +17,7 @@ from kpack.archive import SCHEMES, Scheme
 from kpack.artifact_names import ArtifactId, is_isa_target
 from kpack.databases import DatabaseMatch, Handler, base_arch
 from kpack.errors import ArtifactError, UsageError
+from kpack.hipfmt import search_path
 
 __all__ = [
     "GENERIC",
@@ -32,7 +33,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 GENERIC = "generic"
-GFXARCH = "@GFXARCH@"
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def fat_jobs(
     """One job per fat binary; the marker's search path climbs ``depth`` directories."""
     jobs: list[FatJob] = []
     for number, entry in enumerate(plan.fat):
-        search = "../" * entry.depth + f".kpack/{plan.prefix}_{GFXARCH}.kpack"
+        search = search_path(entry.depth, plan.prefix)
         jobs.append(
             FatJob(
                 stage=entry.stage,

@@ -27,7 +27,8 @@ from kpack.archive import KpackArchive
 from kpack.elf import verify_elf
 from kpack.elf._read import open_reader, read_layout
 from kpack.errors import ArchiveError, ElfError, TransformError
-from kpack.resolve import GFXARCH, KpackRef, check_variant_overlays, read_kpack_ref
+from kpack.hipfmt import GFXARCH
+from kpack.resolve import KpackRef, check_variant_overlays, read_kpack_ref
 
 __all__ = ["VerifyReport", "find_archives", "verify_binary"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from kpack._reloc import R_X86_64_RELATIVE, Rela
 from kpack._transform_cut import Cut, container_of, cut_phdrs, cut_shdrs, must, plan_cut
-from kpack._transform_scan import HIPK, WRAPPER, FatLayout, Pointer
+from kpack._transform_scan import FatLayout, Pointer
 from kpack._transform_sections import SectionTable
 from kpack.elf._edit import ElfEdit
 from kpack.elf._format import (
@@ -36,6 +36,7 @@ from kpack.elf._format import (
 )
 from kpack.elf._load import Blob, LoadPlan, Patch, grown_table, plan_load
 from kpack.elf._read import ElfLayout, Reader
+from kpack.hipfmt import HIPK, WRAPPER
 
 __all__ = ["Cut", "LaidOut", "lay_out"]
 

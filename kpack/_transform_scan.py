@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -27,15 +26,10 @@ from kpack.elf._format import (
 )
 from kpack.elf._read import ElfLayout, Reader, read_ident, read_layout
 from kpack.errors import TransformError
+from kpack.hipfmt import FATBIN, HIPK, MARKER, SEGMENT, WRAPPER, parse_wrappers
 
 log = logging.getLogger(__name__)
 
-FATBIN = ".hip_fatbin"
-SEGMENT = ".hipFatBinSegment"
-MARKER = ".rocm_kpack_ref"
-HIPF = 0x48495046  # on disk 46 50 49 48
-HIPK = 0x4B504948  # on disk 48 49 50 4B ("HIPK")
-WRAPPER = struct.Struct("<IIQQ")  # magic, version, binary, reserved1
 
 RelocationKind = Literal["rela", "relr", "none"]
 
@@ -150,26 +144,18 @@ def _read_wrappers(
             path=path,
         )
     raw = reader.read_at(shdr.sh_offset, shdr.sh_size, SEGMENT)
-    wrappers = []
-    for index, (magic, version, binary, reserved1) in enumerate(WRAPPER.iter_unpack(raw)):
-        if magic not in (HIPF, HIPK):
-            raise TransformError(
-                f"{SEGMENT} wrapper {index}: magic {magic:#010x} is neither HIPF nor HIPK",
-                path=path,
-            )
-        offset = index * WRAPPER.size
-        wrappers.append(
-            Wrapper(
-                index,
-                shdr.sh_addr + offset,
-                shdr.sh_offset + offset,
-                magic,
-                version,
-                binary,
-                reserved1,
-            )
+    return tuple(
+        Wrapper(
+            w.index,
+            shdr.sh_addr + w.index * WRAPPER.size,
+            shdr.sh_offset + w.index * WRAPPER.size,
+            w.magic,
+            w.version,
+            w.pointer,
+            w.reserved1,
         )
-    return tuple(wrappers)
+        for w in parse_wrappers(raw, error=TransformError, path=path)
+    )
 
 
 def relocation_kind(fat: FatLayout, relr: tuple[int, ...]) -> RelocationKind:

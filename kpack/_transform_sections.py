@@ -11,11 +11,12 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, replace
 
-from kpack._transform_scan import MARKER, FatLayout
+from kpack._transform_scan import FatLayout
 from kpack.elf._format import SHF_ALLOC, SHN_LORESERVE, SHT_DYNSYM, Shdr
 from kpack.elf._load import Patch
 from kpack.elf._read import Reader
 from kpack.errors import TransformError
+from kpack.hipfmt import MARKER
 
 __all__ = ["SHT_SYMTAB", "SectionTable"]
 

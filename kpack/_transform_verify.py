@@ -29,7 +29,7 @@ from kpack._reloc import (
     read_words,
 )
 from kpack._transform_layout import LaidOut
-from kpack._transform_scan import FATBIN, HIPK, MARKER, SEGMENT, WRAPPER, FatLayout, Pointer
+from kpack._transform_scan import FatLayout, Pointer
 from kpack._transform_sections import SHT_SYMTAB
 from kpack.elf._format import (
     PF_R,
@@ -44,6 +44,7 @@ from kpack.elf._format import (
 from kpack.elf._read import ElfLayout, Reader, open_reader, read_layout
 from kpack.elf._verify import verify_elf
 from kpack.errors import ElfError, TransformError
+from kpack.hipfmt import FATBIN, HIPK, MARKER, SEGMENT, WRAPPER
 
 __all__ = ["verify_transform"]
 

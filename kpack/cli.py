@@ -22,9 +22,10 @@ from pathlib import Path
 
 from kpack.archive import KpackArchive, Scheme
 from kpack.boundary import guarded
-from kpack.bundle import CCOB_MAGIC, PLAIN_MAGIC, iter_bundles
+from kpack.bundle import PLAIN_MAGIC, iter_bundles
 from kpack.databases import handler_names, load_handlers
 from kpack.errors import ArchiveError, UsageError
+from kpack.hipfmt import identify
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.safepath import Root, safe_relpath
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
@@ -34,9 +35,6 @@ from kpack.transform import extract_kernels, inspect_fat_binary
 __all__ = ["main"]
 
 log = logging.getLogger(__name__)
-
-ELF_MAGIC = b"\x7fELF"
-KPAK_MAGIC = b"KPAK"
 
 
 def _mb(n: int) -> str:
@@ -58,12 +56,9 @@ def _file_kind(path: Path) -> str:
             head = f.read(len(PLAIN_MAGIC))
     except OSError as exc:
         raise UsageError(f"cannot read: {exc.strerror}", path=path) from exc
-    if head.startswith(ELF_MAGIC):
-        return "elf"
-    if head.startswith(KPAK_MAGIC):
-        return "kpack"
-    if head.startswith(PLAIN_MAGIC) or head.startswith(CCOB_MAGIC):
-        return "bundle"
+    kind = identify(head)
+    if kind is not None:
+        return kind
     raise UsageError("not an ELF file, an offload bundle or a .kpack archive", path=path)
 
 

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgpack
-
+from kpack import hipfmt
 from kpack.archive import KpackArchive
 from kpack.elf._read import open_reader, read_layout
 from kpack.errors import ElfError, UsageError
+from kpack.hipfmt import GFXARCH
 
 __all__ = [
     "ArchiveIndex",
@@ -41,15 +40,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MARKER_SECTION = ".rocm_kpack_ref"
-WRAPPER_SECTION = ".hipFatBinSegment"
-GFXARCH = "@GFXARCH@"
+MARKER_SECTION = hipfmt.MARKER
+WRAPPER_SECTION = hipfmt.SEGMENT
 ISA_PREFIX = "amdgcn-amd-amdhsa--"
-HIPF_MAGIC = 0x48495046
-HIPK_MAGIC = 0x4B504948
-_WRAPPER = struct.Struct("<IIQQ")
-_MARKER_WINDOW = 64 << 10  # the C loader unpacks the marker from a 64 KiB window
-_MAX_WRAPPER_BYTES = 64 << 20
 _ReadAt = Callable[[int, int, str], bytes]
 
 
@@ -85,13 +78,14 @@ def read_kpack_ref(path: Path) -> KpackRef | None:
         marker = None
         if marker_index is not None:
             shdr = layout.shdrs[marker_index]
-            raw = reader.read_at(shdr.sh_offset, min(shdr.sh_size, _MARKER_WINDOW), MARKER_SECTION)
-            marker = (_decode_marker(raw, name), shdr.sh_addr)
-        wrappers: list[tuple[int, int, int]] = []
+            window = min(shdr.sh_size, hipfmt.MAX_MARKER_SIZE)
+            raw = reader.read_at(shdr.sh_offset, window, MARKER_SECTION)
+            marker = (hipfmt.decode_marker(raw, error=ElfError, path=name), shdr.sh_addr)
+        wrappers: tuple[hipfmt.RawWrapper, ...] = ()
         if wrapper_index is not None:
             shdr = layout.shdrs[wrapper_index]
             wrappers = _read_wrappers(reader.read_at, shdr.sh_offset, shdr.sh_size, name)
-    hipk = [w for w in wrappers if w[0] == HIPK_MAGIC]
+    hipk = [w for w in wrappers if w.magic == hipfmt.HIPK]
     if marker is None:
         if hipk:
             raise ElfError(
@@ -106,53 +100,23 @@ def read_kpack_ref(path: Path) -> KpackRef | None:
             path=name,
         )
     notes = [
-        f"wrapper {i}: pointer {ptr:#x} on disk is not the marker address {marker_addr:#x} "
-        "(relies on its relocation addend)"
-        for i, (_, ptr, _) in enumerate(hipk)
-        if ptr != marker_addr
+        f"wrapper {w.index}: pointer {w.pointer:#x} on disk is not the marker address "
+        f"{marker_addr:#x} (relies on its relocation addend)"
+        for w in hipk
+        if w.pointer != marker_addr
     ]
-    co_indices = tuple(reserved & 0xFFFFFFFF for _, _, reserved in hipk)
+    co_indices = tuple(w.co_index for w in hipk)
     return KpackRef(path, kernel_name, search_paths, marker_addr, co_indices, tuple(notes))
-
-
-def _decode_marker(raw: bytes, name: str) -> tuple[str, tuple[str, ...]]:
-    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=_MARKER_WINDOW)
-    unpacker.feed(raw)
-    try:
-        value = next(unpacker)
-    except (StopIteration, ValueError, msgpack.UnpackException) as exc:
-        raise ElfError(f"{MARKER_SECTION}: not a MessagePack map ({exc})", path=name) from exc
-    if not isinstance(value, dict):
-        raise ElfError(f"{MARKER_SECTION}: expected a map, got {type(value).__name__}", path=name)
-    paths = value.get("kpack_search_paths")
-    kernel_name = value.get("kernel_name")
-    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
-        raise ElfError(
-            f"{MARKER_SECTION}: kpack_search_paths must be a non-empty list of strings, "
-            f"got {paths!r}",
-            path=name,
-        )
-    if not isinstance(kernel_name, str) or not kernel_name:
-        raise ElfError(
-            f"{MARKER_SECTION}: kernel_name must be a string, got {kernel_name!r}", path=name
-        )
-    return kernel_name, tuple(paths)
 
 
 def _read_wrappers(
     read_at: _ReadAt, offset: int, size: int, name: str
-) -> list[tuple[int, int, int]]:
-    if size % _WRAPPER.size:
+) -> tuple[hipfmt.RawWrapper, ...]:
+    if size % hipfmt.WRAPPER.size:
         raise ElfError(f"{WRAPPER_SECTION}: size {size} is not a multiple of 24", path=name)
-    if size > _MAX_WRAPPER_BYTES:
+    if size > hipfmt.MAX_WRAPPER_BYTES:
         raise ElfError(f"{WRAPPER_SECTION}: implausibly large ({size} bytes)", path=name)
-    raw = read_at(offset, size, WRAPPER_SECTION)
-    out = []
-    for magic, _version, binary, reserved in _WRAPPER.iter_unpack(raw):
-        if magic not in (HIPF_MAGIC, HIPK_MAGIC):
-            raise ElfError(f"{WRAPPER_SECTION}: unknown wrapper magic {magic:#010x}", path=name)
-        out.append((magic, binary, reserved))
-    return out
+    return hipfmt.parse_wrappers(read_at(offset, size, WRAPPER_SECTION), error=ElfError, path=name)
 
 
 # --- candidate targets and archives ---------------------------------------------------------

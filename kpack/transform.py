@@ -27,15 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgpack
-
+from kpack import hipfmt
 from kpack._reloc import read_relocations, read_relr
 from kpack._transform_layout import lay_out
 from kpack._transform_scan import (
-    FATBIN,
-    HIPK,
-    MARKER,
-    SEGMENT,
     FatLayout,
     Pointer,
     RelocationKind,
@@ -51,6 +46,7 @@ from kpack.elf._edit import ElfEdit
 from kpack.elf._format import ELF_MAGIC, ET_REL
 from kpack.elf._read import Reader, open_reader, read_ident
 from kpack.errors import BundleError, ElfError, TransformError
+from kpack.hipfmt import FATBIN, HIPK, MARKER, MAX_MARKER_SIZE, SEGMENT
 
 __all__ = [
     "MAX_MARKER_SIZE",
@@ -66,9 +62,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: The C loader unpacks the marker through a 64 KiB window.
-MAX_MARKER_SIZE = 64 << 10
 
 
 class AlreadyTransformed(TransformError):
@@ -159,19 +152,7 @@ def extract_kernels(path: Path) -> list[ExtractedKernel]:
 
 def encode_marker(kernel_name: str, search_paths: Sequence[str]) -> bytes:
     """The ``.rocm_kpack_ref`` content: ``{"kpack_search_paths": [...], "kernel_name": ...}``."""
-    if isinstance(search_paths, str):
-        raise TransformError("search_paths must be a sequence of strings, not one string")
-    paths = list(search_paths)
-    if not isinstance(kernel_name, str) or not kernel_name:
-        raise TransformError(f"kernel_name must be a non-empty string, got {kernel_name!r}")
-    if not paths or not all(isinstance(p, str) and p for p in paths):
-        raise TransformError(f"search_paths must be non-empty strings, got {paths!r}")
-    data: bytes = msgpack.packb(
-        {"kpack_search_paths": paths, "kernel_name": kernel_name}, use_bin_type=True
-    )
-    if len(data) > MAX_MARKER_SIZE:
-        raise TransformError(f"marker is {len(data)} bytes; the runtime reads at most 64 KiB")
-    return data
+    return hipfmt.encode_marker(kernel_name, search_paths, error=TransformError)
 
 
 def plan_transform(path: Path, *, kernel_name: str, search_paths: Sequence[str]) -> TransformPlan:

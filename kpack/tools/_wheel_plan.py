@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from kpack.databases import Handler, match_database
 from kpack.elf._format import ELF_MAGIC
+from kpack.hipfmt import search_path
 from kpack.tools._wheel_bundles import bundle_key
 from kpack.tools._wheel_source import InputWheel, WheelEntry
 from kpack.transform import inspect_fat_binary
@@ -17,8 +18,6 @@ from kpack.transform import inspect_fat_binary
 __all__ = ["DatabaseFile", "FatBinary", "SplitPlan", "plan_split"]
 
 log = logging.getLogger(__name__)
-
-GFXARCH = "@GFXARCH@"
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ def plan_split(wheel: InputWheel, overlay_root: str, handlers: Sequence[Handler]
         kind = _fat_kind(wheel, entry)
         if kind == "fat":
             depth = relpath.count("/")
-            search = "../" * depth + f".kpack/{group}_{GFXARCH}.kpack"
+            search = search_path(depth, group)
             fat.append(FatBinary(entry, relpath, search))
         elif kind:
             notes.append(f"{entry.arcname}: {kind}; kept unchanged")
