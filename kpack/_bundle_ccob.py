@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import zstandard
@@ -123,33 +124,34 @@ def _zstd_extent(view: memoryview, start: int, limit: int, *, one: bool, ctx: Ct
     return pos
 
 
-def _fill_zstd(region: memoryview, size: int, ctx: Ctx) -> bytearray:
-    """Decode the zstd frames in ``region``; exactly ``size`` bytes or an error."""
-    out = bytearray()
+def _zstd_chunks(region: memoryview, size: int, ctx: Ctx) -> Iterator[bytes]:
+    """Decode the zstd frames in ``region`` in chunks; exactly ``size`` bytes or an error."""
+    done = 0
     dctx = zstandard.ZstdDecompressor()
     try:
         with dctx.stream_reader(region, read_across_frames=True) as reader:
-            while len(out) < size:
-                piece = reader.read(min(_OUT_CHUNK, size - len(out)))
+            while done < size:
+                piece = reader.read(min(_OUT_CHUNK, size - done))
                 if not piece:
                     break
-                out += piece
+                done += len(piece)
+                yield piece
             extra = reader.read(1)
     except zstandard.ZstdError as exc:
         raise ctx.error(f"zstd payload does not decode: {exc}") from None
-    if len(out) < size or extra:
-        more = "more than" if extra else f"only {len(out)} bytes, not"
+    if done < size or extra:
+        more = "more than" if extra else f"only {done} bytes, not"
         raise ctx.error(f"zstd payload decodes to {more} uncompressed_size {size}")
-    return out
 
 
-def _fill_zlib(region: memoryview, size: int, ctx: Ctx) -> tuple[bytearray, int]:
-    """Decode one zlib stream from ``region``; exactly ``size`` bytes and the bytes consumed.
+def _zlib_chunks(region: memoryview, size: int, ctx: Ctx, used: list[int]) -> Iterator[bytes]:
+    """Decode one zlib stream from ``region`` in chunks; exactly ``size`` bytes. The bytes of
+    ``region`` it consumed are appended to ``used`` once the stream ends.
 
     Input is fed and output taken in chunks of at most ``_ZLIB_CHUNK``; decoding stops as
     soon as the output would pass ``size``.
     """
-    out = bytearray()
+    done = 0
     dobj = zlib.decompressobj()
     taken = 0
     try:
@@ -158,39 +160,70 @@ def _fill_zlib(region: memoryview, size: int, ctx: Ctx) -> tuple[bytearray, int]
             if not data:
                 data = region[taken : taken + _ZLIB_CHUNK]
                 taken += len(data)
-            piece = dobj.decompress(data, min(size - len(out) + 1, _ZLIB_CHUNK))
+            piece = dobj.decompress(data, min(size - done + 1, _ZLIB_CHUNK))
             if not piece and not data:
                 raise ctx.error("zlib payload is truncated")
-            if len(out) + len(piece) > size:
+            if done + len(piece) > size:
                 raise ctx.error(f"zlib payload decodes to more than uncompressed_size {size}")
-            out += piece
+            done += len(piece)
+            if piece:
+                yield piece
     except zlib.error as exc:
         raise ctx.error(f"zlib payload does not decode: {exc}") from None
-    if len(out) != size:
-        raise ctx.error(f"zlib payload decodes to {len(out)} bytes, not uncompressed_size {size}")
-    return out, taken - len(dobj.unused_data)  # at eof, unconsumed_tail repeats unused_data
+    if done != size:
+        raise ctx.error(f"zlib payload decodes to {done} bytes, not uncompressed_size {size}")
+    used.append(taken - len(dobj.unused_data))  # at eof, unconsumed_tail repeats unused_data
+
+
+class Decoding:
+    """The decoded bytes of one CCOB, as a stream of chunks of at most 1 MiB.
+
+    :attr:`end` (the CCOB's exclusive end in the buffer) is known at once for zstd and for
+    v2/v3; for a zlib v1 bundle it is known once :meth:`chunks` has been exhausted.
+    """
+
+    def __init__(self, view: memoryview, start: int, header: CcobHeader, ctx: Ctx) -> None:
+        self.header = header
+        self._ctx = ctx
+        self._data_start = start + header.header_size
+        limit = len(view) if header.total_size is None else start + header.total_size
+        self._one = header.total_size is None
+        if header.method == "zstd":
+            limit = _zstd_extent(view, self._data_start, limit, one=self._one, ctx=ctx)
+        compressed = limit - self._data_start
+        if header.uncompressed_size > compressed * _MAX_RATIO[header.method]:
+            raise ctx.error(
+                f"CCOB uncompressed_size {header.uncompressed_size} is impossible for "
+                f"{compressed} bytes of {header.method} data"
+            )
+        self._region = view[self._data_start : limit]
+        self._limit = limit
+        self._used: list[int] = []
+        self.end: int | None = limit if header.method == "zstd" or not self._one else None
+
+    def chunks(self) -> Iterator[bytes]:
+        size = self.header.uncompressed_size
+        if self.header.method == "zstd":
+            yield from _zstd_chunks(self._region, size, self._ctx)
+            return
+        yield from _zlib_chunks(self._region, size, self._ctx, self._used)
+        used = self._used[-1]
+        compressed = self._limit - self._data_start
+        if not self._one and used != compressed:
+            raise self._ctx.error(
+                f"{compressed - used} bytes follow the zlib stream inside total_size"
+            )
+        self.end = self._data_start + used
 
 
 def decode(view: memoryview, start: int, header: CcobHeader, ctx: Ctx) -> tuple[int, bytearray]:
     """Decompress the CCOB at ``start``; return its exclusive end (absolute) and the bytes."""
-    data_start = start + header.header_size
-    limit = len(view) if header.total_size is None else start + header.total_size
-    one = header.total_size is None
-    if header.method == "zstd":
-        limit = _zstd_extent(view, data_start, limit, one=one, ctx=ctx)
-    compressed = limit - data_start
-    if header.uncompressed_size > compressed * _MAX_RATIO[header.method]:
-        raise ctx.error(
-            f"CCOB uncompressed_size {header.uncompressed_size} is impossible for "
-            f"{compressed} bytes of {header.method} data"
-        )
-    with view[data_start:limit] as region:
-        if header.method == "zstd":
-            return limit, _fill_zstd(region, header.uncompressed_size, ctx)
-        out, used = _fill_zlib(region, header.uncompressed_size, ctx)
-    if not one and used != compressed:
-        raise ctx.error(f"{compressed - used} bytes follow the zlib stream inside total_size")
-    return data_start + used, out
+    decoding = Decoding(view, start, header, ctx)
+    out = bytearray()
+    for piece in decoding.chunks():
+        out += piece
+    assert decoding.end is not None
+    return decoding.end, out
 
 
 def write_ccob(plain: bytes, *, version: int, method: str, level: int) -> bytes:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +21,7 @@ from kpack._split_output import copy_file, copy_meta
 from kpack.archive import KernelInput, KpackSummary, Scheme, write_kpack
 from kpack.databases import base_arch
 from kpack.errors import BundleError
-from kpack.transform import AlreadyTransformed, ExtractedKernel, transform_binary
+from kpack.transform import AlreadyTransformed, ExtractedKernel, stream_kernels, transform_binary
 
 __all__ = [
     "FatJob",
@@ -99,38 +99,58 @@ def run_fat_job(job: FatJob, keep_views: bool = False) -> FatOutcome:
     return FatOutcome(job, kernels, skipped, plan.removed_bytes, notes)
 
 
-def _mapped_view(data: bytes | memoryview) -> memoryview | None:
+def _mapped_view(data: bytes | memoryview | None) -> memoryview | None:
     return data if isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap) else None
 
 
 def _spool_kernels(
     job: FatJob, kernels: Sequence[ExtractedKernel], keep_views: bool
 ) -> tuple[tuple[SpooledKernel, ...], int]:
+    """Spool in-scope kernels: each code object is written once (wrappers that share a
+    bundle share its range), compressed bundles are decoded as a stream."""
     _check_unique(kernels, job)
-    spooled: list[SpooledKernel] = []
+    wanted: list[ExtractedKernel] = []
+    views: dict[tuple[int, int, str], memoryview] = {}
     skipped = 0
-    offset = 0
+    for kernel in kernels:
+        if job.scope is not None and base_arch(kernel.target) not in job.scope:
+            skipped += 1
+            continue
+        wanted.append(kernel)
+        view = _mapped_view(kernel.data) if keep_views else None
+        if view is not None:
+            views[kernel.location] = view
+    ranges: dict[tuple[int, int, str], tuple[int, int]] = {}
     dropper = _PageDropper()
     with open(job.spool, "wb") as out:
-        for kernel in kernels:
-            if job.scope is not None and base_arch(kernel.target) not in job.scope:
-                skipped += 1
-                continue
-            view = _mapped_view(kernel.data) if keep_views else None
-            if view is not None:
-                spooled.append(
-                    SpooledKernel(
-                        kernel.index, kernel.target, kernel.triple, job.spool, 0, view.nbytes, view
-                    )
+
+        def sink(kernel: ExtractedKernel) -> Callable[[bytes | memoryview], object]:
+            start = out.tell()
+
+            def write(data: bytes | memoryview) -> None:
+                out.write(data)
+                dropper.add(kernel.section if kernel.data is None else kernel.data, len(data))
+                ranges[kernel.location] = (start, out.tell() - start)
+
+            ranges[kernel.location] = (start, 0)
+            return write
+
+        stream_kernels([k for k in wanted if k.location not in views], sink)
+    dropper.drop()
+    spooled: list[SpooledKernel] = []
+    for kernel in wanted:
+        view = views.get(kernel.location)
+        if view is not None:
+            spooled.append(
+                SpooledKernel(
+                    kernel.index, kernel.target, kernel.triple, job.spool, 0, view.nbytes, view
                 )
-                continue
-            size = out.write(kernel.data)
-            dropper.add(kernel.data, size)
+            )
+        else:
+            offset, size = ranges[kernel.location]
             spooled.append(
                 SpooledKernel(kernel.index, kernel.target, kernel.triple, job.spool, offset, size)
             )
-            offset += size
-    dropper.drop()
     return tuple(spooled), skipped
 
 
@@ -148,7 +168,7 @@ class _PageDropper:
         self.pending: dict[int, mmap.mmap] = {}
         self.touched = 0
 
-    def add(self, data: bytes | memoryview, size: int) -> None:
+    def add(self, data: bytes | memoryview | None, size: int) -> None:
         view = _mapped_view(data)
         owner = view.obj if view is not None else None
         if isinstance(owner, mmap.mmap):

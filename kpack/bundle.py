@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 import mmap
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kpack import _bundle_ccob, _bundle_plain
-from kpack._bundle_plain import Ctx, RawEntry
+from kpack._bundle_plain import _ENTRY, _MAX_TRIPLE, HEADER_FIXED, Ctx, RawEntry
 from kpack.errors import BundleError
 from kpack.target_id import is_target_id
 
@@ -30,11 +30,16 @@ __all__ = [
     "PLAIN_MAGIC",
     "Bundle",
     "CodeObject",
+    "CodeObjectRef",
+    "IndexedBundle",
+    "Sink",
+    "index_bundles",
     "is_target_id",
     "iter_bundles",
     "make_ccob",
     "make_plain_bundle",
     "parse_bundle",
+    "stream_code_objects",
     "target_of",
 ]
 
@@ -208,6 +213,231 @@ def iter_bundles(buf: Buffer, *, name: str) -> Iterator[Bundle]:
             raise Ctx(name, f"bundle at offset {pos:#x}").error("bundle does not advance the walk")
         yield bundle
         pos = bundle.end
+
+
+# --- indexing without keeping decoded bytes --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CodeObjectRef:
+    """Where one device code object lies: ``data`` is a zero-copy view for a plain bundle and
+    ``None`` inside a compressed one (read it with :func:`stream_code_objects`)."""
+
+    triple: str
+    target: str
+    offset: int  # payload offset within the decoded bundle bytes
+    size: int
+    data: memoryview | None
+
+
+@dataclass(frozen=True)
+class IndexedBundle:
+    """A bundle whose structure was checked in full, without keeping decoded bytes."""
+
+    offset: int
+    end: int
+    compression: str | None
+    ccob_version: int | None
+    code_objects: tuple[CodeObjectRef, ...]
+
+
+#: Called once per device code object: a ``write`` for its bytes, or ``None`` to skip it.
+Sink = Callable[[CodeObjectRef], Callable[[bytes | memoryview], object] | None]
+
+
+class _ChunkReader:
+    """Forward-only reads over a stream of chunks, with the absolute position."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self._buf = b""
+        self._off = 0
+        self.pos = 0
+
+    def _more(self) -> bool:
+        while self._off >= len(self._buf):
+            nxt = next(self._chunks, None)
+            if nxt is None:
+                return False
+            self._buf, self._off = nxt, 0
+        return True
+
+    def peek(self, n: int) -> bytes:
+        while len(self._buf) - self._off < n:
+            nxt = next(self._chunks, None)
+            if nxt is None:
+                break
+            self._buf, self._off = self._buf[self._off :] + nxt, 0
+        return self._buf[self._off : self._off + n]
+
+    def copy(self, n: int, write: Callable[[bytes | memoryview], object] | None) -> int:
+        """Pass the next ``n`` bytes to ``write`` (or drop them); return how many there were."""
+        done = 0
+        while done < n and self._more():
+            take = min(n - done, len(self._buf) - self._off)
+            if write is not None:
+                write(memoryview(self._buf)[self._off : self._off + take])
+            self._off += take
+            done += take
+        self.pos += done
+        return done
+
+    def read(self, n: int) -> bytes:
+        parts: list[bytes] = []
+        self.copy(n, lambda b: parts.append(bytes(b)))
+        return b"".join(parts)
+
+    def skip_zeros(self) -> bool:
+        """Step over zero bytes; ``True`` if a non-zero byte follows, ``False`` at the end."""
+        while self._more():
+            chunk = self._buf
+            stop = len(chunk) - len(chunk[self._off :].lstrip(b"\0"))
+            if stop < len(chunk):
+                self.pos += stop - self._off
+                self._off = stop
+                return True
+            self.pos += len(chunk) - self._off
+            self._off = len(chunk)
+        return False
+
+
+def _stream_entries(reader: _ChunkReader, avail: int, ctx: Ctx) -> tuple[int, list[RawEntry]]:
+    head = reader.read(HEADER_FIXED)
+    if len(head) < HEADER_FIXED:
+        raise ctx.error(f"truncated header: {len(head)} bytes, need {HEADER_FIXED}")
+    (count,) = _bundle_plain._COUNT.unpack_from(head, len(PLAIN_MAGIC))
+    if count > (avail - HEADER_FIXED) // _ENTRY.size:
+        raise ctx.error(
+            f"num_entries {count} cannot fit in the {avail - HEADER_FIXED} bytes after the header"
+        )
+    pos = HEADER_FIXED
+    entries: list[RawEntry] = []
+    for index in range(count):
+        record = reader.read(_ENTRY.size)
+        if len(record) < _ENTRY.size:
+            raise ctx.error(f"entry[{index}] record at +{pos:#x} runs past the end of the buffer")
+        offset, size, triple_len = _ENTRY.unpack(record)
+        pos += _ENTRY.size
+        if triple_len > min(_MAX_TRIPLE, avail - pos):
+            raise ctx.error(
+                f"entry[{index}].triple_len {triple_len} exceeds the buffer or {_MAX_TRIPLE} bytes"
+            )
+        raw = reader.read(triple_len)
+        triple = _bundle_plain._read_triple(memoryview(raw), 0, triple_len, index, ctx)
+        pos += triple_len
+        if offset > avail or size > avail - offset:
+            raise ctx.error(
+                f"entry[{index}] ({triple}): offset {offset:#x} + size {size:#x} runs past the "
+                f"end of the buffer ({avail:#x} bytes from the bundle start)"
+            )
+        entries.append(RawEntry(index, triple, offset, size))
+    return pos, entries
+
+
+def _device_ref(entry: RawEntry, start: int, ctx: Ctx) -> CodeObjectRef | None:
+    if entry.triple.startswith("host"):
+        return None
+    target = _target_or_none(entry.triple)
+    if target is None:
+        raise ctx.error(
+            f"entry[{entry.number}].triple {entry.triple!r} has no valid target id "
+            "(gfx<processor>[:feature±...])"
+        )
+    return CodeObjectRef(entry.triple, target, start + entry.offset, entry.size, None)
+
+
+def _walk_decoded(
+    chunks: Iterable[bytes], total: int, ctx: Ctx, sink: Sink | None
+) -> list[CodeObjectRef]:
+    """Check the plain bundles a CCOB payload decodes to, as a stream; pass code objects to
+    ``sink``. Memory: one chunk and one bundle header, whatever the payload's size."""
+    reader = _ChunkReader(chunks)
+    out: list[CodeObjectRef] = []
+    count = 0
+    payload_ctx = Ctx(ctx.name, f"{ctx.label}, decoded payload")
+    while reader.skip_zeros():
+        start = reader.pos
+        sub = Ctx(ctx.name, f"{ctx.label}, decoded bundle at {start:#x}")
+        head = reader.peek(len(PLAIN_MAGIC))
+        if head[:4] == CCOB_MAGIC:
+            raise sub.error("a CCOB payload must decode to plain bundles, found a nested CCOB")
+        if head != PLAIN_MAGIC:
+            raise payload_ctx.error(
+                f"non-zero byte {head[0]:#04x} at {start:#x} between bundles is neither padding "
+                "nor a bundle magic"
+            )
+        header_end, entries = _stream_entries(reader, total - start, sub)
+        _bundle_plain._check_layout(entries, header_end, sub)
+        end = max([header_end, *(e.offset + e.size for e in entries)])
+        refs = {e.number: _device_ref(e, start, sub) for e in entries}
+        for entry in sorted(entries, key=lambda e: (e.offset, e.number)):
+            ref = refs[entry.number]
+            write = sink(ref) if sink is not None and ref is not None else None
+            if not entry.size:
+                continue
+            reader.copy(start + entry.offset - reader.pos, None)
+            reader.copy(entry.size, write)
+        reader.copy(start + end - reader.pos, None)
+        out += [r for e in entries if (r := refs[e.number]) is not None]
+        count += 1
+    if count == 0:
+        raise ctx.error("CCOB payload holds no bundle")
+    return out
+
+
+def _index_ccob(view: memoryview, offset: int, ctx: Ctx, sink: Sink | None) -> IndexedBundle:
+    header = _bundle_ccob.read_header(view, offset, ctx)
+    decoding = _bundle_ccob.Decoding(view, offset, header, ctx)
+    refs = _walk_decoded(decoding.chunks(), header.uncompressed_size, ctx, sink)
+    if decoding.end is None:  # the stream was not exhausted: cannot happen after a full walk
+        raise ctx.error("CCOB payload was not decoded to its end")
+    return IndexedBundle(offset, decoding.end, header.method, header.version, tuple(refs))
+
+
+def _index(view: memoryview, offset: int, name: str) -> IndexedBundle:
+    ctx = Ctx(name, f"bundle at offset {offset:#x}")
+    if view[offset : offset + 4] == CCOB_MAGIC:
+        return _index_ccob(view, offset, ctx, None)
+    plain = _parse(view, offset, name)
+    refs = tuple(
+        CodeObjectRef(c.triple, c.target, c.offset, c.size, memoryview(c.data))
+        for c in plain.code_objects
+    )
+    return IndexedBundle(plain.offset, plain.end, None, None, refs)
+
+
+def index_bundles(buf: Buffer, *, name: str) -> Iterator[IndexedBundle]:
+    """Walk a ``.hip_fatbin`` section like :func:`iter_bundles`, checking every bundle in
+    full, but keep no decoded bytes: a compressed bundle is decoded as a stream, chunk by
+    chunk, and its code objects are read again with :func:`stream_code_objects`."""
+    view = _as_view(buf)
+    pos = 0
+    while True:
+        pos = _skip_gap(view, pos, Ctx(name, f"section offset {pos:#x}"))
+        if pos == len(view):
+            return
+        bundle = _index(view, pos, name)
+        if bundle.end <= pos:
+            raise Ctx(name, f"bundle at offset {pos:#x}").error("bundle does not advance the walk")
+        yield bundle
+        pos = bundle.end
+
+
+def stream_code_objects(
+    buf: Buffer, bundle: IndexedBundle, *, name: str, sink: Sink, chunk: int = 1 << 20
+) -> None:
+    """Pass every device code object of ``bundle`` (from :func:`index_bundles` over the same
+    ``buf``) to ``sink``, in chunks; a compressed bundle is decoded once, as a stream."""
+    view = _as_view(buf)
+    if bundle.compression is None:
+        for ref in bundle.code_objects:
+            write = sink(ref)
+            if write is None or ref.data is None:
+                continue
+            for start in range(0, ref.size, chunk):
+                write(ref.data[start : start + chunk])
+        return
+    _index_ccob(view, bundle.offset, Ctx(name, f"bundle at offset {bundle.offset:#x}"), sink)
 
 
 def make_plain_bundle(

@@ -197,7 +197,7 @@ def _extract_items(path: Path, kind: str, wanted: str | None) -> Iterator[tuple[
             )
         for kernel in extract_kernels(path):
             if _wants(kernel.target, wanted):
-                yield f"{path.name}#{kernel.index}.{kernel.target}.co", bytes(kernel.data)
+                yield f"{path.name}#{kernel.index}.{kernel.target}.co", kernel.read()
 
 
 def _extract_destination(out: Path) -> None:

@@ -19,11 +19,12 @@ file is never written.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from kpack._transform_scan import (
     resolve_pointers,
 )
 from kpack._transform_verify import verify_transform
-from kpack.bundle import Bundle, iter_bundles
+from kpack.bundle import CodeObjectRef, IndexedBundle, index_bundles, stream_code_objects
 from kpack.elf._edit import ElfEdit
 from kpack.elf._format import ELF_MAGIC, ET_REL
 from kpack.elf._read import Reader, open_reader, read_ident
@@ -58,6 +59,7 @@ __all__ = [
     "extract_kernels",
     "inspect_fat_binary",
     "plan_transform",
+    "stream_kernels",
     "transform_binary",
 ]
 
@@ -83,12 +85,62 @@ class FatBinaryInfo:
 
 @dataclass(frozen=True)
 class ExtractedKernel:
-    """One device code object, found through wrapper ``index`` (the ``co_index``)."""
+    """One device code object, found through wrapper ``index`` (the ``co_index``).
+
+    ``data`` is a zero-copy view of the mapped input for a plain bundle and ``None`` for a
+    code object inside a compressed bundle: nothing decoded is held. Read the bytes with
+    :func:`stream_kernels` (each compressed bundle decoded once, as a stream) or, for one
+    kernel, :meth:`read`.
+    """
 
     index: int
     target: str  # e.g. 'gfx90a:xnack+'
     triple: str  # e.g. 'hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+'
-    data: bytes | memoryview
+    size: int
+    data: memoryview | None
+    bundle: IndexedBundle = field(compare=False, repr=False)
+    offset: int  # within the decoded bundle
+    section: memoryview = field(compare=False, repr=False)
+    name: str = field(compare=False, repr=False)
+
+    @property
+    def location(self) -> tuple[int, int, str]:
+        """Equal for two wrappers that point at the same bundle."""
+        return (self.bundle.offset, self.offset, self.target)
+
+    def read(self) -> bytes:
+        """This kernel's bytes (a compressed bundle is decoded for it)."""
+        if self.data is not None:
+            return bytes(self.data)
+        out = bytearray()
+        stream_kernels([self], lambda k: out.extend)
+        return bytes(out)
+
+
+KernelSink = Callable[[ExtractedKernel], Callable[[bytes | memoryview], object] | None]
+
+
+def stream_kernels(kernels: Sequence[ExtractedKernel], sink: KernelSink) -> None:
+    """Pass each kernel's bytes to ``sink(kernel)`` in chunks of at most 1 MiB.
+
+    Kernels at the same :attr:`~ExtractedKernel.location` are passed once (the first).
+    Each compressed bundle is decoded once, as a stream: memory stays at a chunk, never a
+    decoded bundle.
+    """
+    by_bundle: dict[int, dict[tuple[int, str], ExtractedKernel]] = {}
+    for kernel in kernels:
+        group = by_bundle.setdefault(kernel.bundle.offset, {})
+        group.setdefault((kernel.offset, kernel.target), kernel)
+    for group in by_bundle.values():
+        first = next(iter(group.values()))
+
+        def pick(
+            ref: CodeObjectRef, group: dict[tuple[int, str], ExtractedKernel] = group
+        ) -> Callable[[bytes | memoryview], object] | None:
+            kernel = group.get((ref.offset, ref.target))
+            return sink(kernel) if kernel is not None else None
+
+        stream_code_objects(first.section, first.bundle, name=first.name, sink=pick)
 
 
 @dataclass(frozen=True)
@@ -229,7 +281,7 @@ def _scan(reader: Reader, path: Path) -> tuple[FatLayout, tuple[Pointer, ...]]:
 def _extract(fat: FatLayout, pointers: Sequence[Pointer]) -> list[ExtractedKernel]:
     """§3 step 1: each wrapper's bundle, from its original pointer."""
     shdr = fat.fatbin_shdr
-    bundles = _bundles(fat)
+    section, name, bundles = _bundles(fat)
     kernels: list[ExtractedKernel] = []
     for pointer in pointers:
         where = f"{SEGMENT} wrapper {pointer.index} points at {pointer.value:#x}"
@@ -249,7 +301,19 @@ def _extract(fat: FatLayout, pointers: Sequence[Pointer]) -> list[ExtractedKerne
                     f"{where}: its bundle holds two code objects for {co.target}", path=fat.path
                 )
             targets.add(co.target)
-            kernels.append(ExtractedKernel(pointer.index, co.target, co.triple, co.data))
+            kernels.append(
+                ExtractedKernel(
+                    pointer.index,
+                    co.target,
+                    co.triple,
+                    co.size,
+                    co.data,
+                    bundle,
+                    co.offset,
+                    section,
+                    name,
+                )
+            )
     unreferenced = sorted(set(bundles) - {p.value - shdr.sh_addr for p in pointers})
     if unreferenced:
         log.warning(
@@ -262,11 +326,12 @@ def _extract(fat: FatLayout, pointers: Sequence[Pointer]) -> list[ExtractedKerne
     return kernels
 
 
-def _bundles(fat: FatLayout) -> dict[int, Bundle]:
-    """Every bundle of ``.hip_fatbin`` by section offset, read through an ``mmap``."""
+def _bundles(fat: FatLayout) -> tuple[memoryview, str, dict[int, IndexedBundle]]:
+    """Every bundle of ``.hip_fatbin`` by section offset, read through an ``mmap`` and
+    checked in full; compressed bundles are decoded as a stream and not kept."""
     shdr = fat.fatbin_shdr
     if not shdr.sh_size:
-        return {}
+        return memoryview(b""), "", {}
     try:
         with open(fat.path, "rb") as f:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -279,8 +344,12 @@ def _bundles(fat: FatLayout) -> dict[int, Bundle]:
     view = memoryview(mapped)[shdr.sh_offset : shdr.sh_offset + shdr.sh_size]
     name = f"{os.fspath(fat.path)}:{FATBIN}"
     try:
-        return {b.offset: b for b in iter_bundles(view, name=name)}
+        bundles = {b.offset: b for b in index_bundles(view, name=name)}
     except BundleError as exc:
         raise TransformError(
             f"{FATBIN} is malformed: {exc.message}", path=fat.path, problems=exc.problems
         ) from exc
+    if hasattr(mmap, "MADV_DONTNEED"):  # the walk touched every page; let them go from RSS
+        with contextlib.suppress(OSError):
+            mapped.madvise(mmap.MADV_DONTNEED)
+    return view, name, bundles

@@ -144,7 +144,7 @@ def test_every_kernel_reference_resolves(rocrand: Path, split: tuple, tmp_path: 
     assert ref is not None
     assert ref.kernel_name == "lib/librocrand.so.1"
     assert ref.search_paths == ("../.kpack/torch_@GFXARCH@.kpack",)
-    originals = {(f"lib/librocrand.so.1#{k.index}", k.target): bytes(k.data)
+    originals = {(f"lib/librocrand.so.1#{k.index}", k.target): k.read()
                  for k in extract_kernels(rocrand)}  # fmt: skip
     for target in TARGETS:
         resolution = resolve_binary(lib, [target], env={})

@@ -162,7 +162,7 @@ def test_kernels_match_clang_offload_bundler(hip: HipSamples, tmp_path: Path) ->
     kernels = extract_kernels(lib)
     assert sorted((k.index, k.triple) for k in kernels) == [(0, t) for t in sorted(TRIPLES)]
     for k in kernels:
-        assert bytes(k.data) == oracle[k.triple] and bytes(k.data)[:4] == b"\x7fELF"
+        assert k.read() == oracle[k.triple] and k.read()[:4] == b"\x7fELF"
         assert k.target == k.triple.rpartition("--")[2]
 
 

@@ -134,8 +134,8 @@ def test_rocrand_kernels_match_the_bundler(
     kernels = extract_kernels(rocrand)
     assert len(kernels) == 7 and {k.target for k in kernels} == TARGETS
     assert {k.index for k in kernels} == {0}
-    assert [(k.index, k.triple, bytes(k.data)) for k in kernels] == [
-        (k.index, k.triple, bytes(k.data)) for k in plan.kernels
+    assert [(k.index, k.triple, k.read()) for k in kernels] == [
+        (k.index, k.triple, k.read()) for k in plan.kernels
     ]
     raw = tmp_path / "fatbin.bin"
     fatbin_bytes(rocrand, raw)
@@ -143,7 +143,7 @@ def test_rocrand_kernels_match_the_bundler(
     assert sorted(triples) == sorted(k.triple for k in kernels)
     oracle = unbundle(raw, triples, tmp_path / "co")
     for k in kernels:
-        data = bytes(k.data)
+        data = k.read()
         assert data == oracle[k.triple], k.triple
         assert data[:4] == b"\x7fELF" and data[18] == 224  # e_machine EM_AMDGPU
 

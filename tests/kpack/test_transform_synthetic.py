@@ -80,7 +80,7 @@ def test_wrapper_order_differs_from_bundle_order(tmp_path: Path) -> None:
     first, second = pad(plain(0x10)), plain(0x20)
     lib = synthetic(tmp_path, "swapped", first + second, [len(first), 0])
     kernels = extract_kernels(lib)
-    found = {(k.index, k.target): bytes(k.data) for k in kernels}
+    found = {(k.index, k.target): k.read() for k in kernels}
     assert found == {
         (0, "gfx900"): payload(0x20, 300),  # wrapper 0 points at the second bundle
         (0, "gfx1030"): payload(0x21, 300),
@@ -101,7 +101,7 @@ def test_multi_ccob_section_with_padding(tmp_path: Path) -> None:
     content = pad(ccob_a, 64) + pad(ccob_b) + bytes(100) + tail + bytes(5000)
     offsets = [0, len(pad(ccob_a, 64)), len(pad(ccob_a, 64)) + len(pad(ccob_b)) + 100]
     lib = synthetic(tmp_path, "multi", content, offsets)
-    kernels = [(k.index, k.target, bytes(k.data)) for k in extract_kernels(lib)]
+    kernels = [(k.index, k.target, k.read()) for k in extract_kernels(lib)]
     assert kernels == [
         (0, "gfx900", payload(0x30, 300)),
         (0, "gfx1030", payload(0x31, 300)),

@@ -71,7 +71,7 @@ def inputs(
         for kernel in kernels:
             path = tmp / scheme / f"rand_lib_{kernel.target}.kpack"
             path.parent.mkdir(exist_ok=True)
-            item = KernelInput(f"{NAME}#{kernel.index}", kernel.target, kernel.data)
+            item = KernelInput(f"{NAME}#{kernel.index}", kernel.target, kernel.read())
             write_kpack(
                 path, [item], group_name="rand_lib", gfx_arch_family=kernel.target, scheme=scheme
             )
