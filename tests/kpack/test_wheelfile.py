@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from zlib_ng import zlib_ng
 
 from kpack.errors import PackagingError
 from kpack.wheelfile import Member, WheelResult, wheel_filename, write_wheel
 from kpack.wheelfile import _deflate as _archive_deflate
 from kpack.wheelfile import _zip as _zipwrite
-from kpack.wheelfile._deflate import CHUNK_SIZE, deflate_chunk
+from kpack.wheelfile._deflate import CHUNK_SIZE, deflate_chunk, deflate_whole
 
 TAG = "py3-none-linux_x86_64"
 NAME = "rocm-sdk-core"
@@ -323,15 +324,34 @@ def test_chunked_deflate_is_one_valid_stream() -> None:
     dec = zlib.decompressobj(-15)
     assert dec.decompress(stream) == data
     assert dec.eof and not dec.unused_data
-    whole = zlib.compressobj(6, zlib.DEFLATED, -15)
+    whole = zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15)
     single = whole.compress(data) + whole.flush()
-    assert len(stream) < len(single) * 1.01  # priming keeps the ratio
+    assert len(stream) < len(single) * 1.01  # priming keeps the engine's ratio
+
+
+def test_whole_members_are_libdeflate_and_no_larger_than_stdlib_zlib() -> None:
+    data = elf_like(2_000_000, seed=3)
+    out = deflate_whole(data, 6)
+    assert zlib.decompress(out, -15) == data
+    comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+    assert len(out) <= (len(comp.compress(data)) + len(comp.flush())) * 1.01
+    assert deflate_whole(data, 6) == out  # deterministic
+    assert zlib.decompress(deflate_whole(data, 0), -15) == data
+
+
+@pytest.fixture(params=["whole", "streamed"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the default split (members up to 64 MiB compressed whole) and with
+    every member over one byte streamed in chunks."""
+    if request.param == "streamed":
+        monkeypatch.setattr(_archive_deflate, "WHOLE_MAX", 1)
+    return str(request.param)
 
 
 @pytest.mark.parametrize(
     "size", [0, 1, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 2 * CHUNK_SIZE, 2 * CHUNK_SIZE + 5]
 )
-def test_sizes_around_the_chunk_size(tmp_path: Path, size: int) -> None:
+def test_sizes_around_the_chunk_size(tmp_path: Path, size: int, engine: str) -> None:
     data = elf_like(size, seed=size) if size else b""
     path = tmp_path / "member.bin"
     path.write_bytes(data)
@@ -354,7 +374,7 @@ def test_sizes_around_the_chunk_size(tmp_path: Path, size: int) -> None:
         assert (a.CRC, a.compress_size) == (b.CRC, b.compress_size)
 
 
-def test_many_small_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_many_small_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
     monkeypatch.setattr(_archive_deflate, "CHUNK_SIZE", 64 * 1024)
     data = elf_like(1_000_003, seed=5)
     members = [Member("a/lib.so", data), Member("a/small.py", b"x = 1\n" * 50)]
@@ -366,7 +386,7 @@ def test_many_small_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         assert zf.testzip() is None
 
 
-def test_generator_chunking_does_not_change_output(tmp_path: Path) -> None:
+def test_generator_chunking_does_not_change_output(tmp_path: Path, engine: str) -> None:
     data = elf_like(CHUNK_SIZE + 300_000, seed=11)
 
     def pieces(step: int) -> Iterator[bytes]:
