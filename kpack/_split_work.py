@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import mmap
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +26,15 @@ from kpack.errors import BundleError
 from kpack.transform import AlreadyTransformed, ExtractedKernel, stream_kernels, transform_binary
 
 __all__ = [
+    "ArchiveJob",
     "FatJob",
     "FatOutcome",
     "SpooledKernel",
+    "group_by_target",
     "remove_spools",
     "run_fat_job",
+    "run_fat_jobs",
+    "write_archives",
     "write_target_archive",
 ]
 
@@ -272,3 +278,85 @@ def remove_spools(spools: Sequence[Path]) -> None:
     for path in spools:
         with suppress(FileNotFoundError):
             path.unlink()
+
+
+# --- orchestration shared by the artifact splitter and the wheel splitter -------------------
+
+KernelEntry = tuple[str, str, SpooledKernel]  # (stage or overlay root, kernel_name, kernel)
+
+
+def _pool(jobs: int, count: int) -> Executor | None:
+    if jobs <= 1 or count <= 1:
+        return None
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
+    return ProcessPoolExecutor(max_workers=min(jobs, count), mp_context=context)
+
+
+def run_fat_jobs(jobs: Sequence[FatJob], workers: int) -> list[FatOutcome]:
+    """Run every job, largest first, sorted by kernel name on return; the first failure
+    cancels the rest and is raised. One worker (or one job) runs in-process, where kernels
+    stay zero-copy views of the mapped inputs."""
+    ordered = sorted(jobs, key=lambda j: (-j.size, j.kernel_name))
+    pool = _pool(workers, len(ordered))
+    if pool is None:
+        outcomes = [run_fat_job(job, keep_views=True) for job in ordered]
+    else:
+        with pool:
+            futures = [pool.submit(run_fat_job, job) for job in ordered]
+            outcomes = []
+            try:
+                for future in as_completed(futures):
+                    outcomes.append(future.result())
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    return sorted(outcomes, key=lambda o: o.job.kernel_name)
+
+
+def group_by_target(outcomes: Sequence[FatOutcome]) -> dict[str, list[KernelEntry]]:
+    """Spooled kernels per target, in kernel-name order."""
+    by_target: dict[str, list[KernelEntry]] = {}
+    for outcome in outcomes:
+        for kernel in outcome.kernels:
+            entry = (outcome.job.stage, outcome.job.kernel_name, kernel)
+            by_target.setdefault(kernel.target, []).append(entry)
+    return by_target
+
+
+@dataclass(frozen=True)
+class ArchiveJob:
+    """One target's archive: where it goes and its kernels."""
+
+    target: str
+    path: Path
+    entries: tuple[KernelEntry, ...]
+
+
+def write_archives(
+    jobs: Sequence[ArchiveJob], *, prefix: str, scheme: Scheme, level: int, workers: int
+) -> list[KpackSummary]:
+    """Write every archive, in the order given. Many kernels per target: one archive at a
+    time, its kernels compressed on ``workers`` threads (memory: one target's code). Few
+    kernels per target (a single-TU library): ``workers`` archives at a time, one thread
+    each."""
+    few = all(len(j.entries) < 2 * workers for j in jobs)
+    parallel = min(workers, len(jobs)) if few else 1
+    per_archive = 1 if few else workers
+
+    def write(job: ArchiveJob) -> KpackSummary:
+        return write_target_archive(
+            job.path,
+            job.target,
+            job.entries,
+            prefix=prefix,
+            scheme=scheme,
+            level=level,
+            jobs=per_archive,
+        )
+
+    if parallel <= 1:
+        return [write(j) for j in jobs]
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="kpack-archive") as pool:
+        return list(pool.map(write, jobs))

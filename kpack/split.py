@@ -17,10 +17,8 @@ and publish the finished dirs together. Inputs are never modified.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,12 +36,13 @@ from kpack._split_plan import (
 from kpack._split_scan import Kind, StageEntry, scan_artifact
 from kpack._split_verify import VerifyReport, find_archives, verify_binary
 from kpack._split_work import (
-    FatJob,
+    ArchiveJob,
     FatOutcome,
-    SpooledKernel,
+    KernelEntry,
+    group_by_target,
     remove_spools,
-    run_fat_job,
-    write_target_archive,
+    run_fat_jobs,
+    write_archives,
 )
 from kpack.archive import Scheme
 from kpack.artifact_names import ArtifactId
@@ -149,47 +148,9 @@ def _write_database(entry: StageEntry, root: Path) -> Path:
     return dest
 
 
-def _pool(jobs: int, count: int) -> Executor | None:
-    if jobs <= 1 or count <= 1:
-        return None
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
-    return ProcessPoolExecutor(max_workers=min(jobs, count), mp_context=context)
-
-
-def _run_jobs(jobs: list[FatJob], workers: int) -> list[FatOutcome]:
-    """Run every job, largest first; the first failure cancels the rest and is raised."""
-    ordered = sorted(jobs, key=lambda j: (-j.size, j.kernel_name))
-    pool = _pool(workers, len(ordered))
-    if pool is None:  # in-process: kernels may stay zero-copy views of the mapped inputs
-        return [run_fat_job(job, keep_views=True) for job in ordered]
-    with pool:
-        futures = [pool.submit(run_fat_job, job) for job in ordered]
-        outcomes: list[FatOutcome] = []
-        try:
-            for future in as_completed(futures):
-                outcomes.append(future.result())
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
-    return outcomes
-
-
-def _group_kernels(
-    outcomes: Iterable[FatOutcome],
-) -> dict[str, list[tuple[str, str, SpooledKernel]]]:
-    by_target: dict[str, list[tuple[str, str, SpooledKernel]]] = {}
-    for outcome in outcomes:
-        for kernel in outcome.kernels:
-            entry = (outcome.job.stage, outcome.job.kernel_name, kernel)
-            by_target.setdefault(kernel.target, []).append(entry)
-    return by_target
-
-
 def _contributors(
     plan: SplitPlan,
-    by_target: dict[str, list[tuple[str, str, SpooledKernel]]],
+    by_target: dict[str, list[KernelEntry]],
 ) -> dict[str, set[str]]:
     """Output dir name -> stage dirs that contributed kernels or database files."""
     stages: dict[str, set[str]] = {}
@@ -203,43 +164,29 @@ def _contributors(
 def _write_archives(
     plan: SplitPlan,
     staging: Staging,
-    by_target: dict[str, list[tuple[str, str, SpooledKernel]]],
+    by_target: dict[str, list[KernelEntry]],
     contributors: dict[str, set[str]],
     options: SplitOptions,
 ) -> list[ArchiveOutput]:
-    """One archive per target. Many kernels per target: one archive at a time, its kernels
-    compressed on ``jobs`` threads (memory: one target's code). Few kernels per target
-    (a single-TU library): ``jobs`` archives at a time, one thread each."""
-    targets = sorted(by_target)
-    few = all(len(by_target[t]) < 2 * options.jobs for t in targets)
-    workers = min(options.jobs, len(targets)) if few else 1
-    per_archive = 1 if few else options.jobs
-
-    def write(target: str) -> ArchiveOutput:
+    """One archive per target, in the first stage dir that contributed to its output."""
+    jobs = []
+    for target in sorted(by_target):
         name = plan.out_name(target)
-        first_stage = min(contributors[name])
-        relpath = Path(name) / first_stage / ".kpack" / f"{name}.kpack"
-        summary = write_target_archive(
-            staging.root / relpath,
-            target,
-            by_target[target],
-            prefix=plan.prefix,
-            scheme=options.scheme,
-            level=options.level,
-            jobs=per_archive,
-        )
-        return ArchiveOutput(
-            target,
-            staging.output_dir / relpath,
+        relpath = Path(name) / min(contributors[name]) / ".kpack" / f"{name}.kpack"
+        jobs.append(ArchiveJob(target, staging.root / relpath, tuple(by_target[target])))
+    summaries = write_archives(
+        jobs, prefix=plan.prefix, scheme=options.scheme, level=options.level, workers=options.jobs
+    )
+    return [
+        ArchiveOutput(
+            job.target,
+            staging.output_dir / job.path.relative_to(staging.root),
             summary.kernel_count,
             summary.original_bytes,
             summary.size,
         )
-
-    if workers <= 1:
-        return [write(t) for t in targets]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kpack-archive") as pool:
-        return list(pool.map(write, targets))
+        for job, summary in zip(jobs, summaries, strict=True)
+    ]
 
 
 def _report(outcome: FatOutcome) -> BinaryReport:
@@ -261,8 +208,8 @@ def _execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitR
         spool_dir = staging.dir(".spool")
         spool_dir.mkdir()
         jobs = fat_jobs(plan, generic_root, spool_dir, options)
-        outcomes = sorted(_run_jobs(jobs, options.jobs), key=lambda o: o.job.kernel_name)
-        by_target = _group_kernels(outcomes)
+        outcomes = run_fat_jobs(jobs, options.jobs)
+        by_target = group_by_target(outcomes)
         contributors = _contributors(plan, by_target)
         staging.check_free([generic_name, *contributors])
         moved = [

@@ -8,18 +8,17 @@ spooled; the archives are then written from the spools, one target at a time.
 from __future__ import annotations
 
 import logging
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 from kpack._split_work import (
+    ArchiveJob,
     FatJob,
     FatOutcome,
-    SpooledKernel,
+    group_by_target,
     remove_spools,
-    run_fat_job,
-    write_target_archive,
+    run_fat_jobs,
+    write_archives,
 )
 from kpack.archive import Scheme
 from kpack.tools._wheel_plan import SplitPlan
@@ -63,7 +62,7 @@ def split_binaries(
                    dest, mode, fat.entry.size, fat.kernel_name, fat.search_path,
                    spool_dir / f"{number}.spool", None)
         )  # fmt: skip
-    outcomes = _run(fat_jobs, jobs)
+    outcomes = run_fat_jobs(fat_jobs, jobs)
     try:
         archives = _write_archives(plan, outcomes, kpack_dir, scheme, level, jobs)
     finally:
@@ -80,40 +79,23 @@ def split_binaries(
     return KernelResult(stripped, kernels, archives, tuple(notes))
 
 
-def _run(jobs: list[FatJob], workers: int) -> list[FatOutcome]:
-    """Largest first; in-process for one worker (kernels stay views of the mapped input)."""
-    ordered = sorted(jobs, key=lambda j: (-j.size, j.kernel_name))
-    if workers <= 1 or len(ordered) <= 1:
-        return [run_fat_job(job, keep_views=True) for job in ordered]
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
-    with ProcessPoolExecutor(min(workers, len(ordered)), mp_context=context) as pool:
-        futures = [pool.submit(run_fat_job, job) for job in ordered]
-        try:
-            return [f.result() for f in as_completed(futures)]
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
-
-
 def _write_archives(
     plan: SplitPlan, outcomes: list[FatOutcome], kpack_dir: Path, scheme: Scheme, level: int,
     jobs: int,
 ) -> tuple[ArchiveFile, ...]:  # fmt: skip
-    by_target: dict[str, list[tuple[str, str, SpooledKernel]]] = {}
-    for outcome in outcomes:
-        for kernel in outcome.kernels:
-            entry = (outcome.job.stage, outcome.job.kernel_name, kernel)
-            by_target.setdefault(kernel.target, []).append(entry)
+    by_target = group_by_target(outcomes)
+    archive_jobs = [
+        ArchiveJob(t, kpack_dir / plan.archive_arcname(t).rsplit("/", 1)[-1], tuple(by_target[t]))
+        for t in sorted(by_target)
+    ]
+    summaries = write_archives(
+        archive_jobs, prefix=plan.group, scheme=scheme, level=level, workers=jobs
+    )
     archives = []
-    for target in sorted(by_target):
-        arcname = plan.archive_arcname(target)
-        path = kpack_dir / arcname.rsplit("/", 1)[-1]
-        summary = write_target_archive(
-            path, target, by_target[target], prefix=plan.group, scheme=scheme, level=level,
-            jobs=jobs,
-        )  # fmt: skip
-        archives.append(ArchiveFile(target, arcname, path, summary.kernel_count, summary.size))
+    for job, summary in zip(archive_jobs, summaries, strict=True):
+        arcname = plan.archive_arcname(job.target)
+        archives.append(
+            ArchiveFile(job.target, arcname, job.path, summary.kernel_count, summary.size)
+        )
         log.info("wrote %s: %d kernels, %d bytes", arcname, summary.kernel_count, summary.size)
     return tuple(archives)
