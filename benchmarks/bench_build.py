@@ -113,7 +113,7 @@ def _input_listing(tree: Path, out: Path) -> tuple[Path, int]:
         files = list(pkg.payload) + [m.file for m in pkg.devel_tar if m.file is not None]
         group = []
         for f in files:
-            src = f.source if f.source is not None else (f.edit.source if f.edit else None)
+            src = f.source if f.source is not None else (f.edit.path if f.edit else None)
             if src is None:
                 continue  # rendered text and launcher stubs: a few KB
             group.append((str(src), f.arcname))

@@ -43,20 +43,20 @@ def check_rpath_edit(edit: ElfEdit, entries: Sequence[str]) -> list[str]:
 
     Returns the verifier's warnings; raises :class:`ElfError` on any problem.
     """
-    name = f"{edit.source} (edited)"
+    name = f"{edit.path} (edited)"
     with open_reader(edit.source) as reader:
-        before = scan_reader(reader, edit.source)
+        before = scan_reader(reader, edit.path)
         old_phdrs = read_layout(reader, with_sections=False).phdrs
     with edit.open() as view:
         warnings = verify_elf(view, name=name)
         new_reader = Reader(view, name)
-        after = scan_reader(new_reader, edit.source)
+        after = scan_reader(new_reader, edit.path)
         new_phdrs = read_layout(new_reader, with_sections=False).phdrs
     for warning in warnings:
         log.warning("%s: %s", name, warning)
     problems = _meaning(before, after, entries) + _invariants(old_phdrs, new_phdrs)
     if problems:
-        raise ElfError("planned RPATH edit is wrong", path=edit.source, problems=problems)
+        raise ElfError("planned RPATH edit is wrong", path=edit.path, problems=problems)
     return warnings
 
 

@@ -6,6 +6,10 @@ in chunks) or viewed through a read-only seekable stream for verification.
 Result layout, in order: the source with ``patches`` applied (offsets in source
 coordinates) and the ``removed`` byte range left out, then ``zero_fill`` zero bytes
 (written as a hole where the file system allows), then ``appended``.
+
+The source is a file or another edit: edits compose (an RPATH edit planned on the
+result of a device-code transform), and the composed result still streams from the one
+file underneath, read once.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import BinaryIO, NamedTuple
 
 from kpack.errors import ElfError
 
-__all__ = ["ElfEdit"]
+__all__ = ["ElfEdit", "ElfSource", "root_path"]
 
 #: Zero runs at least this long are written as holes (seek) instead of bytes.
 _HOLE_MIN = 64 << 10
@@ -41,7 +45,7 @@ class _Region(NamedTuple):
 class ElfEdit:
     """The result of ``source`` with ``patches``, minus ``removed``, plus zeros and ``appended``."""
 
-    source: Path
+    source: ElfSource
     original_size: int
     patches: tuple[tuple[int, bytes], ...]
     appended: bytes
@@ -55,25 +59,25 @@ class ElfEdit:
                 raise ElfError(
                     f"invalid edit plan: patch at {offset:#x} (+{len(data):#x}) overlaps, "
                     f"is empty or lies beyond the original size {self.original_size:#x}",
-                    path=self.source,
+                    path=self.path,
                 )
             end = offset + len(data)
         if self.zero_fill < 0:
-            raise ElfError(f"invalid edit plan: zero_fill {self.zero_fill}", path=self.source)
+            raise ElfError(f"invalid edit plan: zero_fill {self.zero_fill}", path=self.path)
         if self.removed is not None:
             lo, hi = self.removed
             if not 0 <= lo < hi <= self.original_size:
                 raise ElfError(
                     f"invalid edit plan: removed range {lo:#x}..{hi:#x} is empty or lies "
                     f"beyond the original size {self.original_size:#x}",
-                    path=self.source,
+                    path=self.path,
                 )
             for offset, data in self.patches:
                 if offset < hi and lo < offset + len(data):
                     raise ElfError(
                         f"invalid edit plan: patch at {offset:#x} (+{len(data):#x}) lies in "
                         f"the removed range {lo:#x}..{hi:#x}",
-                        path=self.source,
+                        path=self.path,
                     )
 
     @property
@@ -95,8 +99,13 @@ class ElfEdit:
         if self.removed is None or offset < self.removed[0]:
             return offset
         if offset < self.removed[1]:
-            raise ElfError(f"source offset {offset:#x} lies in the removed range", path=self.source)
+            raise ElfError(f"source offset {offset:#x} lies in the removed range", path=self.path)
         return offset - self.removed_size
+
+    @property
+    def path(self) -> Path:
+        """The file underneath (through any edits this one is planned on)."""
+        return root_path(self.source)
 
     def iter_chunks(self, chunk_size: int = 1 << 20) -> Iterator[bytes]:
         """Yield the result in order, reading the source once."""
@@ -120,9 +129,9 @@ class ElfEdit:
         never written through. Long zero runs become holes in the file.
         """
         dest = Path(dest)
-        if not replace_source and dest.exists() and os.path.samefile(dest, self.source):
+        if not replace_source and dest.exists() and os.path.samefile(dest, self.path):
             raise ElfError("refusing to write an edit over its own source", path=dest)
-        mode = stat.S_IMODE(os.stat(self.source).st_mode)
+        mode = stat.S_IMODE(os.stat(self.path).st_mode)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
         tmp = Path(tmp_name)
         try:
@@ -168,6 +177,14 @@ class ElfEdit:
             pos += len(data)
 
     def _open_source(self) -> BinaryIO:
+        if isinstance(self.source, ElfEdit):
+            if self.source.size != self.original_size:
+                raise ElfError(
+                    f"edit planned on {self.original_size} bytes, its source edit gives "
+                    f"{self.source.size}",
+                    path=self.path,
+                )
+            return self.source.open()
         try:
             src = open(self.source, "rb")  # noqa: SIM115 - returned to the caller
         except OSError as exc:
@@ -206,7 +223,7 @@ class ElfEdit:
         src.seek(start)
         data = bytearray(src.read(size))
         if len(data) != size:
-            raise ElfError(f"short read at {start:#x}", path=self.source)
+            raise ElfError(f"short read at {start:#x}", path=self.path)
         self._overlay(data, start, start + size)
         return data
 
@@ -256,3 +273,14 @@ class _EditView(io.RawIOBase):
         if not self.closed:
             self._src.close()
         super().close()
+
+
+ElfSource = Path | ElfEdit
+"""What an edit reads: a file, or the result of another edit."""
+
+
+def root_path(source: ElfSource) -> Path:
+    """The file under ``source``."""
+    while isinstance(source, ElfEdit):
+        source = source.source
+    return source

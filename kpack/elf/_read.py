@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from kpack.elf._edit import ElfEdit
 from kpack.elf._format import (
     DT_NULL,
     DT_STRSZ,
@@ -249,8 +250,13 @@ def is_regular_file(path: Path) -> bool:
 
 
 @contextmanager
-def open_reader(path: Path) -> Iterator[Reader]:
-    """A :class:`Reader` on ``path``; OS errors become :class:`ElfError`."""
+def open_reader(path: Path | ElfEdit) -> Iterator[Reader]:
+    """A :class:`Reader` on ``path`` (or on the result of a planned edit); OS errors become
+    :class:`ElfError`."""
+    if isinstance(path, ElfEdit):
+        with path.open() as view:
+            yield Reader(view, f"{os.fspath(path.path)} (edited)")
+        return
     try:
         stream = open_binary(path)
     except OSError as exc:

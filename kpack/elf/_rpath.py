@@ -16,9 +16,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
-from kpack.elf._edit import ElfEdit
+from kpack.elf._edit import ElfEdit, ElfSource, root_path
 from kpack.elf._format import (
     DT_NULL,
     DT_RPATH,
@@ -50,8 +49,11 @@ log = logging.getLogger(__name__)
 Dyn = tuple[int, int]
 
 
-def plan_rpath_edit(path: Path, entries: Sequence[str]) -> ElfEdit | None:
+def plan_rpath_edit(path: ElfSource, entries: Sequence[str]) -> ElfEdit | None:
     """Plan setting DT_RPATH of ``path`` to ``':'.join(entries)``; ``None`` if already so.
+
+    ``path`` may be a planned edit (a transformed binary): the RPATH edit is planned on its
+    result and streams from the file underneath.
 
     An empty ``entries`` removes DT_RPATH and DT_RUNPATH (``None`` if there are none).
     Raises :class:`ElfError` for files that cannot be edited safely.
@@ -69,7 +71,9 @@ def plan_rpath_edit(path: Path, entries: Sequence[str]) -> ElfEdit | None:
         ]
         for slot, tag, off in old:
             if off >= size:
-                raise ElfError(f"dynamic slot {slot} (tag {tag}) points beyond DT_STRSZ", path=path)
+                raise ElfError(
+                    f"dynamic slot {slot} (tag {tag}) points beyond DT_STRSZ", path=root_path(path)
+                )
         if not entries:
             if not old:
                 return None
@@ -85,7 +89,7 @@ def plan_rpath_edit(path: Path, entries: Sequence[str]) -> ElfEdit | None:
 
 
 def _plan(
-    path: Path,
+    path: ElfSource,
     layout: ElfLayout,
     dynstr: bytes,
     value: bytes,
@@ -103,7 +107,7 @@ def _plan(
 
 
 def _plan_new_load(
-    path: Path,
+    path: ElfSource,
     layout: ElfLayout,
     entries: list[Dyn],
     new_dynstr: bytes | None,
@@ -141,14 +145,16 @@ def _plan_new_load(
     return _finish(path, layout, patches + load_patches, appended)
 
 
-def _finish(path: Path, layout: ElfLayout, patches: list[Patch], appended: bytes) -> ElfEdit:
+def _finish(path: ElfSource, layout: ElfLayout, patches: list[Patch], appended: bytes) -> ElfEdit:
     return ElfEdit(path, layout.size, tuple(sorted(patches)), appended)
 
 
-def _encode(path: Path, entries: Sequence[str]) -> bytes:
+def _encode(path: ElfSource, entries: Sequence[str]) -> bytes:
     for entry in entries:
         if ":" in entry or "\0" in entry:
-            raise ElfError(f"invalid RPATH entry {entry!r} (contains ':' or NUL)", path=path)
+            raise ElfError(
+                f"invalid RPATH entry {entry!r} (contains ':' or NUL)", path=root_path(path)
+            )
     return ":".join(entries).encode("utf-8", "surrogateescape")
 
 

@@ -36,7 +36,7 @@ from transform_fixtures import (
     wrappers,
 )
 
-from kpack.elf import apply_rpath_edit, plan_rpath_edit, scan_elf
+from kpack.elf import apply_rpath_edit, check_rpath_edit, plan_rpath_edit, scan_elf
 from kpack.errors import TransformError
 from kpack.transform import (
     AlreadyTransformed,
@@ -266,3 +266,32 @@ def test_relocatable_object_is_not_a_fat_binary(hip: HipSamples, tmp_path: Path)
     with pytest.raises(TransformError, match="relocatable object"):
         transform_binary(obj, tmp_path / "a.o", kernel_name=NAME, search_paths=PATHS)
     assert not (tmp_path / "a.o").exists()
+
+
+@pytest.mark.parametrize("variant", LIBS)
+def test_an_rpath_edit_planned_on_a_transform_streams_the_two_step_result(
+    hip: HipSamples, variant: str, tmp_path: Path
+) -> None:
+    """The builder plans its RPATH edit on the planned transform (nothing written in
+    between); streamed, that is byte for byte the transform written to disk and then
+    RPATH-edited, and the result loads and runs."""
+    lib = hip.libs[variant]
+    rpath = ["$ORIGIN", "$ORIGIN/../rocm_sysdeps/lib", "$ORIGIN/" + "x" * 300]
+    transform = plan_transform(lib, kernel_name=NAME, search_paths=PATHS)
+    composed = plan_rpath_edit(transform.edit, rpath)
+    assert composed is not None and composed.path == lib
+    check_rpath_edit(composed, rpath)
+    one_pass = tmp_path / "one-pass" / lib.name
+    one_pass.parent.mkdir()
+    composed.write_to(one_pass)
+    transformed = tmp_path / "transformed" / lib.name
+    transformed.parent.mkdir()
+    transform.edit.write_to(transformed)
+    two_step = tmp_path / "two-step" / lib.name
+    two_step.parent.mkdir()
+    assert apply_rpath_edit(transformed, rpath, two_step)
+    assert one_pass.read_bytes() == two_step.read_bytes()
+    assert b"".join(composed.iter_chunks(1000)) == one_pass.read_bytes()
+    assert "RPATH" in readelf(one_pass, "-d") and "x" * 300 in readelf(one_pass, "-d")
+    assert py_call(one_pass, "answer_a", 7) == 14
+    run(["patchelf", "--print-rpath", one_pass])
