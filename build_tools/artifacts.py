@@ -29,6 +29,8 @@ from kpack.artifact_names import (
 from kpack.errors import ArtifactError
 from kpack.jsonfile import load_json_object
 
+from .planned import PlannedContent
+
 __all__ = [
     "COMPONENTS",
     "THEROCK_MANIFEST_RELPATH",
@@ -70,6 +72,7 @@ class Entry:
     link: str | None = None
     size: int = 0
     mode: int = 0o644
+    planned: PlannedContent | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from kpack.elf import ElfInfo
 
 from .artifacts import Catalog
 from .elfscan import scan_files
+from .kpack_split import KpackSplitPlan
 from .manifests import ConsoleScript, Manifests, PackageKind, PackageSpec
 from .options import BuildOptions
 from .payload import PayloadFile, TarEntry, TarKind
@@ -30,6 +31,7 @@ from .plan import (
     dist_name,
     launcher_for,
     library_registry,
+    needs_elf_scan,
     plan_runtime,
     platform_name,
     pure_name,
@@ -204,7 +206,11 @@ def _devel_plan(
     if spec is None:
         return None
     ns = devel_namespace(catalog, spec, family, scope)
-    elf.update(scan_files((e.source for e in ns if e.source not in elf), jobs=options.jobs))
+    elf.update(
+        scan_files(
+            (e.source for e in ns if needs_elf_scan(e) and e.source not in elf), jobs=options.jobs
+        )
+    )
     dist = dist_name(spec, family)
     platform = platform_name(dist, options.nonce)
     members = devel_members(ns, scope, platform, elf)
@@ -356,7 +362,14 @@ def _plan_legacy(
     return plans
 
 
-def plan_build(catalog: Catalog, manifests: Manifests, options: BuildOptions) -> BuildPlan:
+def plan_build(
+    catalog: Catalog,
+    manifests: Manifests,
+    options: BuildOptions,
+    split: KpackSplitPlan | None = None,
+) -> BuildPlan:
+    """The whole build; ``split`` is the kpack split planned into ``catalog`` (if any),
+    whose archives apply writes before the packages."""
     elf: dict[Path, ElfInfo | None] = {}
     runtime, notices = plan_runtime(catalog, manifests, options, elf)
     if catalog.kpack_split:
@@ -365,4 +378,6 @@ def plan_build(catalog: Catalog, manifests: Manifests, options: BuildOptions) ->
     else:
         plans = _plan_legacy(catalog, manifests, options, runtime, elf)
         families = tuple(sorted({p.family for p in runtime if p.family is not None}))
-    return BuildPlan(options, catalog, families, tuple(runtime), tuple(plans), tuple(notices))
+    return BuildPlan(
+        options, catalog, families, tuple(runtime), tuple(plans), tuple(notices), split
+    )

@@ -21,13 +21,17 @@ from kpack.errors import PackagingError
 from kpack.wheelfile import Member, write_wheel
 
 from .devel import write_devel_tar
+from .kpack_split import write_planned_archives
 from .payload import PayloadFile
 from .plan import BuildPlan, PackagePlan
 from .progress import Progress
 from .report import REPORT_JSON, REPORT_MD, make_legacy_report, make_report, render_markdown
 from .sdist import write_sdist
 
-__all__ = ["Built", "apply_plan"]
+__all__ = ["ARCHIVES", "Built", "apply_plan"]
+
+#: Where apply writes the planned .kpack archives, inside its temporary directory.
+ARCHIVES = "kpack-archives"
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +43,8 @@ class Built:
     size: int
 
 
-def _member(file: PayloadFile) -> Member:
-    return Member(arcname=file.arcname, source=file.content(), executable=file.executable)
+def _member(file: PayloadFile, archives: Path) -> Member:
+    return Member(arcname=file.arcname, source=file.content(archives), executable=file.executable)
 
 
 def _entry_points(plan: PackagePlan) -> bytes | None:
@@ -67,11 +71,11 @@ def _write_package(
             out_dir,
             dist_name=pkg.dist_name,
             version=opts.version,
-            files=[_member(f) for f in pkg.payload],
+            files=[_member(f, work.parent / ARCHIVES) for f in pkg.payload],
             pkg_info=pkg.metadata,
             epoch=opts.epoch,
         )
-    members = [_member(f) for f in pkg.payload]
+    members = [_member(f, work.parent / ARCHIVES) for f in pkg.payload]
     if pkg.devel_tar:
         members.append(_devel_member(plan, pkg, work))
     result = write_wheel(
@@ -96,7 +100,7 @@ def _stage_package(plan: BuildPlan, pkg: PackagePlan, stage: Path, work: Path) -
         target = stage / file.arcname
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("wb") as out:
-            for chunk in file.iter_chunks():
+            for chunk in file.iter_chunks(work.parent / ARCHIVES):
                 out.write(chunk)
         target.chmod(0o755 if file.executable else 0o644)
     if pkg.devel_tar:
@@ -166,6 +170,11 @@ def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]
     dest = plan.options.dest_dir
     tmp = _prepare_dest(dest)
     try:
+        if plan.split is not None and plan.split.archives:
+            if progress is not None:
+                progress.phase(f"writing {len(plan.split.archives)} kpack archives")
+            (tmp / ARCHIVES).mkdir()
+            write_planned_archives(plan.split, tmp / ARCHIVES, jobs=plan.options.jobs)
         packages = plan.packages
         order = sorted(range(len(packages)), key=lambda i: -packages[i].input_bytes)
         if progress is not None:

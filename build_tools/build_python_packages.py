@@ -16,7 +16,6 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +29,7 @@ from kpack.jsonfile import load_json_object
 
 if TYPE_CHECKING:
     from build_tools.artifacts import Catalog
+    from build_tools.kpack_split import KpackSplitPlan
     from build_tools.manifests import Manifests
     from build_tools.options import BuildOptions
     from build_tools.progress import Progress
@@ -252,35 +252,37 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
     manifests = load_manifests()
     if options.targets and not catalog.kpack_split:
         raise UsageError("--targets applies to kpack-split trees only", path=catalog.manifest_path)
-    with tempfile.TemporaryDirectory(prefix="rocm-split-") as split_dir:
-        if catalog.kpack_split:
-            catalog = _prepare_kpack(catalog, manifests, options, Path(split_dir), say)
-        say("planning")
-        return _plan_and_apply(catalog, manifests, options, args, progress)
+    split = None
+    if catalog.kpack_split:
+        catalog, split = _plan_kpack(catalog, manifests, options, say)
+    say("planning")
+    return _plan_and_apply(catalog, manifests, options, args, progress, split)
 
 
-def _prepare_kpack(
+def _plan_kpack(
     catalog: Catalog,
     manifests: Manifests,
     options: BuildOptions,
-    work: Path,
     say: Callable[[str], None],
-) -> Catalog:
-    """Split fat artifacts in-process, then check archive references and targets."""
+) -> tuple[Catalog, KpackSplitPlan]:
+    """Plan the split of fat artifacts (nothing is written), then check archive references
+    and targets."""
     from build_tools.guards import check_targets_present
-    from build_tools.presplit import check_archive_references, fat_artifacts, split_fat_artifacts
+    from build_tools.kpack_split import check_archive_references, plan_fat_splits
 
     device = manifests.for_mode(True)["device"]
     names = [n for sel in device.select for n in sel.names]
-    fat = fat_artifacts(catalog, names)
-    if fat:
-        say(f"splitting {len(fat)} fat artifacts: {', '.join(a.id.dirname for a in fat)}")
-        catalog = split_fat_artifacts(
-            catalog, names, device.split_databases, work, jobs=options.jobs
+    catalog, split = plan_fat_splits(catalog, names, device.split_databases)
+    if split.splits:
+        fat = sum(len(s.transformed) for s in split.splits)
+        say(
+            f"planned the split of {len(split.splits)} fat artifacts ({fat} binaries, "
+            f"{len(split.archives)} archives): "
+            + ", ".join(s.artifact.id.dirname for s in split.splits)
         )
     check_archive_references(catalog, names)
     check_targets_present(catalog, options)
-    return catalog
+    return catalog, split
 
 
 def _plan_and_apply(
@@ -289,12 +291,13 @@ def _plan_and_apply(
     options: BuildOptions,
     args: argparse.Namespace,
     progress: Progress,
+    split: KpackSplitPlan | None,
 ) -> int:
     from build_tools.assemble import plan_build
     from build_tools.build import apply_plan
     from build_tools.guards import check_required_packages
 
-    plan = plan_build(catalog, manifests, options)
+    plan = plan_build(catalog, manifests, options, split)
     if catalog.kpack_split:
         check_required_packages(catalog, options, plan.packages)
     edits = sum(1 for p in plan.packages for f in p.payload if f.edit is not None)
@@ -305,6 +308,9 @@ def _plan_and_apply(
     for notice in plan.notices if not args.quiet else ():
         print(f"notice: {notice}", file=sys.stderr)
     if args.dry_run:
+        if split is not None and split.splits:
+            print("\n".join(split.describe()))
+            print()
         rows = [("package", "family", "files", "input size")] + [
             (p.dist_name, p.family or "-", str(p.file_count), _size(p.input_bytes))
             for p in plan.packages

@@ -17,6 +17,7 @@ from kpack.elf import ElfInfo, FileKind
 
 from .artifacts import Entry, EntryKind
 from .namespace import Namespace
+from .planned import PlannedContent
 
 __all__ = ["LaidOutFile", "RuntimeLayout", "layout_device", "layout_runtime"]
 
@@ -33,6 +34,7 @@ class LaidOutFile:
     elf: ElfInfo | None
     launcher_target: str | None = None  # raw readlink text, for a launcher stub
     origin: str = ""  # where it came from, for messages
+    planned: PlannedContent | None = None  # content made by this build (kpack-split mode)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ def _copy(relpath: str, target: Entry, elf: ElfInfo | None, origin: Entry) -> La
         executable=bool(target.mode & 0o111),
         elf=elf,
         origin=f"{origin.artifact.dirname}:{origin.relpath}",
+        planned=target.planned,
     )
 
 

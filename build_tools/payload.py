@@ -1,7 +1,9 @@
 """What one archive member will contain, decided at plan time, produced at write time.
 
-A payload file is a copy of an input file, an input ELF with a planned RPATH edit
-(streamed, never materialised), or literal bytes (rendered templates, launcher stubs).
+A payload file is a copy of an input file, an input ELF with a planned edit (an RPATH
+edit, a device-code transform, or both composed; streamed, never materialised), literal
+bytes (rendered templates, launcher stubs), or a ``.kpack`` archive that apply writes
+before the packages (:attr:`PayloadFile.archive`, found under the apply's archive dir).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class PayloadFile:
     source: Path | None = None
     edit: ElfEdit | None = None
     data: bytes | None = None
+    archive: str | None = None  # key of a planned .kpack archive
 
     @classmethod
     def copy(cls, arcname: str, source: Path, *, executable: bool) -> PayloadFile:
@@ -40,25 +43,37 @@ class PayloadFile:
     def literal(cls, arcname: str, data: bytes, *, executable: bool = False) -> PayloadFile:
         return cls(arcname, len(data), executable, data=data)
 
-    def content(self) -> Path | bytes | Callable[[], Iterator[bytes]]:
-        """A content source for the archive writers."""
+    @classmethod
+    def planned_archive(cls, arcname: str, key: str, *, size: int) -> PayloadFile:
+        """``size`` is the archive's uncompressed kernel bytes (its real size is known once
+        apply has written it)."""
+        return cls(arcname, size, False, archive=key)
+
+    def content(self, archives: Path | None = None) -> Path | bytes | Callable[[], Iterator[bytes]]:
+        """A content source for the archive writers; ``archives`` is where apply wrote the
+        planned archives."""
         if self.data is not None:
             return self.data
         if self.edit is not None:
             return self.edit.iter_chunks
+        if self.archive is not None:
+            if archives is None:
+                raise PackagingError("planned archive was not written", path=self.arcname)
+            return archives / self.archive
         if self.source is None:
             raise PackagingError("payload file has no content", path=self.arcname)
         return self.source
 
-    def iter_chunks(self) -> Iterator[bytes]:
-        if self.data is not None:
-            yield self.data
-        elif self.edit is not None:
-            yield from self.edit.iter_chunks(_CHUNK)
-        elif self.source is not None:
-            with self.source.open("rb") as f:
+    def iter_chunks(self, archives: Path | None = None) -> Iterator[bytes]:
+        content = self.content(archives)
+        if isinstance(content, bytes):
+            yield content
+        elif isinstance(content, Path):
+            with content.open("rb") as f:
                 while chunk := f.read(_CHUNK):
                     yield chunk
+        else:
+            yield from content()
 
 
 class TarKind(enum.Enum):

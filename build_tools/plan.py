@@ -15,18 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpack.artifact_names import base_target
-from kpack.elf import ElfInfo, FileKind, check_rpath_edit, plan_rpath_edit
+from kpack.elf import ElfEdit, ElfInfo, FileKind, check_rpath_edit, plan_rpath_edit
 from kpack.errors import ArtifactError, PackagingError
 
-from .artifacts import Artifact, Catalog, EntryKind
+from .artifacts import Artifact, Catalog, Entry, EntryKind
 from .elfscan import scan_files
 from .globs import GlobSet
+from .kpack_split import KpackSplitPlan
 from .launcher import LauncherTemplate, compile_launcher
 from .layout import RuntimeLayout, layout_device, layout_runtime
 from .manifests import Manifests, PackageKind, PackageSpec
 from .namespace import Namespace, merge
 from .options import BuildOptions
 from .payload import PayloadFile, TarEntry, TarKind
+from .planned import PlannedArchive, PlannedContent, TransformedBinary
 from .rpath import PackageFiles, derive_rpath
 
 __all__ = [
@@ -102,6 +104,7 @@ class BuildPlan:
     runtime: tuple[RuntimePackage, ...]
     packages: tuple[PackagePlan, ...]
     notices: tuple[str, ...]
+    split: KpackSplitPlan | None = None  # written by apply before the packages
 
 
 # ---------------------------------------------------------------- naming
@@ -159,7 +162,7 @@ def _runtime_package(
     ns = _runtime_namespace(catalog, spec, family)
     elf.update(
         scan_files(
-            (e.source for e in ns if e.kind is EntryKind.FILE and e.source not in elf),
+            (e.source for e in ns if needs_elf_scan(e) and e.source not in elf),
             jobs=options.jobs,
         )
     )
@@ -179,13 +182,34 @@ def _runtime_package(
 # ---------------------------------------------------------------- ELF edits
 
 
-def _plan_elf(arcname: str, source: Path, rpath: tuple[str, ...], executable: bool) -> PayloadFile:
+def _plan_elf(
+    arcname: str, source: Path | ElfEdit, rpath: tuple[str, ...], executable: bool
+) -> PayloadFile:
     edit = plan_rpath_edit(source, rpath)
     if edit is None:
-        return PayloadFile.copy(arcname, source, executable=executable)
+        return _unedited(arcname, source, executable)
     for warning in check_rpath_edit(edit, rpath):
         log.info("%s (RPATH edit for %s): %s", source, arcname, warning)
     return PayloadFile.edited(arcname, edit, executable=executable)
+
+
+def _unedited(arcname: str, source: Path | ElfEdit, executable: bool) -> PayloadFile:
+    if isinstance(source, ElfEdit):
+        return PayloadFile.edited(arcname, source, executable=executable)
+    return PayloadFile.copy(arcname, source, executable=executable)
+
+
+def _content(source: Path, planned: PlannedContent | None) -> Path | ElfEdit:
+    """What ships for a file: the input, or the planned transform of it."""
+    if isinstance(planned, TransformedBinary):
+        return planned.transform.edit
+    return source
+
+
+def needs_elf_scan(entry: Entry) -> bool:
+    """A regular file whose ELF facts the plan needs (a planned archive is no ELF file;
+    a planned transform keeps its input's dynamic section, so the input is scanned)."""
+    return entry.kind is EntryKind.FILE and not isinstance(entry.planned, PlannedArchive)
 
 
 def _original_rpath(info: ElfInfo) -> tuple[str, ...]:
@@ -216,6 +240,14 @@ def runtime_payload(
             continue
         if laid.source is None:
             raise PackagingError("planned file has no source", path=laid.origin)
+        if isinstance(laid.planned, PlannedArchive):
+            out.append(
+                PayloadFile.planned_archive(
+                    arcname, laid.planned.key, size=laid.planned.original_bytes
+                )
+            )
+            continue
+        content = _content(laid.source, laid.planned)
         if laid.elf is not None and laid.elf.kind in _EDITABLE:
             rpath = derive_rpath(
                 relpath=relpath,
@@ -225,9 +257,9 @@ def runtime_payload(
                 declared=declared,
                 search=search_files,
             )
-            out.append(_plan_elf(arcname, laid.source, rpath, laid.executable))
+            out.append(_plan_elf(arcname, content, rpath, laid.executable))
         else:
-            out.append(PayloadFile.copy(arcname, laid.source, executable=laid.executable))
+            out.append(_unedited(arcname, content, laid.executable))
     return out
 
 
@@ -299,9 +331,13 @@ def devel_members(
                     declared=(),
                     search=(devel_files,),
                 )
-                file = _plan_elf(arcname, entry.source, rpath, executable)
+                file = _plan_elf(arcname, _content(entry.source, entry.planned), rpath, executable)
+            elif isinstance(entry.planned, PlannedArchive):
+                file = PayloadFile.planned_archive(
+                    arcname, entry.planned.key, size=entry.planned.original_bytes
+                )
             else:
-                file = PayloadFile.copy(arcname, entry.source, executable=executable)
+                file = _unedited(arcname, _content(entry.source, entry.planned), executable)
             members.append(TarEntry(TarKind.FILE, file=file))
     return members
 

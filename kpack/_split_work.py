@@ -34,6 +34,7 @@ __all__ = [
     "remove_spools",
     "run_fat_job",
     "run_fat_jobs",
+    "spool_kernels",
     "write_archives",
     "write_target_archive",
 ]
@@ -114,21 +115,31 @@ def _spool_kernels(
 ) -> tuple[tuple[SpooledKernel, ...], int]:
     """Spool in-scope kernels: each code object is written once (wrappers that share a
     bundle share its range), compressed bundles are decoded as a stream."""
-    _check_unique(kernels, job)
+    _check_unique(kernels, job.source)
     wanted: list[ExtractedKernel] = []
-    views: dict[tuple[int, int, str], memoryview] = {}
     skipped = 0
     for kernel in kernels:
         if job.scope is not None and base_arch(kernel.target) not in job.scope:
             skipped += 1
             continue
         wanted.append(kernel)
+    return spool_kernels(wanted, job.spool, keep_views=keep_views), skipped
+
+
+def spool_kernels(
+    kernels: Sequence[ExtractedKernel], spool: Path, *, keep_views: bool
+) -> tuple[SpooledKernel, ...]:
+    """Write ``kernels`` to the file ``spool`` (created), each code object once; with
+    ``keep_views``, kernels of plain bundles stay zero-copy views of the mapped input."""
+    wanted = list(kernels)
+    views: dict[tuple[int, int, str], memoryview] = {}
+    for kernel in wanted:
         view = _mapped_view(kernel.data) if keep_views else None
         if view is not None:
             views[kernel.location] = view
     ranges: dict[tuple[int, int, str], tuple[int, int]] = {}
     dropper = _PageDropper()
-    with open(job.spool, "wb") as out:
+    with open(spool, "wb") as out:
 
         def sink(kernel: ExtractedKernel) -> Callable[[bytes | memoryview], object]:
             start = out.tell()
@@ -148,16 +159,14 @@ def _spool_kernels(
         view = views.get(kernel.location)
         if view is not None:
             spooled.append(
-                SpooledKernel(
-                    kernel.index, kernel.target, kernel.triple, job.spool, 0, view.nbytes, view
-                )
+                SpooledKernel(kernel.index, kernel.target, kernel.triple, spool, 0, view.nbytes, view)
             )
         else:
             offset, size = ranges[kernel.location]
             spooled.append(
-                SpooledKernel(kernel.index, kernel.target, kernel.triple, job.spool, offset, size)
+                SpooledKernel(kernel.index, kernel.target, kernel.triple, spool, offset, size)
             )
-    return tuple(spooled), skipped
+    return tuple(spooled)
 
 
 class _PageDropper:
@@ -191,14 +200,14 @@ class _PageDropper:
         self.touched = 0
 
 
-def _check_unique(kernels: Sequence[ExtractedKernel], job: FatJob) -> None:
+def _check_unique(kernels: Sequence[ExtractedKernel], source: Path) -> None:
     seen: set[tuple[int, str]] = set()
     for kernel in kernels:
         pair = (kernel.index, kernel.target)
         if pair in seen:
             raise BundleError(
                 f"wrapper {pair[0]} holds two code objects for target {pair[1]!r}",
-                path=job.source,
+                path=source,
             )
         seen.add(pair)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -303,3 +304,41 @@ def test_target_without_code_in_every_library(fat_dist: Path, tmp_path: Path) ->
     install(fat_dist, venv, f"rocm[libraries,device-gfx906]=={VERSION}")
     test = _self_test(venv)
     assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-6000:]
+
+
+def test_dry_run_prints_the_split_plan_and_writes_nothing(
+    fat_tree: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    before = sorted(p.relative_to(fat_tree) for p in fat_tree.rglob("*"))
+    dest = tmp_path / "out"
+    argv = ["--artifact-dir", str(fat_tree), "--dest-dir", str(dest), "--version", VERSION]
+    assert main([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "split rand_lib_generic: " in out and "split fft_lib_generic: " in out
+    for target in TARGETS:  # archive dirs carry the full target id (gfx90a:xnack+)
+        assert re.search(rf"rand_lib_{target}(:xnack[+-])?/\S+\.kpack: 1 kernels", out), target
+    assert "rocm-sdk-device-gfx90a" in out
+    assert not dest.exists()
+    assert not any(scratch.iterdir())
+    assert sorted(p.relative_to(fat_tree) for p in fat_tree.rglob("*")) == before
+
+
+def test_transformed_binaries_are_streamed_once_into_their_wheel(
+    fat_tree: Path, fat_dist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No transformed host binary is written to disk on the way: the transform is planned,
+    composed with the RPATH edit and streamed into the wheel; the result is the same."""
+    from kpack.elf._edit import ElfEdit
+
+    def refuse(self: ElfEdit, dest: Path, *, replace_source: bool = False) -> None:
+        raise AssertionError(f"an edit of {self.path} was written to {dest}")
+
+    monkeypatch.setattr(ElfEdit, "write_to", refuse)
+    dist = build_dist(fat_tree, tmp_path / "out")
+    assert _digests(dist) == _digests(fat_dist)

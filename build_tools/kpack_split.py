@@ -1,0 +1,311 @@
+"""Kpack-split mode from fat artifacts: the split is part of the plan.
+
+A kpack-split tree may arrive split (``P_generic`` host files plus ``P_<isa>`` archives,
+as rocm-kpack's splitter writes them) or fat (``P_generic`` holding complete fat
+binaries). A fat artifact is planned with the kpack engine (:mod:`kpack.split`'s scan and
+plan, :func:`kpack.transform.plan_transform` per binary) and replaced in the catalog by
+the artifacts the split would write, as values: host binaries carry their planned
+transform, archives their planned kernels, database files move to ``P_<base arch>``.
+Nothing is written here: ``--dry-run`` prints :meth:`KpackSplitPlan.describe`, and apply
+writes the archives (:func:`write_planned_archives`) and streams each transformed binary
+once, straight into its wheel.
+
+The reference packages every fat library into a device wheel and leaves the libraries
+wheel empty; we split instead, and refuse a tree that mixes both forms for one artifact.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+
+from kpack._split_plan import SplitOptions, SplitPlan, plan_split
+from kpack._split_scan import Kind, StageEntry
+from kpack._split_scan import scan_artifact as scan_split_artifact
+from kpack._split_work import ArchiveJob, KernelEntry, spool_kernels, write_archives
+from kpack.archive import Scheme
+from kpack.artifact_names import ArtifactId
+from kpack.databases import load_handlers
+from kpack.elf import scan_elf
+from kpack.errors import ArtifactError
+from kpack.hipfmt import GFXARCH, search_path
+from kpack.resolve import read_kpack_ref
+from kpack.transform import plan_transform
+
+from .artifacts import Artifact, Catalog, Entry, EntryKind
+from .planned import PlannedArchive, PlannedKernel, TransformedBinary
+
+__all__ = [
+    "FatSplit",
+    "KpackSplitPlan",
+    "check_archive_references",
+    "plan_fat_splits",
+    "write_planned_archives",
+]
+
+log = logging.getLogger(__name__)
+
+_SCHEME: Scheme = "zstd-per-kernel"
+_LEVEL = 3
+_KINDS = {Kind.DIR: EntryKind.DIR, Kind.SYMLINK: EntryKind.SYMLINK}
+
+
+@dataclass(frozen=True)
+class FatSplit:
+    """One fat artifact and what its split produces."""
+
+    artifact: Artifact
+    plan: SplitPlan
+    transformed: tuple[tuple[StageEntry, TransformedBinary], ...]
+    archives: tuple[PlannedArchive, ...]
+    outputs: tuple[Artifact, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KpackSplitPlan:
+    splits: tuple[FatSplit, ...]
+
+    @property
+    def archives(self) -> tuple[PlannedArchive, ...]:
+        return tuple(a for s in self.splits for a in s.archives)
+
+    def describe(self) -> list[str]:
+        """The split plan as lines, for ``--dry-run``."""
+        lines = []
+        for split in self.splits:
+            host = sum(t.size for _, t in split.transformed)
+            before = sum(e.size for e, _ in split.transformed)
+            lines.append(
+                f"split {split.artifact.id.dirname}: {len(split.transformed)} fat binaries "
+                f"({before / 1e6:.1f} MB -> {host / 1e6:.1f} MB host code), "
+                f"{len(split.archives)} archives, {len(split.plan.databases)} database files"
+            )
+            for archive in split.archives:
+                lines.append(
+                    f"  {archive.key}: {len(archive.kernels)} kernels, "
+                    f"{archive.original_bytes / 1e6:.1f} MB before compression"
+                )
+            for db in split.plan.databases:
+                lines.append(
+                    f"  {db.entry.kernel_name} -> {split.plan.out_name(db.match.base_arch)}"
+                )
+            lines += [f"  note: {n}" for n in split.notes]
+        return lines
+
+
+def _entry(art: ArtifactId, stage_entry: StageEntry, **changes: object) -> Entry:
+    entry = Entry(
+        relpath=stage_entry.relpath,
+        kind=_KINDS.get(stage_entry.kind, EntryKind.FILE),
+        source=stage_entry.source,
+        artifact=art,
+        stage=stage_entry.stage,
+        link=stage_entry.link,
+        size=stage_entry.size,
+        mode=stage_entry.mode,
+    )
+    return replace(entry, **changes) if changes else entry  # type: ignore[arg-type]
+
+
+def _dirs(art: ArtifactId, stage: str, relpath: str, source: Path) -> list[Entry]:
+    """Directory entries for the parents of ``relpath`` (as a scan of the output finds)."""
+    parents = list(PurePosixPath(relpath).parents)[:-1]
+    return [
+        Entry(
+            relpath=str(p), kind=EntryKind.DIR, source=source, artifact=art, stage=stage, mode=0o755
+        )
+        for p in reversed(parents)
+    ]
+
+
+def _plan_one(artifact: Artifact, options: SplitOptions) -> FatSplit | None:
+    """The split of one artifact, or ``None`` if it has nothing to split."""
+    scan = scan_split_artifact(artifact.path, options.handlers)
+    prefix = f"{artifact.id.name}_{artifact.id.component}"
+    plan = plan_split(scan, prefix, options)
+    if not plan.fat and not plan.databases:
+        return None
+    generic = ArtifactId(artifact.id.name, artifact.id.component, "generic")
+    entries: list[Entry] = [_entry(generic, e) for e in plan.generic]
+    transformed: list[tuple[StageEntry, TransformedBinary]] = []
+    kernels: dict[str, list[PlannedKernel]] = {}
+    for fat in plan.fat:
+        search = search_path(fat.depth, prefix)
+        transform = plan_transform(fat.source, kernel_name=fat.kernel_name, search_paths=[search])
+        content = TransformedBinary(transform)
+        transformed.append((fat, content))
+        entries.append(_entry(generic, fat, size=content.size, planned=content))
+        for kernel in transform.kernels:
+            kernels.setdefault(kernel.target, []).append(
+                PlannedKernel(fat.stage, fat.kernel_name, kernel)
+            )
+    contributors: dict[str, set[str]] = {}
+    for target, planned in kernels.items():
+        contributors.setdefault(target, set()).update(k.stage for k in planned)
+    for db in plan.databases:
+        contributors.setdefault(db.match.base_arch, set()).add(db.entry.stage)
+    by_target: dict[str, list[Entry]] = {}
+    archives: list[PlannedArchive] = []
+    for target in sorted(kernels):
+        name = plan.out_name(target)
+        stage = min(contributors[target])
+        relpath = f".kpack/{name}.kpack"
+        key = f"{name}/{stage}/{relpath}"
+        archive = PlannedArchive(key, prefix, target, tuple(kernels[target]))
+        archives.append(archive)
+        art = ArtifactId(artifact.id.name, artifact.id.component, target)
+        source = artifact.path / stage / relpath  # a label only: the file is planned
+        by_target.setdefault(target, []).extend(
+            [
+                *_dirs(art, stage, relpath, source),
+                Entry(
+                    relpath=relpath,
+                    kind=EntryKind.FILE,
+                    source=source,
+                    artifact=art,
+                    stage=stage,
+                    size=archive.original_bytes,
+                    planned=archive,
+                ),
+            ]
+        )
+    for db in plan.databases:
+        art = ArtifactId(artifact.id.name, artifact.id.component, db.match.base_arch)
+        by_target.setdefault(db.match.base_arch, []).extend(
+            [*_dirs(art, db.entry.stage, db.entry.relpath, db.entry.source), _entry(art, db.entry)]
+        )
+    outputs = [Artifact(generic, artifact.path, scan.stages, tuple(entries))]
+    for target, target_entries in sorted(by_target.items()):
+        unique = {(e.stage, e.relpath): e for e in target_entries}
+        art = ArtifactId(artifact.id.name, artifact.id.component, target)
+        stages = tuple(sorted(contributors[target]))
+        ordered = tuple(sorted(unique.values(), key=lambda e: (e.stage, e.relpath)))
+        outputs.append(Artifact(art, artifact.path, stages, ordered))
+    notes = tuple(plan.notes) + tuple(
+        f"{fat.kernel_name}: {note}" for fat, t in transformed for note in t.transform.notes
+    )
+    return FatSplit(artifact, plan, tuple(transformed), tuple(archives), tuple(outputs), notes)
+
+
+def plan_fat_splits(
+    catalog: Catalog,
+    names: Sequence[str],
+    split_databases: Mapping[str, Sequence[str]],
+) -> tuple[Catalog, KpackSplitPlan]:
+    """Plan the split of every generic artifact of ``names`` that holds untransformed fat
+    binaries or database files; return the catalog with each replaced by its outputs."""
+    wanted = set(names)
+    splits: list[FatSplit] = []
+    for artifact in catalog.artifacts:
+        if artifact.id.target != "generic" or artifact.id.name not in wanted:
+            continue
+        handlers = load_handlers(split_databases.get(artifact.id.name, ()))
+        split = _plan_one(artifact, SplitOptions(tuple(handlers), scheme=_SCHEME, level=_LEVEL))
+        if split is None:
+            continue
+        presplit = sorted(
+            a.id.dirname
+            for a in catalog.artifacts
+            if (a.id.name, a.id.component) == (artifact.id.name, artifact.id.component)
+            and a.id.target != "generic"
+        )
+        if presplit:
+            prefix = f"{artifact.id.name}_{artifact.id.component}"
+            raise ArtifactError(
+                f"holds unsplit fat binaries, but per-target artifacts for {prefix} exist too "
+                f"({', '.join(presplit)}): the tree mixes split and unsplit forms",
+                path=artifact.path,
+            )
+        splits.append(split)
+    if not splits:
+        return catalog, KpackSplitPlan(())
+    replaced = {s.artifact.id.dirname: s.outputs for s in splits}
+    artifacts: list[Artifact] = []
+    for artifact in catalog.artifacts:
+        artifacts.extend(replaced.get(artifact.id.dirname, (artifact,)))
+    ordered = tuple(sorted(artifacts, key=lambda a: a.id.dirname))
+    return replace(catalog, artifacts=ordered), KpackSplitPlan(tuple(splits))
+
+
+def write_planned_archives(plan: KpackSplitPlan, root: Path, *, jobs: int) -> None:
+    """Write every planned archive to ``root/<key>``: kernels spooled per binary (a
+    compressed bundle decoded once, as a stream), then one archive per target."""
+    for split in plan.splits:
+        if not split.archives:
+            continue
+        with tempfile.TemporaryDirectory(prefix="spool-", dir=root) as spool_dir:
+            spooled: dict[tuple[str, int, str], KernelEntry] = {}
+            for number, (fat, content) in enumerate(split.transformed):
+                spool = Path(spool_dir) / f"{number:05d}.spool"
+                kernels = content.transform.kernels
+                for kernel, sk in zip(
+                    kernels, spool_kernels(kernels, spool, keep_views=True), strict=True
+                ):
+                    spooled[(fat.kernel_name, kernel.index, kernel.target)] = (
+                        fat.stage,
+                        fat.kernel_name,
+                        sk,
+                    )
+            jobs_ = []
+            for archive in split.archives:
+                path = root / archive.key
+                path.parent.mkdir(parents=True, exist_ok=True)
+                entries = tuple(
+                    spooled[(k.kernel_name, k.kernel.index, k.kernel.target)]
+                    for k in archive.kernels
+                )
+                jobs_.append(ArchiveJob(archive.target, path, entries))
+            summaries = write_archives(
+                jobs_, prefix=split.plan.prefix, scheme=_SCHEME, level=_LEVEL, workers=jobs
+            )
+            for job, summary in zip(jobs_, summaries, strict=True):
+                log.info(
+                    "wrote %s: %d kernels, %d bytes",
+                    job.path.name,
+                    summary.kernel_count,
+                    summary.size,
+                )
+
+
+def check_archive_references(catalog: Catalog, names: Sequence[str]) -> None:
+    """Every kpack search path of every transformed host binary must name archives that
+    some per-target artifact of the tree provides (for at least one target)."""
+    wanted = set(names)
+    provided = {
+        e.relpath
+        for a in catalog.artifacts
+        if a.id.target != "generic"
+        for e in a.entries
+        if e.kind is EntryKind.FILE
+    }
+    targets = catalog.targets
+    problems: list[str] = []
+    for artifact in catalog.artifacts:
+        if artifact.id.target != "generic" or artifact.id.name not in wanted:
+            continue
+        for entry in artifact.entries:
+            if entry.kind is not EntryKind.FILE or entry.planned is not None:
+                continue  # a planned transform references its planned archives
+            info = scan_elf(entry.source)
+            if info is None or not info.has_hip_fatbin:
+                continue
+            ref = read_kpack_ref(entry.source)
+            if ref is None:
+                continue
+            for search in ref.search_paths:
+                pattern = posixpath.normpath(
+                    posixpath.join(posixpath.dirname(entry.relpath), search)
+                )
+                if not any(pattern.replace(GFXARCH, t) in provided for t in targets):
+                    problems.append(f"{entry.source}: no artifact provides {pattern}")
+    if problems:
+        raise ArtifactError(
+            "host binaries reference kpack archives that no artifact provides",
+            path=catalog.root,
+            problems=problems,
+        )
