@@ -1,4 +1,4 @@
-"""``python -m kpack``: the ``kpack`` command line."""
+"""``python -m kpack``: the ``kpack`` command."""
 
 from __future__ import annotations
 
@@ -6,5 +6,4 @@ import sys
 
 from kpack.cli import main
 
-if __name__ == "__main__":
-    sys.exit(main())
+sys.exit(main())

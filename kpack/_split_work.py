@@ -159,7 +159,9 @@ def spool_kernels(
         view = views.get(kernel.location)
         if view is not None:
             spooled.append(
-                SpooledKernel(kernel.index, kernel.target, kernel.triple, spool, 0, view.nbytes, view)
+                SpooledKernel(
+                    kernel.index, kernel.target, kernel.triple, spool, 0, view.nbytes, view
+                )
             )
         else:
             offset, size = ranges[kernel.location]

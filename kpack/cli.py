@@ -472,3 +472,7 @@ def _run(argv: Sequence[str] | None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     return guarded(_run, argv, one_line=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
