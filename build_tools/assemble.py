@@ -24,6 +24,7 @@ from .payload import PayloadFile, TarEntry, TarKind
 from .plan import (
     BuildPlan,
     PackagePlan,
+    PlanKind,
     RuntimePackage,
     devel_members,
     devel_namespace,
@@ -68,14 +69,50 @@ def _built_scripts(runtime: Sequence[RuntimePackage]) -> list[ConsoleScript]:
 
 
 @dataclass(frozen=True)
-class _Context:
-    """The variables shared by every template of one scope (one family, or all)."""
+class TemplateContext:
+    """The variables shared by every template of one scope (one family, or all); the
+    names are the templates' (``templates/README.md``)."""
 
-    base: Mapping[str, Any]
+    version: str
+    nonce: str
+    kpack_mode: bool
+    default_target_family: str | None
+    available_target_families: tuple[str, ...]
+    linux_target_families: tuple[str, ...]
+    windows_target_families: tuple[str, ...]
+    packages: tuple[Mapping[str, Any], ...]
+    libraries: tuple[Mapping[str, object], ...]
     scripts: tuple[ConsoleScript, ...]
+    libraries_py_package_name: str | None = None
 
     def variables(self, entry: str, family: str | None) -> dict[str, Any]:
-        return {**self.base, "this_package_entry": entry, "this_target_family": family}
+        """The variables of one package's templates (``entry``: its logical name)."""
+        return {
+            "version": self.version,
+            "nonce": self.nonce,
+            "kpack_mode": self.kpack_mode,
+            "default_target_family": self.default_target_family,
+            "available_target_families": list(self.available_target_families),
+            "linux_target_families": list(self.linux_target_families),
+            "windows_target_families": list(self.windows_target_families),
+            "libraries_py_package_name": self.libraries_py_package_name,
+            "packages": [dict(p) for p in self.packages],
+            "libraries": [dict(lib) for lib in self.libraries],
+            "console_scripts": [
+                {
+                    "name": s.name,
+                    "package": s.package,
+                    "relpath": s.relpath,
+                    "func": s.func,
+                    "probe_args": list(s.probe) if s.probe is not None else None,
+                    "expect": s.expect,
+                    "expand_devel": s.expand_devel,
+                }
+                for s in self.scripts
+            ],
+            "this_package_entry": entry,
+            "this_target_family": family,
+        }
 
 
 def _context(
@@ -87,7 +124,7 @@ def _context(
     *,
     kpack: bool = False,
     specs: Sequence[PackageSpec] = (),
-) -> _Context:
+) -> TemplateContext:
     """Template variables. ``specs`` are the packages this build declares (default: the
     runtime packages plus devel); in kpack mode they come from the whole tree, not from a
     ``--targets`` shard, so generic outputs are identical for every shard."""
@@ -102,40 +139,27 @@ def _context(
     else:
         linux = [f for f in options.linux_families if f in families] or list(families)
         windows = [f for f in options.windows_families if f in families]
-    base: dict[str, Any] = {
-        "version": options.version,
-        "nonce": options.nonce,
-        "kpack_mode": kpack,
-        "default_target_family": default_family,
-        "available_target_families": sorted(families),
-        "linux_target_families": sorted(linux),
-        "windows_target_families": sorted(windows),
-        "libraries_py_package_name": None,
-        "packages": sorted([*entries, META], key=lambda e: str(e["logical_name"])),
-        "libraries": library_registry(manifests, runtime),
-        "console_scripts": [
-            {
-                "name": s.name,
-                "package": s.package,
-                "relpath": s.relpath,
-                "func": s.func,
-                "probe_args": list(s.probe) if s.probe is not None else None,
-                "expect": s.expect,
-                "expand_devel": s.expand_devel,
-            }
-            for s in scripts
-        ],
-    }
-    return _Context(base=base, scripts=tuple(scripts))
+    return TemplateContext(
+        version=options.version,
+        nonce=options.nonce,
+        kpack_mode=kpack,
+        default_target_family=default_family,
+        available_target_families=tuple(sorted(families)),
+        linux_target_families=tuple(sorted(linux)),
+        windows_target_families=tuple(sorted(windows)),
+        packages=tuple(sorted([*entries, META], key=lambda e: str(e["logical_name"]))),
+        libraries=tuple(library_registry(manifests, runtime)),
+        scripts=tuple(scripts),
+    )
 
 
-def _metadata(ctx: _Context, name: str, summary: str, requires: Sequence[str] = ()) -> bytes:
+def _metadata(ctx: TemplateContext, name: str, summary: str, requires: Sequence[str] = ()) -> bytes:
     """METADATA of a wheel."""
     return render_file(
         "metadata/METADATA.j2",
         {
             "name": name,
-            "version": ctx.base["version"],
+            "version": ctx.version,
             "summary": summary,
             "description": summary + ".\n",
             "requires_dist": list(requires),
@@ -146,7 +170,7 @@ def _metadata(ctx: _Context, name: str, summary: str, requires: Sequence[str] = 
 
 
 def _pure_files(
-    ctx: _Context, template: str, pure: str, entry: str, family: str | None
+    ctx: TemplateContext, template: str, pure: str, entry: str, family: str | None
 ) -> list[PayloadFile]:
     variables = ctx.variables(entry, family)
     files = [
@@ -167,7 +191,7 @@ def _platform_init(platform: str) -> list[PayloadFile]:
 
 def _runtime_plan(
     pkg: RuntimePackage,
-    ctx: _Context,
+    ctx: TemplateContext,
     search: Sequence[RuntimePackage],
     launcher: Any,
     subdir: str,
@@ -181,7 +205,7 @@ def _runtime_plan(
     )
     return PackagePlan(
         logical=pkg.spec.logical,
-        kind=pkg.spec.kind.value,
+        kind=PlanKind.of(pkg.spec.kind),
         dist_name=pkg.dist_name,
         family=pkg.family,
         subdir=subdir,
@@ -196,7 +220,7 @@ def _devel_plan(
     catalog: Catalog,
     manifests: Manifests,
     options: BuildOptions,
-    ctx: _Context,
+    ctx: TemplateContext,
     scope: Sequence[RuntimePackage],
     family: str | None,
     subdir: str,
@@ -221,7 +245,7 @@ def _devel_plan(
     payload = _pure_files(ctx, "devel", pure, spec.logical, family)
     return PackagePlan(
         logical=spec.logical,
-        kind="devel",
+        kind=PlanKind.DEVEL,
         dist_name=dist,
         family=family,
         subdir=subdir,
@@ -233,7 +257,7 @@ def _devel_plan(
     )
 
 
-def _meta_plan(ctx: _Context, family: str | None, subdir: str) -> PackagePlan:
+def _meta_plan(ctx: TemplateContext, family: str | None, subdir: str) -> PackagePlan:
     variables = ctx.variables("meta", family)
     files = [
         PayloadFile.literal(rel, data, executable=exe)
@@ -249,17 +273,17 @@ def _meta_plan(ctx: _Context, family: str | None, subdir: str) -> PackagePlan:
         "metadata/PKG-INFO.j2",
         {
             "name": "rocm",
-            "version": ctx.base["version"],
+            "version": ctx.version,
             "summary": summary,
             "description": summary + ".\n",
-            "requires_dist": [f"rocm-sdk-core=={ctx.base['version']}"],
+            "requires_dist": [f"rocm-sdk-core=={ctx.version}"],
             "provides_extra": [],
             "dynamic": ["Requires-Dist", "Provides-Extra"],
         },
     )
     return PackagePlan(
         logical="meta",
-        kind="meta",
+        kind=PlanKind.SELECTOR,
         dist_name="rocm",
         family=family,
         subdir=subdir,
@@ -270,11 +294,11 @@ def _meta_plan(ctx: _Context, family: str | None, subdir: str) -> PackagePlan:
 
 
 def _device_plan(
-    pkg: RuntimePackage, ctx: _Context, search: Sequence[RuntimePackage], launcher: Any
+    pkg: RuntimePackage, ctx: TemplateContext, search: Sequence[RuntimePackage], launcher: Any
 ) -> PackagePlan:
     """A device wheel: files overlaying the libraries platform package, no __init__.py,
     plus ``.devel_links/<T>.json`` for the devel tree (§10)."""
-    version = str(ctx.base["version"])
+    version = str(ctx.version)
     payload = runtime_payload(pkg, [pkg, *search], launcher)
     links = [
         {"relpath": rel, "target": "../" * len(rel.split("/")) + f"{pkg.platform}/{rel}"}
@@ -287,7 +311,7 @@ def _device_plan(
     requires = [f"rocm-sdk-libraries=={version}"]
     return PackagePlan(
         logical=pkg.spec.logical,
-        kind="device",
+        kind=PlanKind.DEVICE,
         dist_name=pkg.dist_name,
         family=pkg.family,
         subdir="",

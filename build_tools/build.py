@@ -23,7 +23,7 @@ from kpack.wheelfile import Member, write_wheel
 from .devel import write_devel_tar
 from .kpack_split import write_planned_archives
 from .payload import PayloadFile
-from .plan import BuildPlan, PackagePlan
+from .plan import BuildPlan, PackagePlan, PlanKind
 from .progress import Progress
 from .report import REPORT_JSON, REPORT_MD, make_legacy_report, make_report, render_markdown
 from .sdist import write_sdist
@@ -66,7 +66,7 @@ def _write_package(
 ) -> Path:
     opts = plan.options
     out_dir.mkdir(parents=True, exist_ok=True)
-    if pkg.kind == "meta":
+    if pkg.kind is PlanKind.SELECTOR:
         return write_sdist(
             out_dir,
             dist_name=pkg.dist_name,
@@ -108,7 +108,7 @@ def _stage_package(plan: BuildPlan, pkg: PackagePlan, stage: Path, work: Path) -
         target = stage / member.arcname
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(member.source), target)
-    name = "PKG-INFO" if pkg.kind == "meta" else "METADATA"
+    name = "PKG-INFO" if pkg.kind is PlanKind.SELECTOR else "METADATA"
     (stage / name).write_bytes(pkg.metadata)
 
 
@@ -149,13 +149,18 @@ def _write_report(plan: BuildPlan, built: list[Built], tmp: Path) -> None:
     """``tmp/report.json`` and ``tmp/report.md``, published next to ``dist/``."""
     if plan.catalog.kpack_split:
         generic = [
-            (b.plan.kind, tmp / b.path) for b in built if b.plan.kind in ("core", "libraries")
+            (b.plan.kind.value, tmp / b.path)
+            for b in built
+            if b.plan.kind in (PlanKind.CORE, PlanKind.LIBRARIES)
         ]
-        devices = [(b.plan.family or "", tmp / b.path) for b in built if b.plan.kind == "device"]
+        devices = [
+            (b.plan.family or "", tmp / b.path) for b in built if b.plan.kind is PlanKind.DEVICE
+        ]
         report = make_report(plan.options.version, generic, devices)
     else:
         report = make_legacy_report(
-            plan.options.version, [(b.plan.kind, b.plan.family or "", tmp / b.path) for b in built]
+            plan.options.version,
+            [(b.plan.kind.value, b.plan.family or "", tmp / b.path) for b in built],
         )
     (tmp / REPORT_JSON).write_text(report.to_json(), encoding="utf-8")
     (tmp / REPORT_MD).write_text(render_markdown(report), encoding="utf-8")

@@ -9,7 +9,7 @@ from kpack.errors import ArtifactError, PackagingError
 
 from .artifacts import Catalog
 from .options import BuildOptions
-from .plan import PackagePlan, device_targets
+from .plan import PackagePlan, PlanKind, device_targets
 
 __all__ = ["check_required_packages", "check_targets_present"]
 
@@ -38,14 +38,14 @@ def check_required_packages(
 ) -> None:
     """The plan must hold the sdist, core, libraries, a device wheel per expected target
     (of this shard) and devel when any dev artifact exists."""
-    kinds = {p.kind for p in plans}
+    kinds = {p.kind.value for p in plans}
     missing = [k for k in ("meta", "core", "libraries") if k not in kinds]
     if any(a.id.component == "dev" for a in catalog.artifacts) and "devel" not in kinds:
         missing.append("devel")
     expected = {base_target(t) for t in (*options.linux_targets, *options.windows_targets)}
     if options.targets:
         expected &= set(options.targets)
-    devices = {p.family for p in plans if p.kind == "device"}
+    devices = {p.family for p in plans if p.kind is PlanKind.DEVICE}
     missing += [f"device-{t}" for t in sorted(expected - devices)]
     if missing:
         raise PackagingError(

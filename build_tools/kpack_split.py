@@ -156,7 +156,8 @@ def _plan_one(artifact: Artifact, options: SplitOptions) -> FatSplit | None:
         stage = min(contributors[target])
         relpath = f".kpack/{name}.kpack"
         key = f"{name}/{stage}/{relpath}"
-        archive = PlannedArchive(key, prefix, target, tuple(kernels[target]))
+        ordered = sorted(kernels[target], key=lambda k: (k.kernel_name, k.kernel.index))
+        archive = PlannedArchive(key, prefix, target, tuple(ordered))
         archives.append(archive)
         art = ArtifactId(artifact.id.name, artifact.id.component, target)
         source = artifact.path / stage / relpath  # a label only: the file is planned

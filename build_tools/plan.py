@@ -7,6 +7,7 @@ result is a frozen :class:`BuildPlan` that ``--dry-run`` prints and ``apply`` wr
 
 from __future__ import annotations
 
+import enum
 import fnmatch
 import logging
 import posixpath
@@ -34,6 +35,7 @@ from .rpath import PackageFiles, derive_rpath
 __all__ = [
     "BuildPlan",
     "PackagePlan",
+    "PlanKind",
     "RuntimePackage",
     "devel_members",
     "devel_namespace",
@@ -69,12 +71,27 @@ class RuntimePackage:
         return PackageFiles.of(self.platform, list(self.layout.files))
 
 
+class PlanKind(enum.Enum):
+    """What a planned package is: a manifest package kind, or the ``rocm`` selector sdist."""
+
+    CORE = "core"
+    PROFILER = "profiler"
+    LIBRARIES = "libraries"
+    DEVICE = "device"
+    DEVEL = "devel"
+    SELECTOR = "meta"
+
+    @classmethod
+    def of(cls, kind: PackageKind) -> PlanKind:
+        return cls(kind.value)
+
+
 @dataclass(frozen=True)
 class PackagePlan:
     """One wheel (or the sdist) to write."""
 
     logical: str
-    kind: str  # core / profiler / libraries / devel / meta
+    kind: PlanKind
     dist_name: str
     family: str | None
     subdir: str  # '' or the family, for multi-family legacy dist/ layout

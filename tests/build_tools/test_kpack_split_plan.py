@@ -1,0 +1,136 @@
+"""The builder's split plan as values, without binaries: a scanned artifact and planned
+transforms (stand-ins for what the kpack engine returns) go in; the catalog artifacts the
+split would write come out."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from build_tools import kpack_split
+from build_tools.artifacts import Artifact, EntryKind
+from build_tools.assemble import TemplateContext
+from build_tools.manifests import PackageKind
+from build_tools.plan import PlanKind
+from build_tools.planned import PlannedArchive, TransformedBinary
+from kpack._split_scan import ArtifactScan, Kind, StageEntry
+from kpack.artifact_names import ArtifactId
+from kpack.bundle import IndexedBundle
+from kpack.databases import DatabaseMatch, Handler
+from kpack.elf import ElfEdit
+from kpack.transform import ExtractedKernel, TransformPlan
+
+ROOT = Path("/nonexistent/blas_lib_generic")
+
+
+def _kernel(index: int, target: str, size: int) -> ExtractedKernel:
+    bundle = IndexedBundle(0, 64, "zstd", 3, ())
+    return ExtractedKernel(
+        index, target, f"hipv4-amdgcn-amd-amdhsa--{target}", size, None, bundle, index * 1000,
+        memoryview(b""), "t",
+    )  # fmt: skip
+
+
+def _transform(source: Path, name: str, targets: dict[str, int]) -> TransformPlan:
+    edit = ElfEdit(source, 4096, (), b"marker")
+    kernels = tuple(_kernel(i, t, s) for i, (t, s) in enumerate(sorted(targets.items())))
+    return TransformPlan(source, edit, name, ("x",), 1000, kernels, ())
+
+
+def _scan() -> ArtifactScan:
+    handler = Handler("rocblas", "", ())
+    db = DatabaseMatch(handler, "gfx942", "gfx942")
+    entries = (
+        StageEntry("b/stage", "lib", Kind.DIR, ROOT / "b/stage/lib", 0o755),
+        StageEntry("b/stage", "lib/libb.so", Kind.FAT, ROOT / "b/stage/lib/libb.so", 0o755, 9000),
+        StageEntry("a/stage", "lib", Kind.DIR, ROOT / "a/stage/lib", 0o755),
+        StageEntry("a/stage", "lib/liba.so", Kind.FAT, ROOT / "a/stage/lib/liba.so", 0o755, 8000),
+        StageEntry("a/stage", "lib/x/T_gfx942.co", Kind.DATABASE, ROOT / "db", 0o644, 10,
+                   database=db),
+        StageEntry("a/stage", "include/a.h", Kind.PLAIN, ROOT / "h", 0o644, 5),
+    )  # fmt: skip
+    return ArtifactScan(ROOT, ("a/stage", "b/stage"), entries)
+
+
+@pytest.fixture
+def split(monkeypatch: pytest.MonkeyPatch) -> kpack_split.FatSplit:
+    kernels = {
+        "a/stage/lib/liba.so": {"gfx942": 300, "gfx9-4-generic": 200},
+        "b/stage/lib/libb.so": {"gfx942": 50, "gfx90a:xnack+": 70},
+    }
+    monkeypatch.setattr(kpack_split, "scan_split_artifact", lambda path, handlers: _scan())
+    monkeypatch.setattr(
+        kpack_split,
+        "plan_transform",
+        lambda source, kernel_name, search_paths: _transform(
+            source, kernel_name, kernels[kernel_name]
+        ),
+    )
+    artifact = Artifact(ArtifactId("blas", "lib", "generic"), ROOT, ("a/stage", "b/stage"), ())
+    options = kpack_split.SplitOptions(())
+    result = kpack_split._plan_one(artifact, options)
+    assert result is not None
+    return result
+
+
+def _by_target(split: kpack_split.FatSplit) -> dict[str, Artifact]:
+    return {a.id.target: a for a in split.outputs}
+
+
+def test_host_binaries_carry_their_planned_transform(split: kpack_split.FatSplit) -> None:
+    generic = _by_target(split)["generic"]
+    files = {e.relpath: e for e in generic.entries if e.kind is EntryKind.FILE}
+    assert set(files) == {"lib/liba.so", "lib/libb.so", "include/a.h"}  # the database left
+    liba = files["lib/liba.so"]
+    assert isinstance(liba.planned, TransformedBinary)
+    assert liba.size == 4096 - 0 + len(b"marker") and liba.stage == "a/stage"
+    assert files["include/a.h"].planned is None
+
+
+def test_one_archive_per_full_target_in_the_first_contributing_stage(
+    split: kpack_split.FatSplit,
+) -> None:
+    archives = {a.target: a for a in split.archives}
+    assert sorted(archives) == ["gfx9-4-generic", "gfx90a:xnack+", "gfx942"]
+    gfx942 = archives["gfx942"]
+    assert gfx942.key == "blas_lib_gfx942/a/stage/.kpack/blas_lib_gfx942.kpack"
+    assert [k.kernel_name for k in gfx942.kernels] == ["a/stage/lib/liba.so", "b/stage/lib/libb.so"]
+    assert gfx942.original_bytes == 350
+    only_b = archives["gfx90a:xnack+"]
+    assert only_b.key.startswith("blas_lib_gfx90a:xnack+/b/stage/.kpack/")
+
+
+def test_target_artifacts_hold_archives_and_moved_database_files(
+    split: kpack_split.FatSplit,
+) -> None:
+    gfx942 = _by_target(split)["gfx942"]
+    entries = {(e.stage, e.relpath): e for e in gfx942.entries}
+    archive = entries[("a/stage", ".kpack/blas_lib_gfx942.kpack")]
+    assert isinstance(archive.planned, PlannedArchive) and archive.size == 350
+    assert entries[("a/stage", ".kpack")].kind is EntryKind.DIR
+    database = entries[("a/stage", "lib/x/T_gfx942.co")]
+    assert database.planned is None and database.source == ROOT / "db"
+    assert {r for s, r in entries if entries[(s, r)].kind is EntryKind.DIR} >= {"lib", "lib/x"}
+    assert gfx942.stages == ("a/stage", "b/stage")  # both contributed kernels
+
+
+def test_the_dry_run_description_names_every_output(split: kpack_split.FatSplit) -> None:
+    text = "\n".join(kpack_split.KpackSplitPlan((split,)).describe())
+    assert "split blas_lib_generic: 2 fat binaries" in text
+    for archive in split.archives:
+        assert archive.key in text
+    assert "a/stage/lib/x/T_gfx942.co -> blas_lib_gfx942" in text
+
+
+def test_plan_kinds_cover_every_manifest_kind() -> None:
+    assert {PlanKind.of(k) for k in PackageKind} | {PlanKind.SELECTOR} == set(PlanKind)
+
+
+def test_the_template_context_is_frozen_and_scoped_per_package() -> None:
+    ctx = TemplateContext("7.0", "", True, None, ("gfx942",), ("gfx942",), (), (), (), ())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ctx.version = "8.0"  # type: ignore[misc]
+    core, devel = ctx.variables("core", None), ctx.variables("devel", "gfx942")
+    assert {k for k in core if core[k] != devel[k]} == {"this_package_entry", "this_target_family"}
