@@ -156,8 +156,8 @@ def _plan_one(artifact: Artifact, options: SplitOptions) -> FatSplit | None:
         stage = min(contributors[target])
         relpath = f".kpack/{name}.kpack"
         key = f"{name}/{stage}/{relpath}"
-        ordered = sorted(kernels[target], key=lambda k: (k.kernel_name, k.kernel.index))
-        archive = PlannedArchive(key, prefix, target, tuple(ordered))
+        by_key = sorted(kernels[target], key=lambda k: (k.kernel_name, k.kernel.index))
+        archive = PlannedArchive(key, prefix, target, tuple(by_key))
         archives.append(archive)
         art = ArtifactId(artifact.id.name, artifact.id.component, target)
         source = artifact.path / stage / relpath  # a label only: the file is planned
