@@ -23,7 +23,6 @@ from kpack.artifact_names import (
     check_manifest_line,
     check_stage_dir,
     check_symlink,
-    is_isa_target,
     read_manifest,
 )
 from kpack.errors import ArtifactError
@@ -167,23 +166,6 @@ def _load_therock_manifest(root: Path) -> tuple[Path, Mapping[str, Any], bool]:
     return path, data, value
 
 
-def _check_targets(artifacts: list[Artifact], kpack_split: bool) -> None:
-    if not kpack_split:
-        return
-    bad = sorted(
-        {
-            a.id.dirname
-            for a in artifacts
-            if a.id.target != "generic" and not is_isa_target(a.id.target)
-        }
-    )
-    if bad:
-        raise ArtifactError(
-            "kpack-split mode needs ISA targets (gfx<hex>[:feature±]) or 'generic'; found: "
-            + ", ".join(bad)
-        )
-
-
 def scan_artifact(path: Path) -> Artifact:
     """One artifact directory (its name must parse: see :func:`scan_artifacts`)."""
     art_id = ArtifactId.parse(path.name)
@@ -242,5 +224,4 @@ def scan_artifacts(root: Path) -> Catalog:
             path=root,
         )
     manifest_path, manifest, kpack_split = _load_therock_manifest(root)
-    _check_targets(artifacts, kpack_split)
     return Catalog(root, manifest_path, manifest, kpack_split, tuple(artifacts), tuple(notices))

@@ -28,7 +28,7 @@ from kpack._split_scan import Kind, StageEntry
 from kpack._split_scan import scan_artifact as scan_split_artifact
 from kpack._split_work import ArchiveJob, KernelEntry, spool_kernels, write_archives
 from kpack.archive import Scheme
-from kpack.artifact_names import ArtifactId
+from kpack.artifact_names import ArtifactId, is_isa_target
 from kpack.databases import load_handlers
 from kpack.elf import scan_elf
 from kpack.errors import ArtifactError
@@ -193,27 +193,45 @@ def _plan_one(artifact: Artifact, options: SplitOptions) -> FatSplit | None:
     return FatSplit(artifact, plan, tuple(transformed), tuple(archives), tuple(outputs), notes)
 
 
+def _is_unsplit(artifact: Artifact) -> bool:
+    """Named for a GPU family (TheRock's unsplit dist bundles, ``blas_lib_gfx94X-dcgpu``):
+    in a kpack-split tree every target that is neither ``generic`` nor an ISA target id."""
+    return artifact.id.target != "generic" and not is_isa_target(artifact.id.target)
+
+
 def plan_fat_splits(
     catalog: Catalog,
     names: Sequence[str],
     split_databases: Mapping[str, Sequence[str]],
 ) -> tuple[Catalog, KpackSplitPlan]:
-    """Plan the split of every generic artifact of ``names`` that holds untransformed fat
-    binaries or database files; return the catalog with each replaced by its outputs."""
+    """Plan the split of every artifact that needs it; return the catalog with each
+    replaced by its outputs.
+
+    Split: a generic artifact of ``names`` (the device packages' artifacts) that holds
+    untransformed fat binaries or database files, and every family-named artifact
+    (``P_gfx94X-dcgpu``, as TheRock writes unsplit components to ``artifacts-unsplit/``),
+    whatever its name. A family-named artifact with nothing to split (its ``dev``, ``doc``
+    or ``test`` component) is host content: it becomes ``P_generic``. The package set is
+    the same whichever name the fat input carried.
+    """
     wanted = set(names)
     splits: list[FatSplit] = []
+    relabeled: dict[str, Artifact] = {}
     for artifact in catalog.artifacts:
-        if artifact.id.target != "generic" or artifact.id.name not in wanted:
+        unsplit = _is_unsplit(artifact)
+        if not unsplit and (artifact.id.target != "generic" or artifact.id.name not in wanted):
             continue
         handlers = load_handlers(split_databases.get(artifact.id.name, ()))
         split = _plan_one(artifact, SplitOptions(tuple(handlers), scheme=_SCHEME, level=_LEVEL))
         if split is None:
+            if unsplit:
+                relabeled[artifact.id.dirname] = _as_generic(artifact)
             continue
         presplit = sorted(
             a.id.dirname
             for a in catalog.artifacts
             if (a.id.name, a.id.component) == (artifact.id.name, artifact.id.component)
-            and a.id.target != "generic"
+            and is_isa_target(a.id.target)
         )
         if presplit:
             prefix = f"{artifact.id.name}_{artifact.id.component}"
@@ -223,14 +241,21 @@ def plan_fat_splits(
                 path=artifact.path,
             )
         splits.append(split)
-    if not splits:
+    if not splits and not relabeled:
         return catalog, KpackSplitPlan(())
-    replaced = {s.artifact.id.dirname: s.outputs for s in splits}
+    replaced: dict[str, tuple[Artifact, ...]] = {k: (v,) for k, v in relabeled.items()}
+    replaced.update({s.artifact.id.dirname: s.outputs for s in splits})
     artifacts: list[Artifact] = []
     for artifact in catalog.artifacts:
         artifacts.extend(replaced.get(artifact.id.dirname, (artifact,)))
     ordered = tuple(sorted(artifacts, key=lambda a: a.id.dirname))
     return replace(catalog, artifacts=ordered), KpackSplitPlan(tuple(splits))
+
+
+def _as_generic(artifact: Artifact) -> Artifact:
+    generic = ArtifactId(artifact.id.name, artifact.id.component, "generic")
+    entries = tuple(replace(e, artifact=generic) for e in artifact.entries)
+    return Artifact(generic, artifact.path, artifact.stages, entries)
 
 
 def write_planned_archives(plan: KpackSplitPlan, root: Path, *, jobs: int) -> None:

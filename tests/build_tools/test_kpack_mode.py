@@ -342,3 +342,67 @@ def test_transformed_binaries_are_streamed_once_into_their_wheel(
     monkeypatch.setattr(ElfEdit, "write_to", refuse)
     dist = build_dist(fat_tree, tmp_path / "out")
     assert _digests(dist) == _digests(fat_dist)
+
+
+def _family_named(fat_tree: Path, tmp_path: Path, family: str) -> Path:
+    """The fat tree as TheRock writes ``artifacts-unsplit/``: every target-specific
+    component (lib, dev, doc, test) carries the family name instead of ``generic``."""
+    tree = _copy(fat_tree, tmp_path)
+    for child in sorted(tree.iterdir()):
+        name = child.name.rsplit("_", 1)[0]
+        if name.split("_")[0] in ("rand", "fft", "prim") and child.name.endswith("_generic"):
+            child.rename(tree / f"{name}_{family}")
+    return tree
+
+
+@pytest.mark.parametrize("family", ["gfx90a-dcgpu", "gfx94X-dcgpu"])
+def test_family_named_unsplit_artifacts_give_the_same_packages(
+    fat_tree: Path, fat_dist: Path, tmp_path: Path, family: str
+) -> None:
+    tree = _family_named(fat_tree, tmp_path, family)
+    assert (tree / f"rand_lib_{family}").is_dir() and (tree / f"prim_doc_{family}").is_dir()
+    dist = build_dist(tree, tmp_path / "out")
+    assert _digests(dist) == _digests(fat_dist)
+
+
+def test_database_files_of_an_unsplit_artifact_move_to_device_wheels(
+    fat_tree: Path, tmp_path: Path
+) -> None:
+    """rocBLAS kernel databases in a family-named blas artifact leave the libraries wheel,
+    whether or not the artifact also holds fat binaries."""
+    from .treeutil import add_artifact
+
+    tree = _copy(fat_tree, tmp_path)
+    library = "lib/rocblas/library"
+    add_artifact(
+        tree,
+        "blas_lib_gfx94X-dcgpu",
+        "math-libs/BLAS/rocBLAS/stage",
+        {
+            f"{library}/TensileLibrary_lazy_gfx90a.dat": b"dat gfx90a",
+            f"{library}/Kernels.so-000-gfx90a.hsaco": b"hsaco gfx90a",
+            f"{library}/TensileLibrary_lazy_gfx1030.co": b"co gfx1030",
+            f"{library}/TensileLibrary.dat": b"arch-neutral",
+        },
+    )
+    dist = build_dist(tree, tmp_path / "out")
+    libraries = _payload(dist / f"rocm_sdk_libraries{WHEEL}")
+    gfx90a = _payload(dist / f"rocm_sdk_device_gfx90a{WHEEL}")
+    gfx1030 = _payload(dist / f"rocm_sdk_device_gfx1030{WHEEL}")
+    in_libraries = [n for n in libraries if "/rocblas/" in n]
+    assert [n.rsplit("/", 1)[1] for n in in_libraries] == ["TensileLibrary.dat"]
+    assert any(n.endswith("TensileLibrary_lazy_gfx90a.dat") for n in gfx90a)
+    assert any(n.endswith("Kernels.so-000-gfx90a.hsaco") for n in gfx90a)
+    assert any(n.endswith("TensileLibrary_lazy_gfx1030.co") for n in gfx1030)
+
+
+def test_unsplit_and_presplit_forms_of_one_prefix_are_an_error(
+    fat_tree: Path, presplit_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _family_named(fat_tree, tmp_path, "gfx90a-dcgpu")
+    shutil.copytree(presplit_tree / "rand_lib_gfx1030", tree / "rand_lib_gfx1030")
+    dest = tmp_path / "out"
+    rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", VERSION])
+    err = capsys.readouterr().err
+    assert rc == 1 and "rand_lib_gfx90a-dcgpu" in err and "mixes split and unsplit" in err
+    assert not dest.exists()
