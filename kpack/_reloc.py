@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kpack.elf._read import ElfLayout, Reader
 from kpack.errors import ElfError, TransformError
@@ -53,9 +54,9 @@ _SYM = struct.Struct("<IBBHQQ")
 _WINDOW = 1 << 20
 
 
-@dataclass(frozen=True)
-class Rela:
-    """One ``Elf64_Rela`` and where it is stored in the file."""
+class Rela(NamedTuple):
+    """One ``Elf64_Rela`` and where it is stored in the file (a tuple: a large library
+    has hundreds of thousands)."""
 
     file_offset: int
     r_offset: int
@@ -88,16 +89,22 @@ def read_relocations(reader: Reader, layout: ElfLayout) -> Relocations:
         )
     if tags.intersection(_ANDROID_PACKED):
         raise TransformError("Android packed relocations are unsupported", path=reader.name)
-    entries: dict[int, Rela] = {}
+    tables: list[list[Rela]] = []
     for start_tag, size_tag in ((DT_RELA, DT_RELASZ), (DT_JMPREL, DT_PLTRELSZ)):
         start, size = layout.dyn_value(start_tag), layout.dyn_value(size_tag)
         if start is None or not size:
             continue
         if start_tag == DT_JMPREL and layout.dyn_value(DT_PLTREL) not in (None, DT_RELA):
             raise TransformError("DT_JMPREL table is not RELA; unsupported", path=reader.name)
-        for rela in _read_rela(reader, layout, start, size):
-            entries.setdefault(rela.file_offset, rela)
-    sorted_rela = tuple(sorted(entries.values(), key=lambda r: r.file_offset))
+        tables.append(_read_rela(reader, layout, start, size))
+    if len(tables) == 1:  # one table: its entries are distinct and in file order already
+        sorted_rela = tuple(tables[0])
+    else:  # DT_JMPREL may lie inside DT_RELA: each stored entry once, in file order
+        entries: dict[int, Rela] = {}
+        for table in tables:
+            for rela in table:
+                entries.setdefault(rela.file_offset, rela)
+        sorted_rela = tuple(sorted(entries.values()))
     return Relocations(sorted_rela, read_relr(reader, layout))
 
 
@@ -173,8 +180,9 @@ def _read_rela(reader: Reader, layout: ElfLayout, start: int, size: int) -> list
             f"DT_RELAENT is {layout.dyn_value(DT_RELAENT)}, expected 24", path=reader.name
         )
     base, raw = _read_table(reader, layout, start, size, _RELA.size, "RELA table")
+    step = _RELA.size
     return [
-        Rela(base + i * _RELA.size, r_offset, info & 0xFFFFFFFF, info >> 32, addend)
+        Rela(base + i * step, r_offset, info & 0xFFFFFFFF, info >> 32, addend)
         for i, (r_offset, info, addend) in enumerate(_RELA.iter_unpack(raw))
     ]
 
