@@ -8,7 +8,7 @@ Each measurement runs in its own child process; runs alternate, and the best of
 
 - (a) ours vs ``zip -r -6`` (Info-ZIP, one thread) of the same artifact tree: target <= 0.30;
 - (b) ours vs ours with the standard library's ``zlib`` at level 6 in place of the
-  libdeflate / zlib-ng engines (everything else equal): the engines' speed-up, and the dist
+  libdeflate engine for whole members (everything else equal): the engine's speed-up, and the dist
   bytes of both (target: within 1 %);
 - ``zipfile``: the packaged input files written by Python's ``zipfile`` at level 6.
 
@@ -66,7 +66,7 @@ rc = main(["--artifact-dir", {tree!r}, "--dest-dir", {dest!r}, "--version", {ver
 assert rc == 0
 """
 
-# The engine the wheel writer used before libdeflate / zlib-ng: the standard library's
+# The engine the wheel writer used before libdeflate: the standard library's
 # zlib for every member, whole members included (same chunking, same level).
 _STDLIB_ENGINE = """
 import zlib

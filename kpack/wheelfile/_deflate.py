@@ -1,20 +1,21 @@
 """Parallel, deterministic deflate of archive members, written to a ZIP in order.
 
-Two engines, chosen by measurement (README, "Compression engines"):
+Two engines, chosen by measurement (README, "Performance"):
 
 - a member of at most :data:`WHOLE_MAX` bytes is compressed whole by libdeflate (PyPI
   ``deflate``): about 3x faster than the standard ``zlib`` at level 6 and a little smaller;
   members are compressed in parallel, one per task;
 - a larger member is streamed in fixed-size chunks (:data:`CHUNK_SIZE`) compressed in
-  parallel by zlib-ng (PyPI ``zlib-ng``), pigz-style: chunk *i* > 0 is raw deflate primed
-  with the last 32 KiB of chunk *i-1* and ended with ``Z_SYNC_FLUSH``, the last chunk with
-  ``Z_FINISH``; concatenated, the chunks form one valid deflate stream. libdeflate has no
-  streaming API, so it cannot do this part.
+  parallel by the standard library's ``zlib``, pigz-style: chunk *i* > 0 is raw deflate
+  primed with the last 32 KiB of chunk *i-1* and ended with ``Z_SYNC_FLUSH``, the last chunk
+  with ``Z_FINISH``; concatenated, the chunks form one valid deflate stream. libdeflate has
+  no streaming API; zlib-ng has one but its output on device code is larger (level 6:
+  +6.2 % on Debian's librocsparse, level 7: +3.9 %) or slower (level 9: 1.19x the time).
 
 Every input byte is read once. The calling thread reads each member, updates its sha256
 and CRC-32 and hands the work to a thread pool (both libraries and hashlib release the
 GIL). Small members are batched into one task to save overhead. The output depends on
-the two libraries' versions, which are pinned in ``pyproject.toml``.
+libdeflate's version (pinned in ``pyproject.toml``) and on zlib's.
 
 Chunk boundaries depend only on the content, so the archive is byte-identical whatever
 the number of workers or the thread timing. At most a fixed window of input is in flight;
@@ -36,7 +37,6 @@ from types import TracebackType
 from typing import Protocol
 
 import deflate as libdeflate
-from zlib_ng import zlib_ng
 
 from kpack.errors import PackagingError
 from kpack.wheelfile._member import Member, looks_compressed, open_source
@@ -89,14 +89,14 @@ def deflate_whole(data: bytes | bytearray, level: int) -> bytes:
 
 
 def deflate_chunk(data: bytes | bytearray, zdict: bytes | None, final: bool, level: int) -> bytes:
-    """Raw deflate of one chunk of a streamed member (zlib-ng); ``zdict`` is the previous
+    """Raw deflate of one chunk of a streamed member (zlib); ``zdict`` is the previous
     chunk's tail."""
     if zdict:
-        comp = zlib_ng.compressobj(level, zlib_ng.DEFLATED, -15, zdict=zdict)
+        comp = zlib.compressobj(level, zlib.DEFLATED, -15, zdict=zdict)
     else:
-        comp = zlib_ng.compressobj(level, zlib_ng.DEFLATED, -15)
+        comp = zlib.compressobj(level, zlib.DEFLATED, -15)
     head = comp.compress(data)
-    tail = comp.flush(zlib_ng.Z_FINISH if final else zlib_ng.Z_SYNC_FLUSH)
+    tail = comp.flush(zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH)
     return head + tail if head else tail
 
 
