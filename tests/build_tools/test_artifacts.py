@@ -119,8 +119,19 @@ def test_only_archives(tmp_path: Path) -> None:
         scan_artifacts(tmp_path)
 
 
-def test_kpack_mode_rejects_family_targets(tmp_path: Path) -> None:
+def test_kpack_mode_takes_family_named_artifacts_as_unsplit_input(tmp_path: Path) -> None:
+    """TheRock writes unsplit components under the family name (``artifacts-unsplit/``);
+    one without device code is host content: it becomes ``P_generic`` in the plan."""
+    from build_tools.kpack_split import plan_fat_splits
+
     write_manifest(tmp_path, kpack=True)
-    add_artifact(tmp_path, "blas_lib_gfx94X-dcgpu", "s", {"x": b"x"})
-    with pytest.raises(ArtifactError, match="blas_lib_gfx94X-dcgpu"):
-        scan_artifacts(tmp_path)
+    add_artifact(tmp_path, "blas_dev_gfx94X-dcgpu", "s", {"include/x.h": b"x"})
+    catalog = scan_artifacts(tmp_path)
+    assert "blas_dev_gfx94X-dcgpu" in {a.id.dirname for a in catalog.artifacts}
+    planned, split = plan_fat_splits(catalog, ["blas"], {})
+    assert not split.splits
+    names = {a.id.dirname for a in planned.artifacts}
+    assert "blas_dev_generic" in names and "blas_dev_gfx94X-dcgpu" not in names
+    (dev,) = [a for a in planned.artifacts if a.id.dirname == "blas_dev_generic"]
+    assert {e.relpath for e in dev.entries} >= {"include/x.h"}
+    assert {e.artifact.target for e in dev.entries} == {"generic"}
