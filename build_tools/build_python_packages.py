@@ -219,6 +219,7 @@ def _options(args: argparse.Namespace) -> BuildOptions:
         epoch=source_date_epoch(),
         jobs=max(1, args.jobs),
         targets=shard,
+        families=frozenset(table.families),
     )
 
 
@@ -272,7 +273,9 @@ def _plan_kpack(
 
     device = manifests.for_mode(True)["device"]
     names = [n for sel in device.select for n in sel.names]
-    catalog, split = plan_fat_splits(catalog, names, device.split_databases)
+    catalog, split = plan_fat_splits(
+        catalog, names, device.split_databases, families=options.families
+    )
     if split.splits:
         fat = sum(len(s.transformed) for s in split.splits)
         say(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
@@ -203,6 +203,8 @@ def plan_fat_splits(
     catalog: Catalog,
     names: Sequence[str],
     split_databases: Mapping[str, Sequence[str]],
+    *,
+    families: Collection[str] | None = None,
 ) -> tuple[Catalog, KpackSplitPlan]:
     """Plan the split of every artifact that needs it; return the catalog with each
     replaced by its outputs.
@@ -212,8 +214,22 @@ def plan_fat_splits(
     (``P_gfx94X-dcgpu``, as TheRock writes unsplit components to ``artifacts-unsplit/``),
     whatever its name. A family-named artifact with nothing to split (its ``dev``, ``doc``
     or ``test`` component) is host content: it becomes ``P_generic``. The package set is
-    the same whichever name the fat input carried.
+    the same whichever name the fat input carried. With ``families`` (the family table's
+    labels), a target that is neither an ISA target id nor one of them is an error.
     """
+    if families is not None:
+        unknown = sorted(
+            a.id.dirname
+            for a in catalog.artifacts
+            if _is_unsplit(a) and a.id.target not in families
+        )
+        if unknown:
+            raise ArtifactError(
+                "artifact targets that are neither an ISA target id (gfx942, gfx90a:xnack+) "
+                "nor a GPU family of the family table",
+                path=catalog.root,
+                problems=unknown,
+            )
     wanted = set(names)
     splits: list[FatSplit] = []
     relabeled: dict[str, Artifact] = {}

@@ -31,6 +31,7 @@ class BuildOptions:
     epoch: int = 315532800
     jobs: int = 2
     targets: tuple[str, ...] = ()  # kpack mode: build only these device wheels (sharding)
+    families: frozenset[str] | None = None  # GPU family labels of the family table (None: any)
 
     @property
     def wheel_tag(self) -> str:

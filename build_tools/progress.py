@@ -151,6 +151,7 @@ class RichProgress:
 
     def set_total(self, nbytes: int) -> None:
         self._bar.update(self._task, total=nbytes, completed=0, description="writing packages")
+        self._bar.refresh()  # drawn now, however short the writing turns out
 
     def file_started(self, name: str, size: int) -> None:
         if size >= LARGE_FILE:
