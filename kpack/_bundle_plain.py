@@ -60,19 +60,31 @@ def _read_entries(view: memoryview, start: int, count: int, ctx: Ctx) -> tuple[i
             raise ctx.error(f"entry[{index}] record at +{pos:#x} runs past the end of the buffer")
         offset, size, triple_len = _ENTRY.unpack_from(view, start + pos)
         pos += _ENTRY.size
-        if triple_len > min(_MAX_TRIPLE, avail - pos):
-            raise ctx.error(
-                f"entry[{index}].triple_len {triple_len} exceeds the buffer or {_MAX_TRIPLE} bytes"
-            )
+        check_triple_len(index, triple_len, avail - pos, ctx)
         triple = _read_triple(view, start + pos, triple_len, index, ctx)
         pos += triple_len
-        if offset > avail or size > avail - offset:
-            raise ctx.error(
-                f"entry[{index}] ({triple}): offset {offset:#x} + size {size:#x} runs past the "
-                f"end of the buffer ({avail:#x} bytes from the bundle start)"
-            )
-        entries.append(RawEntry(index, triple, offset, size))
+        entries.append(checked_entry(index, triple, offset, size, avail, ctx))
     return pos, entries
+
+
+def check_triple_len(index: int, triple_len: int, left: int, ctx: Ctx) -> None:
+    """An entry's triple must fit in the ``left`` bytes and in :data:`_MAX_TRIPLE`."""
+    if triple_len > min(_MAX_TRIPLE, left):
+        raise ctx.error(
+            f"entry[{index}].triple_len {triple_len} exceeds the buffer or {_MAX_TRIPLE} bytes"
+        )
+
+
+def checked_entry(
+    index: int, triple: str, offset: int, size: int, avail: int, ctx: Ctx
+) -> RawEntry:
+    """The entry, if its payload lies within the ``avail`` bytes from the bundle start."""
+    if offset > avail or size > avail - offset:
+        raise ctx.error(
+            f"entry[{index}] ({triple}): offset {offset:#x} + size {size:#x} runs past the "
+            f"end of the buffer ({avail:#x} bytes from the bundle start)"
+        )
+    return RawEntry(index, triple, offset, size)
 
 
 def _check_layout(entries: list[RawEntry], header_end: int, ctx: Ctx) -> None:

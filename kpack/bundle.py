@@ -18,9 +18,10 @@ import mmap
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kpack import _bundle_ccob, _bundle_plain
-from kpack._bundle_plain import _ENTRY, _MAX_TRIPLE, HEADER_FIXED, Ctx, RawEntry
+from kpack._bundle_plain import _ENTRY, HEADER_FIXED, Ctx, RawEntry
 from kpack.errors import BundleError
 from kpack.target_id import is_target_id
 
@@ -200,19 +201,27 @@ def _skip_gap(view: memoryview, pos: int, ctx: Ctx) -> int:
     return match.end()
 
 
-def iter_bundles(buf: Buffer, *, name: str) -> Iterator[Bundle]:
-    """Walk a whole ``.hip_fatbin`` section: every bundle in order, zero padding skipped."""
+_B = TypeVar("_B", "Bundle", "IndexedBundle")
+
+
+def _walk(buf: Buffer, name: str, parse: Callable[[memoryview, int, str], _B]) -> Iterator[_B]:
+    """Every bundle of a section in order, zero padding skipped, each parsed by ``parse``."""
     view = _as_view(buf)
     pos = 0
     while True:
         pos = _skip_gap(view, pos, Ctx(name, f"section offset {pos:#x}"))
         if pos == len(view):
             return
-        bundle = _parse(view, pos, name)
+        bundle = parse(view, pos, name)
         if bundle.end <= pos:  # cannot happen for a valid header; guarantees termination
             raise Ctx(name, f"bundle at offset {pos:#x}").error("bundle does not advance the walk")
         yield bundle
         pos = bundle.end
+
+
+def iter_bundles(buf: Buffer, *, name: str) -> Iterator[Bundle]:
+    """Walk a whole ``.hip_fatbin`` section: every bundle in order, zero padding skipped."""
+    return _walk(buf, name, _parse)
 
 
 # --- indexing without keeping decoded bytes --------------------------------------------------
@@ -318,19 +327,11 @@ def _stream_entries(reader: _ChunkReader, avail: int, ctx: Ctx) -> tuple[int, li
             raise ctx.error(f"entry[{index}] record at +{pos:#x} runs past the end of the buffer")
         offset, size, triple_len = _ENTRY.unpack(record)
         pos += _ENTRY.size
-        if triple_len > min(_MAX_TRIPLE, avail - pos):
-            raise ctx.error(
-                f"entry[{index}].triple_len {triple_len} exceeds the buffer or {_MAX_TRIPLE} bytes"
-            )
+        _bundle_plain.check_triple_len(index, triple_len, avail - pos, ctx)
         raw = reader.read(triple_len)
         triple = _bundle_plain._read_triple(memoryview(raw), 0, triple_len, index, ctx)
         pos += triple_len
-        if offset > avail or size > avail - offset:
-            raise ctx.error(
-                f"entry[{index}] ({triple}): offset {offset:#x} + size {size:#x} runs past the "
-                f"end of the buffer ({avail:#x} bytes from the bundle start)"
-            )
-        entries.append(RawEntry(index, triple, offset, size))
+        entries.append(_bundle_plain.checked_entry(index, triple, offset, size, avail, ctx))
     return pos, entries
 
 
@@ -410,17 +411,7 @@ def index_bundles(buf: Buffer, *, name: str) -> Iterator[IndexedBundle]:
     """Walk a ``.hip_fatbin`` section like :func:`iter_bundles`, checking every bundle in
     full, but keep no decoded bytes: a compressed bundle is decoded as a stream, chunk by
     chunk, and its code objects are read again with :func:`stream_code_objects`."""
-    view = _as_view(buf)
-    pos = 0
-    while True:
-        pos = _skip_gap(view, pos, Ctx(name, f"section offset {pos:#x}"))
-        if pos == len(view):
-            return
-        bundle = _index(view, pos, name)
-        if bundle.end <= pos:
-            raise Ctx(name, f"bundle at offset {pos:#x}").error("bundle does not advance the walk")
-        yield bundle
-        pos = bundle.end
+    return _walk(buf, name, _index)
 
 
 def stream_code_objects(
