@@ -191,8 +191,10 @@ def test_the_pjrt_wheel_splits_in_flat_memory(tmp_path: Path) -> None:
         "import kpack.tools.split_python_wheels as spw\n"
         "options = spw.SplitOptions(sys.argv[3], 'amd-device', (), jobs=2)\n"
         "spw.split_wheel(Path(sys.argv[1]), Path(sys.argv[2]), options)\n"
-        "who = (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)\n"
-        "rss = max(resource.getrusage(w).ru_maxrss for w in who)\n"
+        # VmHWM: this process's own peak (ru_maxrss would carry over the forking parent's)
+        "status = open('/proc/self/status').read().splitlines()\n"
+        "hwm = next(int(x.split()[1]) for x in status if x.startswith('VmHWM'))\n"
+        "rss = max(hwm, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
         "print(json.dumps({'rss': rss * 1024}))\n"
     )
     proc = subprocess.run(

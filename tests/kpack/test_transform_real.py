@@ -185,7 +185,9 @@ def test_rocsparse_streams_with_bounded_memory(
         "    kernel_name='math-libs/rocSPARSE/stage/lib/librocsparse.so.0.1',\n"
         "    search_paths=['../.kpack/sparse_lib_@GFXARCH@.kpack'])\n"
         "print(len(plan.kernels), len({k.index for k in plan.kernels}), plan.removed_bytes)\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        # VmHWM: this process's own peak (ru_maxrss would carry over the forking parent's)
+        "status = open('/proc/self/status').read().splitlines()\n"
+        "print(next(int(x.split()[1]) for x in status if x.startswith('VmHWM')))\n"
     )
     repo = Path(__file__).resolve().parents[2]
     proc = run([sys.executable, "-c", script, lib, dest], cwd=repo)
