@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kpack.artifact_names import base_target
 from kpack.elf import ElfEdit, ElfInfo, FileKind, check_rpath_edit, plan_rpath_edit
-from kpack.errors import ArtifactError, PackagingError
+from kpack.errors import ArtifactError, ManifestError, PackagingError
 
 from .artifacts import Artifact, Catalog, Entry, EntryKind
 from .elfscan import scan_files
@@ -446,28 +446,56 @@ def plan_runtime(
     return shared + per_family, notices
 
 
+def _named_for(shortname: str, basename: str) -> bool:
+    """``libhipdnn_backend.so.1`` is named for ``hipdnn``; ``libhipblaslt.so`` is not named
+    for ``hipblas``, nor ``librocprofiler-sdk-roctx.so`` for ``rocprofiler-sdk``."""
+    stem = f"lib{shortname}"
+    return basename.startswith(stem) and basename[len(stem) : len(stem) + 1] in (".", "_")
+
+
 def library_registry(
     manifests: Manifests, runtime: Sequence[RuntimePackage]
 ) -> list[dict[str, object]]:
-    """Registry entries (for ``_dist_info``) whose files this build ships."""
+    """Every registry entry (for ``_dist_info``), as TheRock's registry has them all.
+
+    An entry whose pattern matches no file this build ships, although a library named for
+    its short name ships (``libhipdnn_backend.so.1`` for ``hipdnn``), is a build error: at
+    run time ``find_libraries`` would fail to find a library that is there.
+    """
     out: list[dict[str, object]] = []
+    problems: list[str] = []
     for lib in manifests.libraries:
+        files = [
+            relpath
+            for pkg in runtime
+            if pkg.spec.logical == lib.package
+            for relpath in [*pkg.layout.files, *pkg.layout.aliases]
+        ]
         present = any(
             posixpath.dirname(relpath) == lib.posix_relpath
             and fnmatch.fnmatchcase(posixpath.basename(relpath), lib.so_pattern)
-            for pkg in runtime
-            if pkg.spec.logical == lib.package
-            for relpath in pkg.layout.files
+            for relpath in files
         )
-        if present:
-            out.append(
-                {
-                    "shortname": lib.shortname,
-                    "package": lib.package,
-                    "so_pattern": lib.so_pattern,
-                    "dll_pattern": lib.dll_pattern,
-                    "posix_relpath": lib.posix_relpath,
-                    "optional": lib.optional,
-                }
+        named = sorted(r for r in files if _named_for(lib.shortname, posixpath.basename(r)))
+        if not present and named:
+            problems.append(
+                f"{lib.shortname}: pattern {lib.posix_relpath}/{lib.so_pattern} matches no "
+                f"file of the {lib.package} package, but {', '.join(named)} ships"
             )
+        out.append(
+            {
+                "shortname": lib.shortname,
+                "package": lib.package,
+                "so_pattern": lib.so_pattern,
+                "dll_pattern": lib.dll_pattern,
+                "posix_relpath": lib.posix_relpath,
+                "optional": lib.optional,
+                "shipped": present,
+            }
+        )
+    if problems:
+        raise ManifestError(
+            "library registry entries miss the files they name (manifests/libraries.yaml)",
+            problems=problems,
+        )
     return sorted(out, key=lambda e: str(e["shortname"]))

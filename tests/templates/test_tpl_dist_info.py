@@ -251,3 +251,21 @@ def test_rendered_module_passes_ruff(tmp_path: Path) -> None:
                            "E9,F", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (TEMPLATES / "common" / "_dist_info.py.j2").is_file()
+
+
+@pytest.mark.parametrize(
+    ("context", "value", "expected"),
+    [
+        ("kpack", "gfx942:sramecc+:xnack-", "gfx942"),  # what offload-arch prints
+        ("kpack", "gfx942", "gfx942"),
+        ("legacy2", "gfx1201", "gfx120X-all"),
+        ("legacy2", "gfx942:xnack+", "gfx94X-dcgpu"),
+    ],
+)
+def test_env_target_with_features_or_bare_arch_resolves_to_its_family(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, context: str, value: str, expected: str
+) -> None:
+    di = load(tmp_path, SAMPLE_CONTEXTS[context])
+    assert expected in di.AVAILABLE_TARGET_FAMILIES and value != expected or value == expected
+    clean_env.setenv("ROCM_SDK_TARGET_FAMILY", value)
+    assert di.resolve_target_family() == (expected, "env")

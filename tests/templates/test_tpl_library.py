@@ -151,3 +151,9 @@ def test_check_version_type(sdk: tuple[Path, ModuleType]) -> None:
     _, rocm_sdk = sdk
     with pytest.raises(TypeError):
         rocm_sdk.initialize_process(check_version=7)
+
+
+def test_initialize_process_accepts_unknown_keywords(sdk: tuple[Path, ModuleType]) -> None:
+    """TheRock's rocm_sdk accepts and ignores keywords it does not know."""
+    _, rocm_sdk = sdk
+    rocm_sdk.initialize_process(env_override=False, some_future_option=1, another="x")

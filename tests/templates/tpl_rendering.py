@@ -45,6 +45,7 @@ def _library(shortname: str, package: str, so: str, relpath: str = "lib", **kw: 
         "dll_pattern": kw.get("dll"),
         "posix_relpath": relpath,
         "optional": kw.get("optional", False),
+        "shipped": kw.get("shipped", True),
     }
 
 
@@ -64,7 +65,7 @@ LIBRARIES = [
     _library("amdhip64", "core", "libamdhip64.so*", dll="amdhip64*.dll"),
     _library("hiprtc", "core", "libhiprtc.so*", dll="hiprtc0*.dll"),
     _library("rocm_sysdeps_liblzma", "core", "librocm_sysdeps_liblzma.so*", "lib/rocm_sysdeps/lib"),
-    _library("rocdxg", "core", "librocdxg.so*", optional=True),
+    _library("rocdxg", "core", "librocdxg.so*", optional=True, shipped=False),
     _library("hipblas", "libraries", "libhipblas.so*", dll="hipblas*.dll"),
     _library("rccl", "libraries", "librccl.so*"),
 ]

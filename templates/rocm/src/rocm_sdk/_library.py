@@ -142,8 +142,12 @@ def initialize_process(
     env_override: bool = True,
     check_version: str | re.Pattern[str] | None = None,
     fail_on_version_mismatch: bool = False,
+    **kwargs: object,
 ) -> None:
     """Set up a process that uses the ROCm libraries of these packages.
+
+    Keyword arguments this version does not know are accepted and ignored, as TheRock's
+    ``rocm_sdk`` does, so frameworks built against a newer one keep working.
 
     Preloads ``preload_shortnames`` and, with ``env_override``, the names in env
     ``ROCM_SDK_PRELOAD_LIBRARIES`` (',' or ';' separated). With ``check_version``

@@ -75,6 +75,25 @@ class PreloadTest(unittest.TestCase):
     def testEnvPreloadSemicolonList(self) -> None:
         self._env_preload(";", 2)
 
+    def testAbsentLibrariesAsTheRockReportsThem(self) -> None:
+        """A known library whose file this build does not ship: [] when optional,
+        FileNotFoundError otherwise (its package being installed)."""
+        checked = 0
+        for name, entry in sorted(di.ALL_LIBRARIES.items()):
+            if name in di.SHIPPED_LIBRARIES or entry.package != "core":
+                continue
+            if entry.optional:
+                self.assertEqual(rocm_sdk.find_libraries(name), [], name)
+            else:
+                with self.assertRaises(FileNotFoundError, msg=name):
+                    rocm_sdk.find_libraries(name)
+            checked += 1
+        if not checked:
+            self.skipTest("every core library of the registry ships in this build")
+
+    def testInitializeProcessIgnoresUnknownKeywords(self) -> None:
+        rocm_sdk.initialize_process(env_override=False, some_future_option=True)
+
     def testEnvPreloadUnknownRaises(self) -> None:
         env = dict(os.environ, ROCM_SDK_PRELOAD_LIBRARIES="no-such-library")
         proc = utils.run_python("import rocm_sdk; rocm_sdk.initialize_process()", env=env)
