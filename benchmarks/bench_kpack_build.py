@@ -113,9 +113,7 @@ def main() -> int:
             print(f"{name:8} {wall:8.2f} {rss / 1e6:12.1f} {dl / 1e6:19.1f} MB")
         print(f"zip -r -6 {best['zip'][0]:8.2f}")
         print(f"ratio kpack/legacy (wall): {best['kpack'][0] / best['legacy'][0]:.2f}")
-        print(
-            f"(d) kpack / zip -r -6 of the kpack tree: {best['kpack'][0] / best['zip'][0]:.2f}"
-        )
+        print(f"(d) kpack / zip -r -6 of the kpack tree: {best['kpack'][0] / best['zip'][0]:.2f}")
     return 0
 
 
