@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kpack.artifact_names import base_target
 from kpack.elf import ElfInfo
+from kpack.generic_targets import generic_table
 
 from .artifacts import Catalog
 from .elfscan import scan_files
@@ -83,6 +85,7 @@ class TemplateContext:
     packages: tuple[Mapping[str, Any], ...]
     libraries: tuple[Mapping[str, object], ...]
     scripts: tuple[ConsoleScript, ...]
+    generic_targets: Mapping[str, tuple[str, ...]]
     libraries_py_package_name: str | None = None
 
     def variables(self, entry: str, family: str | None) -> dict[str, Any]:
@@ -96,6 +99,7 @@ class TemplateContext:
             "linux_target_families": list(self.linux_target_families),
             "windows_target_families": list(self.windows_target_families),
             "libraries_py_package_name": self.libraries_py_package_name,
+            "generic_targets": {g: list(m) for g, m in self.generic_targets.items()},
             "packages": [dict(p) for p in self.packages],
             "libraries": [dict(lib) for lib in self.libraries],
             "console_scripts": [
@@ -133,9 +137,10 @@ def _context(
         specs = [*{p.spec.logical: p.spec for p in runtime}.values(), *devel]
     entries = [_package_entry(s) for s in specs]
     scripts = _built_scripts(runtime)
+    table = generic_table()
     if kpack:
-        linux = list(options.linux_targets) or list(families)
-        windows = list(options.windows_targets)
+        linux = _with_generics(list(options.linux_targets) or list(families), families)
+        windows = _with_generics(list(options.windows_targets), families)
     else:
         linux = [f for f in options.linux_families if f in families] or list(families)
         windows = [f for f in options.windows_families if f in families]
@@ -150,7 +155,17 @@ def _context(
         packages=tuple(sorted([*entries, META], key=lambda e: str(e["logical_name"]))),
         libraries=tuple(library_registry(manifests, runtime)),
         scripts=tuple(scripts),
+        generic_targets=table.members,
     )
+
+
+def _with_generics(targets: Sequence[str], families: Sequence[str]) -> list[str]:
+    """``targets`` plus the generic target of each that this build has device code for:
+    a platform's users need it (``gfx942`` -> ``gfx9-4-generic``)."""
+    table = generic_table()
+    generics = [table.generic_of(t) for t in targets]
+    built = {base_target(f) for f in families}
+    return list(dict.fromkeys([*targets, *(g for g in generics if g is not None and g in built)]))
 
 
 def _metadata(ctx: TemplateContext, name: str, summary: str, requires: Sequence[str] = ()) -> bytes:

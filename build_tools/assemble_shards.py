@@ -52,7 +52,14 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from build_tools.pep503 import file_sha256, write_simple_index
-from build_tools.report import DeviceRow, GenericRow, Report, TargetRow, render_markdown
+from build_tools.report import (
+    DeviceRow,
+    GenericRow,
+    Report,
+    TargetRow,
+    render_markdown,
+    target_rows,
+)
 from kpack.errors import PackagingError, UsageError
 from kpack.jsonfile import load_json_object
 
@@ -155,9 +162,14 @@ def _rows(doc: Mapping[str, Any], key: str, cls: type[Any], problems: list[str])
         values: dict[str, Any] = {}
         for field in fields(cls):
             value: Any = row.get(field.name)
-            valid = isinstance(value, _FIELD_TYPES[str(field.type)]) and type(value) is not bool
+            if field.type == "tuple[str, ...]":
+                valid = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            else:
+                valid = isinstance(value, _FIELD_TYPES[str(field.type)]) and type(value) is not bool
             if not valid:
                 problems.append(f"{key}[{i}].{field.name}: expected {field.type}, got {value!r}")
+            elif field.type == "tuple[str, ...]":
+                values[field.name] = tuple(value)
             else:
                 values[field.name] = float(value) if field.type == "float" else value
         if len(values) == len(fields(cls)):
@@ -385,15 +397,11 @@ def _unite(rows: Iterable[Any], key: str, what: str, problems: list[str]) -> lis
 
 
 def _target_rows(files: Sequence[DistFile]) -> tuple[TargetRow, ...]:
-    """What each GPU user downloads (core + libraries + its device wheel) against a fat
-    install (core + libraries + every device wheel), as ``build_tools.report`` computes."""
+    """What each GPU user downloads against a fat install, as ``build_tools.report``
+    computes it for one build."""
     base = sum(f.size for f in files if f.project in REQUIRED_WHEELS and f.platforms)
-    devices = sorted((f.target or "", f.size) for f in files if f.kind is Kind.DEVICE)
-    fat = base + sum(size for _, size in devices)
-    return tuple(
-        TargetRow(t, base + size, fat, round(1 - (base + size) / fat, 4) if fat else 0.0)
-        for t, size in devices
-    )
+    devices = [(f.target or "", f.name, f.size) for f in files if f.kind is Kind.DEVICE]
+    return target_rows(base, devices)
 
 
 def _merge_reports(

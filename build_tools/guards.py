@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from kpack.artifact_names import base_target
 from kpack.errors import ArtifactError, PackagingError
+from kpack.generic_targets import generic_table
 
 from .artifacts import Catalog
 from .options import BuildOptions
@@ -17,14 +18,17 @@ __all__ = ["check_required_packages", "check_targets_present"]
 def check_targets_present(catalog: Catalog, options: BuildOptions) -> None:
     """Every target the family flags expect must have per-target artifacts on disk.
 
-    Checked per platform, and only for a platform whose family flag was given.
+    Checked per platform, and only for a platform whose family flag was given. A processor
+    whose generic target has artifacts (``gfx9-4-generic`` for gfx942) is present: its
+    users run that code.
     """
     found = set(device_targets(catalog))
+    served = set(generic_table().served_processors(found))
     for flag, expected in (
         ("--linux-amdgpu-families", options.linux_targets),
         ("--windows-amdgpu-families", options.windows_targets),
     ):
-        missing = sorted({base_target(t) for t in expected} - found)
+        missing = sorted({base_target(t) for t in expected} - served)
         if missing:
             raise ArtifactError(
                 f"missing fetched artifact targets: {', '.join(missing)} (expected by {flag}; "
@@ -45,8 +49,9 @@ def check_required_packages(
     expected = {base_target(t) for t in (*options.linux_targets, *options.windows_targets)}
     if options.targets:
         expected &= set(options.targets)
-    devices = {p.family for p in plans if p.kind is PlanKind.DEVICE}
-    missing += [f"device-{t}" for t in sorted(expected - devices)]
+    devices = {p.family for p in plans if p.kind is PlanKind.DEVICE and p.family}
+    served = set(generic_table().served_processors(devices))
+    missing += [f"device-{t}" for t in sorted(expected - served)]
     if missing:
         raise PackagingError(
             f"kpack-split build would lack required packages: {', '.join(missing)}",

@@ -32,6 +32,7 @@ from kpack.artifact_names import ArtifactId, is_isa_target
 from kpack.databases import load_handlers
 from kpack.elf import scan_elf
 from kpack.errors import ArtifactError
+from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH, search_path
 from kpack.resolve import read_kpack_ref
 from kpack.transform import plan_transform
@@ -230,6 +231,7 @@ def plan_fat_splits(
                 path=catalog.root,
                 problems=unknown,
             )
+    _check_generic_targets(catalog, ())
     wanted = set(names)
     splits: list[FatSplit] = []
     relabeled: dict[str, Artifact] = {}
@@ -257,6 +259,7 @@ def plan_fat_splits(
                 path=artifact.path,
             )
         splits.append(split)
+    _check_generic_targets(catalog, splits)
     if not splits and not relabeled:
         return catalog, KpackSplitPlan(())
     replaced: dict[str, tuple[Artifact, ...]] = {k: (v,) for k, v in relabeled.items()}
@@ -266,6 +269,29 @@ def plan_fat_splits(
         artifacts.extend(replaced.get(artifact.id.dirname, (artifact,)))
     ordered = tuple(sorted(artifacts, key=lambda a: a.id.dirname))
     return replace(catalog, artifacts=ordered), KpackSplitPlan(tuple(splits))
+
+
+def _check_generic_targets(catalog: Catalog, splits: Sequence[FatSplit]) -> None:
+    """Every LLVM generic target, named by an artifact or found in a fat binary, must be in
+    the generic-target table: the device packages, extras and runtime fallback come from it."""
+    table = generic_table()
+    problems = [
+        f"{a.id.dirname}: {a.id.target}"
+        for a in catalog.artifacts
+        if table.unknown_generic([a.id.target])
+    ]
+    for split in splits:
+        for output in split.outputs:
+            for target in table.unknown_generic([output.id.target]):
+                problems.append(f"{split.artifact.id.dirname}: holds code objects for {target}")
+    if problems:
+        known = ", ".join(table.members)
+        raise ArtifactError(
+            f"generic targets that the generic-target table ({table.source}) does not list "
+            f"(it lists {known})",
+            path=catalog.root,
+            problems=sorted(set(problems)),
+        )
 
 
 def _as_generic(artifact: Artifact) -> Artifact:

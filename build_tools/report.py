@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kpack.archive import KpackArchive
+from kpack.generic_targets import generic_table
 
 __all__ = [
     "REPORT_JSON",
@@ -26,6 +27,7 @@ __all__ = [
     "make_legacy_report",
     "make_report",
     "render_markdown",
+    "target_rows",
 ]
 
 
@@ -45,9 +47,10 @@ class DeviceRow:
 @dataclass(frozen=True)
 class TargetRow:
     target: str
-    download_bytes: int  # core + libraries + this target's device wheel
+    download_bytes: int  # core + libraries + the device wheels this target's user installs
     fat_download_bytes: int  # core + libraries + every device wheel
     saving: float  # 1 - download / fat
+    device_wheels: tuple[str, ...] = ()  # its own, then its generic target's
 
 
 @dataclass(frozen=True)
@@ -95,13 +98,26 @@ def make_report(
         kernels, databases = _count_kernels(wheel)
         rows.append(DeviceRow(target, wheel.name, wheel.stat().st_size, kernels, databases))
     base = sum(p.stat().st_size for kind, p in generic if kind in ("core", "libraries"))
-    fat = base + sum(r.size for r in rows)
-    targets = tuple(
-        TargetRow(r.target, base + r.size, fat, round(1 - (base + r.size) / fat, 4) if fat else 0.0)
-        for r in rows
-    )
+    targets = target_rows(base, [(r.target, r.wheel, r.size) for r in rows])
     generic_rows = tuple(GenericRow(p.name, p.stat().st_size) for _, p in sorted(generic))
     return Report(version, "kpack", tuple(rows), targets, generic_rows)
+
+
+def target_rows(base: int, devices: Sequence[tuple[str, str, int]]) -> tuple[TargetRow, ...]:
+    """What each GPU user downloads: ``base`` (core + libraries) plus the device wheels
+    that user installs (its processor's, then its generic target's), against a fat install
+    (every device wheel), for every processor with device code. ``devices``: (target,
+    wheel file name, size)."""
+    by_target = {target: (wheel, size) for target, wheel, size in devices}
+    fat = base + sum(size for _, size in by_target.values())
+    table = generic_table()
+    rows = []
+    for target in table.served_processors(by_target):
+        wheels = [by_target[k] for k in table.device_keys(target, by_target)]
+        size = base + sum(s for _, s in wheels)
+        saving = round(1 - size / fat, 4) if fat else 0.0
+        rows.append(TargetRow(target, size, fat, saving, tuple(w for w, _ in wheels)))
+    return tuple(rows)
 
 
 def make_legacy_report(version: str, built: Sequence[tuple[str, str, Path]]) -> Report:
@@ -134,16 +150,21 @@ def render_markdown(report: Report) -> str:
         "",
         "## What each GPU user downloads",
         "",
-        "| target | download (core + libraries + device) | fat install | saving |",
-        "| --- | ---: | ---: | ---: |",
+        "| target | device wheels | download (core + libraries + device) | fat install | saving |",
+        "| --- | --- | ---: | ---: | ---: |",
         *(
-            f"| {t.target} | {_mb(t.download_bytes)} | {_mb(t.fat_download_bytes)} "
-            f"| {t.saving * 100:.1f} % |"
+            f"| {t.target} | {', '.join(_device_label(w) for w in t.device_wheels)} "
+            f"| {_mb(t.download_bytes)} | {_mb(t.fat_download_bytes)} | {t.saving * 100:.1f} % |"
             for t in report.targets
         ),
         "",
     ]
     return "\n".join(lines)
+
+
+def _device_label(wheel: str) -> str:
+    """``rocm_sdk_device_gfx9_4_generic-7.1-py3-none-linux_x86_64.whl`` -> its dist name."""
+    return wheel.split("-", 1)[0]
 
 
 def _render_legacy(report: Report) -> str:

@@ -17,6 +17,7 @@ from kpack.archive import SCHEMES, Scheme
 from kpack.artifact_names import ArtifactId, is_isa_target
 from kpack.databases import DatabaseMatch, Handler, base_arch
 from kpack.errors import ArtifactError, UsageError
+from kpack.generic_targets import generic_table
 from kpack.hipfmt import search_path
 
 __all__ = [
@@ -63,9 +64,16 @@ class SplitOptions:
 
     @property
     def kernel_scope(self) -> frozenset[str] | None:
+        """Base targets whose kernels are kept: ``--gpu-targets`` plus the LLVM generic
+        target of each (a gfx942 agent runs gfx9-4-generic code when it has no gfx942
+        code object), or None for all."""
         if self.gpu_targets is None:
             return None
-        return frozenset(base_arch(t) for t in self.gpu_targets)
+        table = generic_table()
+        generics = (table.generic_of(t) for t in self.gpu_targets)
+        return frozenset(base_arch(t) for t in self.gpu_targets) | {
+            g for g in generics if g is not None
+        }
 
 
 def prefix_of(dirname: str) -> str:

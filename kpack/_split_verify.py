@@ -19,7 +19,7 @@ import fnmatch
 import glob
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from kpack.archive import KpackArchive
 from kpack.elf import verify_elf
 from kpack.elf._read import open_reader, read_layout
 from kpack.errors import ArchiveError, ElfError, TransformError
+from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH
 from kpack.resolve import KpackRef, check_variant_overlays, read_kpack_ref
 
@@ -88,26 +89,45 @@ def _wrapper_problems(binary: Path, ref: KpackRef) -> list[str]:
     return problems
 
 
+def _coverage_problems(ref: KpackRef, held: Mapping[str, Mapping[Path, set[str]]]) -> list[str]:
+    """A target with kernels of this binary must resolve every wrapper key, as the runtime
+    looks it up: in the target's archives, then in those of its LLVM generic target with
+    the same features (``gfx942:xnack-`` -> ``gfx9-4-generic:xnack-``)."""
+    table = generic_table()
+    wanted = {ref.key(i) for i in ref.co_indices}
+    problems: list[str] = []
+    for target in sorted(held):
+        for path, have in sorted(held[target].items()):
+            if not have:
+                continue
+            generic = table.generic_target_id(target)
+            fallback = set().union(*held.get(generic, {}).values()) if generic else set()
+            missing = sorted(wanted - have - fallback)
+            if missing:
+                via = f" or {generic}" if generic else ""
+                problems.append(
+                    f"{path}: {len(missing)} wrapper key(s) missing for {target}{via}: "
+                    f"{', '.join(missing[:5])}"
+                )
+    return problems
+
+
 def _archive_problems(
-    ref: KpackRef, path: Path, targets: set[str], warnings: list[str]
+    ref: KpackRef, path: Path, held: dict[str, dict[Path, set[str]]], warnings: list[str]
 ) -> tuple[list[str], int]:
+    """Problems of one archive's entries for ``ref``; records in ``held`` which of the
+    binary's keys it holds per target."""
     problems: list[str] = []
     checked = 0
     prefix = f"{ref.kernel_name}#"
     wanted = {ref.key(i) for i in ref.co_indices}
     with KpackArchive.open(path) as archive:
         mine = [(k, t) for k, t in archive if k.startswith(prefix)]
-        targets.update(archive.gfx_arches)
         for target in archive.gfx_arches:
             have = {k for k, t in mine if t == target}
-            missing = sorted(wanted - have)
+            held.setdefault(target, {})[path] = have
             if not have:
                 warnings.append(f"{path}: no kernels of this binary for {target}")
-            elif missing:
-                problems.append(
-                    f"{path}: {len(missing)} wrapper key(s) missing for {target}: "
-                    f"{', '.join(missing[:5])}"
-                )
         for key, target in mine:
             if key not in wanted:
                 problems.append(f"{path}: {key} ({target}) matches no wrapper of the binary")
@@ -141,12 +161,14 @@ def verify_binary(
     paths = tuple(archives) or find_archives(ref, search_root)
     if not paths:
         problems.append(f"no archive found for search paths {list(ref.search_paths)}")
-    targets: set[str] = set()
+    held: dict[str, dict[Path, set[str]]] = {}
     checked = 0
     for path in paths:
-        found, count = _archive_problems(ref, path, targets, warnings)
+        found, count = _archive_problems(ref, path, held, warnings)
         problems += found
         checked += count
+    problems += _coverage_problems(ref, held)
+    targets = set(held)
     for gap in check_variant_overlays(paths):
         warnings.append(
             f"{gap.variant_archive} ({gap.variant_target}) lacks {len(gap.missing)} key(s) of "

@@ -2,7 +2,8 @@
 
 An artifact directory is ``{name}_{component}_{target}``; its ``artifact_manifest.txt``
 lists stage directories, relative and without ``..``. A target is ``generic``, a GPU
-family (legacy builds) or an ISA target id ``gfx<hex>[:feature±…]`` (kpack-split builds).
+family (legacy builds) or an ISA target id ``gfx<hex>[:feature±…]`` or LLVM generic target
+``gfx9-4-generic[:feature±…]`` (kpack-split builds).
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ MANIFEST = "artifact_manifest.txt"
 Component = Literal["lib", "run", "dbg", "dev", "doc", "test"]
 COMPONENTS: tuple[Component, ...] = ("lib", "run", "dbg", "dev", "doc", "test")
 
-_ISA_RE = re.compile(r"^gfx[0-9a-f]+(:[A-Za-z0-9_-]+[+-])*$")
+_ISA_RE = re.compile(r"^(gfx[0-9a-f]+|gfx[0-9]+(-[0-9]+)?-generic)(:[A-Za-z0-9_-]+[+-])*$")
 
 
 def is_isa_target(value: str) -> bool:
-    """``gfx`` + hex digits, optionally ``:feature+`` / ``:feature-`` parts."""
+    """``gfx`` + hex digits or an LLVM generic target (``gfx9-4-generic``), optionally
+    ``:feature+`` / ``:feature-`` parts. Whether a generic target is one LLVM defines is
+    the generic-target table's business (:mod:`kpack.generic_targets`)."""
     return bool(_ISA_RE.match(value))
 
 

@@ -334,7 +334,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
-    resolution = resolve_binary(_follow(args.binary), args.arch)
+    resolution = resolve_binary(_follow(args.binary), args.arch, with_generic=not args.no_generic)
     if resolution.disabled:
         print("ROCM_KPACK_DISABLE is set: kpack loading is off")
     for lookup in resolution.lookups:
@@ -448,7 +448,13 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         required=True,
         metavar="ISA",
-        help="agent ISA, e.g. gfx942:sramecc+:xnack- (repeat for a generic ISA)",
+        help="agent ISA, e.g. gfx942:sramecc+:xnack-; its LLVM generic target "
+        "(gfx9-4-generic:sramecc+:xnack-) is tried next, as the runtime does",
+    )
+    p.add_argument(
+        "--no-generic",
+        action="store_true",
+        help="look the ISA up alone, without its generic target",
     )
     p.set_defaults(func=cmd_resolve)
 

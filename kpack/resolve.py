@@ -21,6 +21,7 @@ from kpack import hipfmt
 from kpack.archive import KpackArchive
 from kpack.elf._read import open_reader, read_layout
 from kpack.errors import ElfError, UsageError
+from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH
 
 __all__ = [
@@ -268,12 +269,18 @@ def _lookup(
 
 
 def resolve_binary(
-    binary: Path, arches: Sequence[str], *, env: Mapping[str, str] | None = None
+    binary: Path,
+    arches: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    with_generic: bool = True,
 ) -> Resolution:
     """For every HIPK wrapper of ``binary``, what the runtime would load on ``arches``.
 
-    ``arches`` is the agent ISA followed by any generic ISA the runtime also tries
-    (e.g. ``gfx942:sramecc+:xnack-``, ``gfx9-4-generic:sramecc+:xnack-``).
+    ``arches`` is the agent ISA (``gfx942:sramecc+:xnack-``). With ``with_generic``, each
+    one's LLVM generic target with the same features follows it, from the generic-target
+    table (``gfx9-4-generic:sramecc+:xnack-``), as the runtime tries it; one given
+    explicitly is not repeated.
     """
     if not arches:
         raise UsageError("resolve needs at least one agent ISA")
@@ -282,6 +289,9 @@ def resolve_binary(
     if ref is None:
         raise UsageError(f"{binary} is not a kpack-transformed binary (no {MARKER_SECTION})")
     arches = tuple(a.removeprefix(ISA_PREFIX) for a in arches)
+    if with_generic:
+        table = generic_table()
+        arches = tuple(dict.fromkeys(t for a in arches for t in table.lookup_targets(a)))
     for arch in arches:
         candidate_targets(arch)  # validate early
     if kpack_disabled(env):

@@ -8,16 +8,31 @@ bytes differ from the pin is refused.
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import struct
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import zstandard
+from elftools.elf.elffile import ELFFile
 
 from build_tools.debian_inputs import default_cache_dir
 from kpack.errors import ToolError
 
-__all__ = ["JAX_PJRT", "JAX_PLUGIN", "PypiWheel", "fetch_wheel"]
+__all__ = [
+    "JAX_PJRT",
+    "JAX_PLUGIN",
+    "Digests",
+    "PypiWheel",
+    "fat_members",
+    "fetch_wheel",
+    "independent_code_objects",
+    "pypi_wheel",
+]
 
 
 @dataclass(frozen=True)
@@ -78,3 +93,73 @@ def fetch_wheel(wheel: PypiWheel, cache_dir: Path | None = None) -> Path:
     if actual != wheel.sha256:
         raise ToolError(f"{path}: sha256 {actual} is not the pinned {wheel.sha256}")
     return path
+
+
+# --- an independent reader of the fat binaries, written from the spec -----------------------
+
+PLAIN = b"__CLANG_OFFLOAD_BUNDLE__"
+Digests = collections.Counter[tuple[str, str]]  # (target, sha256) -> count
+
+
+def pypi_wheel(wheel: PypiWheel) -> Path:
+    """The cached wheel; a test without it is skipped locally and fails in CI."""
+    from tests.conftest import require
+
+    try:
+        return fetch_wheel(wheel)
+    except ToolError as exc:
+        require(False, f"cannot fetch {wheel.filename}: {exc.message}")
+        raise AssertionError from exc  # not reached
+
+
+def _plain_objects(data: bytes, out: Digests) -> int:
+    """Code objects of the plain bundle at the start of ``data``; returns its end."""
+    assert data[:24] == PLAIN
+    (count,) = struct.unpack_from("<Q", data, 24)
+    pos, end = 32, 32
+    for _ in range(count):
+        offset, size, length = struct.unpack_from("<QQQ", data, pos)
+        triple = data[pos + 24 : pos + 24 + length].decode()
+        pos += 24 + length
+        end = max(end, offset + size)
+        if not triple.startswith("host"):
+            target = triple.rpartition("--")[2]
+            out[(target, hashlib.sha256(data[offset : offset + size]).hexdigest())] += 1
+    return max(end, pos)
+
+
+def independent_code_objects(so: Path) -> Digests:
+    """Every device code object of ``so``'s ``.hip_fatbin``, decoded from the spec."""
+    with so.open("rb") as f:
+        section = ELFFile(f).get_section_by_name(".hip_fatbin").data()
+    out: Digests = collections.Counter()
+    pos = 0
+    while pos < len(section):
+        if section[pos] == 0:
+            pos += 1
+            continue
+        if section[pos : pos + 4] == b"CCOB":
+            version, method = struct.unpack_from("<HH", section, pos + 4)
+            assert (version, method) == (3, 1)  # v3, zstd: what ROCm 7 writes
+            total, size, _hash = struct.unpack_from("<QQQ", section, pos + 8)
+            plain = zstandard.ZstdDecompressor().decompress(
+                section[pos + 32 : pos + total], max_output_size=size
+            )
+            assert len(plain) == size
+            _plain_objects(plain, out)
+            pos += total
+        else:
+            pos += _plain_objects(section[pos:], out)
+    return out
+
+
+def fat_members(wheel: Path, dest: Path) -> list[Path]:
+    """Extract ``wheel`` into ``dest``; its ELF files that carry a ``.hip_fatbin``."""
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(dest)
+    found = []
+    for path in sorted(dest.rglob("*.so*")):
+        with path.open("rb") as f:
+            if ELFFile(f).get_section_by_name(".hip_fatbin") is not None:
+                found.append(path)
+    return found

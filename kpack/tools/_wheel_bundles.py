@@ -1,23 +1,30 @@
 """Device-package bundles of the wheel splitter, after rocm-bootstrap 0.3 (variants.md §6).
 
-A bundle key is a target (``gfx1100``), a sub-family (``gfx110x``, ``gfx9_4``) or a family
-(``gfx11``). :func:`packaging_chain` gives the keys a GPU needs, most specific first; the
-table below is ours, and the tests compare it with rocm-bootstrap's.
+A bundle key is a target (``gfx1100``), a sub-family (``gfx110x``, ``gfx9_4``), a family
+(``gfx11``) or an LLVM generic target (``gfx11-generic``, from ``manifests/``'s generic-target
+table). :func:`packaging_chain` gives the bundle keys a GPU needs, most specific first; the
+table below is ours, and the tests compare it with rocm-bootstrap's. :func:`device_keys`
+adds the processor's generic target, whose code the runtime falls back to.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from enum import Enum
+
+from kpack.generic_targets import generic_table
 
 __all__ = [
     "Level",
     "bundle_key",
     "device_dist_name",
+    "device_keys",
     "extra_name",
     "known_targets",
     "level_of",
     "packaging_chain",
+    "served_targets",
 ]
 
 
@@ -25,6 +32,7 @@ class Level(str, Enum):
     TARGET = "target"
     SUB_FAMILY = "sub_family"
     FAMILY = "family"
+    GENERIC = "generic"  # an LLVM generic target: gfx9-4-generic
 
 
 #: sub-family -> (family, member targets); the members are the provider's 33 values.
@@ -60,6 +68,8 @@ def bundle_key(target: str) -> str:
 
 
 def level_of(key: str) -> Level:
+    if generic_table().is_generic(key):
+        return Level.GENERIC
     if key in _SUB_FAMILIES:
         return Level.SUB_FAMILY
     if key in _FAMILIES:
@@ -75,6 +85,34 @@ def packaging_chain(key: str) -> tuple[str, ...]:
     if key in _SUB_FAMILIES:
         return (key, _SUB_FAMILIES[key][0])
     return (key,)
+
+
+def device_keys(key: str, present: Iterable[str]) -> tuple[str, ...]:
+    """The present bundle keys whose device code a ``key`` user needs: a target's
+    packaging chain, then its generic target (``gfx942`` -> gfx942, gfx9_4, gfx9,
+    gfx9-4-generic); any other key needs only itself."""
+    have = set(present)
+    if level_of(key) is not Level.TARGET:
+        return (key,) if key in have else ()
+    wanted = list(packaging_chain(key))
+    generic = generic_table().generic_of(key)
+    if generic is not None:
+        wanted.append(generic)
+    return tuple(k for k in wanted if k in have)
+
+
+def served_targets(present: Iterable[str]) -> tuple[str, ...]:
+    """Every target whose users get device code from ``present``: the target-level keys
+    plus every member processor of a present generic target, sorted."""
+    table = generic_table()
+    out: set[str] = set()
+    for key in present:
+        level = level_of(key)
+        if level is Level.TARGET:
+            out.add(key)
+        elif level is Level.GENERIC:
+            out.update(table.members[key])
+    return tuple(sorted(out))
 
 
 def device_dist_name(prefix: str, key: str) -> str:

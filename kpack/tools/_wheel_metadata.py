@@ -15,10 +15,11 @@ from kpack.errors import PackagingError
 from kpack.tools._wheel_bundles import (
     Level,
     device_dist_name,
+    device_keys,
     extra_name,
     known_targets,
     level_of,
-    packaging_chain,
+    served_targets,
 )
 
 __all__ = [
@@ -64,17 +65,16 @@ def _pin(prefix: str, key: str, version: str) -> str:
 
 
 def extra_requirements(prefix: str, version: str, keys: Iterable[str]) -> list[str]:
-    """``device-<key>`` per device wheel (a target pulls its whole chain) and ``device-all``."""
+    """``device-<key>`` per device wheel and per target served by a generic target's wheel
+    (a target pulls its packaging chain and its generic target), and ``device-all``."""
     present = sorted(set(keys))
     lines: list[str] = []
-    for key in present:
+    for key in sorted({*present, *served_targets(present)}):
         extra = extra_name(key)
         lines.append(f"Provides-Extra: {extra}")
-        chain = packaging_chain(key) if level_of(key) is Level.TARGET else (key,)
         lines += [
             f'Requires-Dist: {_pin(prefix, k, version)}; extra == "{extra}"'
-            for k in chain
-            if k in present
+            for k in device_keys(key, present)
         ]
     if present:
         lines.append("Provides-Extra: device-all")
@@ -84,14 +84,19 @@ def extra_requirements(prefix: str, version: str, keys: Iterable[str]) -> list[s
 
 
 def variant_targets(keys: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(target keys the provider knows, sorted; target keys it does not know)."""
-    targets = sorted(k for k in set(keys) if level_of(k) is Level.TARGET)
+    """(targets the provider knows that get device code from ``keys``, sorted; target
+    keys it does not know). A generic target's keys serve its member processors, so it
+    is never left out itself."""
+    present = set(keys)
     known = known_targets()
-    return [t for t in targets if t in known], [t for t in targets if t not in known]
+    served = served_targets(present)
+    unknown = sorted(k for k in present if level_of(k) is Level.TARGET and k not in known)
+    return [t for t in served if t in known], unknown
 
 
 def variant_requirements(prefix: str, version: str, keys: Iterable[str]) -> list[str]:
-    """Per known target, its chain's device wheels gated on ``amd :: gfx_arch :: <target>``."""
+    """Per known target, its device wheels (chain and generic target) gated on
+    ``amd :: gfx_arch :: <target>``."""
     present = set(keys)
     targets, _ = variant_targets(present)
     lines: list[str] = []
@@ -99,8 +104,7 @@ def variant_requirements(prefix: str, version: str, keys: Iterable[str]) -> list
         marker = f'"amd :: gfx_arch :: {target}" in variant_properties'
         lines += [
             f"Requires-Dist: {_pin(prefix, k, version)}; {marker}"
-            for k in packaging_chain(target)
-            if k in present
+            for k in device_keys(target, present)
         ]
     return lines
 

@@ -32,7 +32,13 @@ from kpack.archive import KpackArchive, Scheme
 from kpack.boundary import guarded
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, UsageError
-from kpack.tools._wheel_bundles import bundle_key, device_dist_name, level_of, packaging_chain
+from kpack.tools._wheel_bundles import (
+    bundle_key,
+    device_dist_name,
+    device_keys,
+    level_of,
+    served_targets,
+)
 from kpack.tools._wheel_cli import add_arguments
 from kpack.tools._wheel_kernels import KernelResult, split_binaries
 from kpack.tools._wheel_metadata import (
@@ -257,16 +263,15 @@ def _variants(
 
 
 def _gpus(host: str, host_size: int, rows: Sequence[DeviceWheelRow]) -> tuple[GpuRow, ...]:
-    """Per GPU (target-level key): the host wheel plus its chain's device wheels."""
+    """Per GPU (each target a device wheel serves, its own or its generic target's): the
+    host wheel plus the device wheels its user installs (chain and generic target)."""
     by_key = {r.key: r for r in rows}
     gpus = []
-    for row in rows:
-        if row.level != "target":
-            continue
-        chain = [by_key[k] for k in packaging_chain(row.key) if k in by_key]
+    for target in served_targets(by_key):
+        wheels = [by_key[k] for k in device_keys(target, by_key)]
         gpus.append(
-            GpuRow(row.key, (host, *(r.filename for r in chain)),
-                   host_size + sum(r.size for r in chain))
+            GpuRow(target, (host, *(r.filename for r in wheels)),
+                   host_size + sum(r.size for r in wheels))
         )  # fmt: skip
     return tuple(gpus)
 

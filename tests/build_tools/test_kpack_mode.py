@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from build_tools.build_python_packages import main
+from kpack.resolve import resolve_binary
 from kpack.split import split_artifact
 from tests.wheel_checks import check_dist_for_upload
 
@@ -406,3 +408,92 @@ def test_unsplit_and_presplit_forms_of_one_prefix_are_an_error(
     err = capsys.readouterr().err
     assert rc == 1 and "rand_lib_gfx90a-dcgpu" in err and "mixes split and unsplit" in err
     assert not dest.exists()
+
+
+# --- real ROCm 7 fat binaries with LLVM generic targets ----------------------------------
+
+
+def test_family_named_tree_with_rocm7_generic_code(fat_tree: Path, tmp_path: Path) -> None:
+    """TheRock's unsplit layout (family-named artifacts) holding real ROCm 7 fat binaries
+    from PyPI: compressed CCOB v3 bundles for gfx908, gfx90a and four LLVM generic targets.
+    Every code object lands byte-identical in a device wheel, generic targets get their
+    own ``rocm-sdk-device-<generic>`` wheels, and a gfx942 user (no gfx942 code, only
+    gfx9-4-generic) installs with ``rocm[libraries,device-gfx942]``: the generic wheel comes
+    along, every kernel resolves, and ``rocm-sdk test`` passes."""
+    from kpack.tools._wheel_bundles import served_targets
+    from tests.kpack.bundle_fixtures import read_kpack_by_spec
+    from tests.pypi_inputs import JAX_PLUGIN, fat_members, independent_code_objects, pypi_wheel
+
+    from .treeutil import add_artifact
+
+    fat = fat_members(pypi_wheel(JAX_PLUGIN), tmp_path / "jax")
+    tree = _family_named(fat_tree, tmp_path, "gfx94X-dcgpu")
+    stage = "ml-libs/hipDNN/stage"
+    # Python extension modules (the self-test does not dlopen those on their own)
+    files = {f"lib/jax/{files_name(so)}": so.read_bytes() for so in fat}
+    add_artifact(tree, "hipdnn_lib_gfx94X-dcgpu", stage, files)
+    dist = build_dist(tree, tmp_path / "out")
+
+    generics = ["gfx10_3_generic", "gfx11_generic", "gfx12_generic", "gfx9_4_generic"]
+    for name in generics:
+        assert (dist / f"rocm_sdk_device_{name}{WHEEL}").is_file(), sorted(os.listdir(dist))
+    expected: collections.Counter[tuple[str, str]] = collections.Counter()
+    for so in fat:
+        expected += independent_code_objects(so)
+    archived: collections.Counter[tuple[str, str]] = collections.Counter()
+    for wheel in sorted(dist.glob("rocm_sdk_device_*.whl")):
+        with zipfile.ZipFile(wheel) as zf:
+            for name in zf.namelist():
+                if name.endswith(".kpack") and "/hipdnn_lib_" in name:
+                    _, kernels = read_kpack_by_spec(zf.read(name))
+                    for (key, target), data in kernels.items():
+                        assert key.startswith(f"{stage}/lib/jax/")
+                        archived[(target, hashlib.sha256(data).hexdigest())] += 1
+    assert archived == expected and sum(expected.values()) >= 18
+
+    report = json.loads((dist.parent / "report.json").read_text())
+    rows = {r["target"]: r for r in report["targets"]}
+    assert set(served_targets([r["target"] for r in report["device_wheels"]])) == set(rows)
+    assert [w.split("-")[0] for w in rows["gfx942"]["device_wheels"]] == [
+        "rocm_sdk_device_gfx9_4_generic"
+    ]
+    assert [w.split("-")[0] for w in rows["gfx90a"]["device_wheels"]] == ["rocm_sdk_device_gfx90a"]
+
+    venv = tmp_path / "venv"
+    site = install(dist, venv, f"rocm[libraries,device-gfx942]=={VERSION}")
+    devices = sorted(p.name.split("-")[0] for p in site.glob("rocm_sdk_device_*.dist-info"))
+    assert devices == ["rocm_sdk_device_gfx9_4_generic"]
+    for so in fat:
+        installed = site / "_rocm_sdk_libraries/lib/jax" / files_name(so)
+        resolved = resolve_binary(installed, ["gfx942:sramecc+:xnack-"], env={})
+        assert not resolved.missing, (installed, resolved.missing[:2])
+    test = _self_test(venv)
+    assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-6000:]
+    assert "testKernelsFoundForInstalledTargets" in test.stderr + test.stdout
+
+    # the same tree split ahead of time by `kpack split-artifacts` (P_gfx9-4-generic ...)
+    presplit = tmp_path / "presplit"
+    shutil.copytree(tree, presplit, symlinks=True)
+    source = tmp_path / "unsplit" / "hipdnn_lib_gfx94X-dcgpu"
+    shutil.move(str(presplit / "hipdnn_lib_gfx94X-dcgpu"), source)
+    split_artifact(source, presplit, prefix="hipdnn_lib")
+    assert (presplit / "hipdnn_lib_gfx9-4-generic").is_dir()
+    assert _digests(build_dist(presplit, tmp_path / "out2")) == _digests(dist)
+
+
+def test_a_generic_target_outside_the_table_is_an_error(
+    presplit_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _copy(presplit_tree, tmp_path)
+    (tree / "rand_lib_gfx1030").rename(tree / "rand_lib_gfx10-7-generic")
+    dest = tmp_path / "out"
+    rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", VERSION])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert "rand_lib_gfx10-7-generic" in err and "generic-target table" in err
+    assert not dest.exists()
+
+
+def files_name(so: Path) -> str:
+    """``_linalg.so`` as a CPython extension module is named."""
+    return f"{so.stem}.cpython-311-x86_64-linux-gnu.so"

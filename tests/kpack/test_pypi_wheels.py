@@ -12,94 +12,36 @@ import collections
 import hashlib
 import json
 import os
-import struct
 import subprocess
 import sys
 import zipfile
+from email.parser import Parser
 from pathlib import Path
 
 import pytest
-import zstandard
 from elftools.elf.elffile import ELFFile
+from packaging.requirements import Requirement
 
 import kpack.tools.split_python_wheels as spw
-from kpack.errors import ToolError
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.transform import extract_kernels, transform_binary
-from tests.conftest import require
 from tests.kpack.bundle_fixtures import read_kpack_by_spec
-from tests.pypi_inputs import JAX_PJRT, JAX_PLUGIN, PypiWheel, fetch_wheel
+from tests.pypi_inputs import (
+    JAX_PJRT,
+    JAX_PLUGIN,
+    Digests,
+    fat_members,
+    independent_code_objects,
+    pypi_wheel,
+)
 
 pytestmark = pytest.mark.real
-
-PLAIN = b"__CLANG_OFFLOAD_BUNDLE__"
-Digests = collections.Counter[tuple[str, str]]  # (target, sha256) -> count
-
-
-def _wheel(wheel: PypiWheel) -> Path:
-    try:
-        return fetch_wheel(wheel)
-    except ToolError as exc:
-        require(False, f"cannot fetch {wheel.filename}: {exc.message}")
-        raise AssertionError from exc  # not reached
-
-
-def _plain_objects(data: bytes, out: Digests) -> int:
-    """Code objects of the plain bundle at the start of ``data``; returns its end."""
-    assert data[:24] == PLAIN
-    (count,) = struct.unpack_from("<Q", data, 24)
-    pos, end = 32, 32
-    for _ in range(count):
-        offset, size, length = struct.unpack_from("<QQQ", data, pos)
-        triple = data[pos + 24 : pos + 24 + length].decode()
-        pos += 24 + length
-        end = max(end, offset + size)
-        if not triple.startswith("host"):
-            target = triple.rpartition("--")[2]
-            out[(target, hashlib.sha256(data[offset : offset + size]).hexdigest())] += 1
-    return max(end, pos)
-
-
-def independent_code_objects(so: Path) -> Digests:
-    """Every device code object of ``so``'s ``.hip_fatbin``, decoded from the spec."""
-    with so.open("rb") as f:
-        section = ELFFile(f).get_section_by_name(".hip_fatbin").data()
-    out: Digests = collections.Counter()
-    pos = 0
-    while pos < len(section):
-        if section[pos] == 0:
-            pos += 1
-            continue
-        if section[pos : pos + 4] == b"CCOB":
-            version, method = struct.unpack_from("<HH", section, pos + 4)
-            assert (version, method) == (3, 1)  # v3, zstd: what ROCm 7 writes
-            total, size, _hash = struct.unpack_from("<QQQ", section, pos + 8)
-            plain = zstandard.ZstdDecompressor().decompress(
-                section[pos + 32 : pos + total], max_output_size=size
-            )
-            assert len(plain) == size
-            _plain_objects(plain, out)
-            pos += total
-        else:
-            pos += _plain_objects(section[pos:], out)
-    return out
-
-
-def _fat_members(wheel: Path, dest: Path) -> list[Path]:
-    with zipfile.ZipFile(wheel) as zf:
-        zf.extractall(dest)
-    found = []
-    for path in sorted(dest.rglob("*.so*")):
-        with path.open("rb") as f:
-            if ELFFile(f).get_section_by_name(".hip_fatbin") is not None:
-                found.append(path)
-    return found
 
 
 @pytest.fixture(scope="module")
 def plugin(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
-    wheel = _wheel(JAX_PLUGIN)
-    return wheel, _fat_members(wheel, tmp_path_factory.mktemp("plugin"))
+    wheel = pypi_wheel(JAX_PLUGIN)
+    return wheel, fat_members(wheel, tmp_path_factory.mktemp("plugin"))
 
 
 def test_the_plugin_carries_modern_bundles(plugin: tuple[Path, list[Path]]) -> None:
@@ -183,7 +125,7 @@ def test_the_pjrt_wheel_splits_in_flat_memory(tmp_path: Path) -> None:
     archived byte-identical, every wrapper resolved."""
     if os.environ.get("ROCM_PACKAGING_LARGE") != "1":
         pytest.skip("opt-in: set ROCM_PACKAGING_LARGE=1")
-    wheel = _wheel(JAX_PJRT)
+    wheel = pypi_wheel(JAX_PJRT)
     out = tmp_path / "out"
     code = (
         "import json, resource, sys\n"
@@ -205,9 +147,116 @@ def test_the_pjrt_wheel_splits_in_flat_memory(tmp_path: Path) -> None:
     rss = json.loads(proc.stdout.strip().splitlines()[-1])["rss"]
     assert rss < 400e6, rss
     tree = tmp_path / "tree"
-    fat = _fat_members(wheel, tmp_path / "input")
+    fat = fat_members(wheel, tmp_path / "input")
     expected: Digests = sum((independent_code_objects(so) for so in fat), collections.Counter())
     assert sum(expected.values()) == 246
     assert _archived(out, tree) == expected
     host = tree / "jax_plugins/xla_rocm7/xla_rocm_plugin.so"
     assert not resolve_binary(host, ["gfx90a"], env={}).missing
+
+
+def _extra_wheels(wheel: Path, extra: str) -> list[str]:
+    """Device distributions the host wheel's METADATA requires for ``extra`` (what pip
+    resolves for ``host[extra]``)."""
+    with zipfile.ZipFile(wheel) as zf:
+        text = zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA")))
+    found = []
+    for value in Parser().parsestr(text.decode()).get_all("Requires-Dist") or []:
+        req = Requirement(value)
+        if req.marker is not None and req.marker.evaluate({"extra": extra}):
+            found.append(req.name)
+    return sorted(found)
+
+
+def test_a_gfx942_user_installs_the_generic_code_and_every_kernel_resolves(
+    plugin: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """The plugin has no gfx942 code, only gfx9-4-generic: ``[device-gfx942]`` must pull
+    that wheel (LLVM's gfx9-4-generic serves gfx942), and the installed host libraries must
+    resolve every wrapper for a gfx942 agent the way the runtime looks it up."""
+    wheel, fat = plugin
+    out = tmp_path / "out"
+    report = _split(wheel, out, JAX_PLUGIN.overlay_root)
+    host = out / report.host_wheel
+    assert _extra_wheels(host, "device-gfx942") == ["amd-device-gfx9-4-generic"]
+    assert _extra_wheels(host, "device-gfx1151") == ["amd-device-gfx11-generic"]
+    assert _extra_wheels(host, "device-gfx90a") == ["amd-device-gfx90a"]
+    assert _extra_wheels(host, "device-gfx9-4-generic") == ["amd-device-gfx9-4-generic"]
+    gpus = {g.target: g for g in report.gpus}
+    assert any("gfx9_4_generic" in f for f in gpus["gfx942"].wheels)
+    assert gpus["gfx950"].download == gpus["gfx942"].download
+    # pip install the host and what the extra names (--no-deps: jax itself is not under test)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    device = [next(out.glob("amd_device_gfx9_4_generic-*.whl"))]
+    proc = subprocess.run(
+        [str(venv / "bin/python"), "-m", "pip", "install", "--disable-pip-version-check",
+         "--no-index", "--no-deps", str(host), *map(str, device)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    site = next(venv.glob("lib/python*/site-packages"))
+    checked = 0
+    for so in fat:
+        installed = site / so.relative_to(so.parents[1])
+        res = resolve_binary(installed, ["gfx942:sramecc+:xnack-"], env={})
+        assert not res.missing, (installed.name, res.missing[:2])
+        assert {lk.target for lk in res.lookups} == {"gfx9-4-generic"}
+        checked += len(res.lookups)
+        # what the venv does not have stays unresolved: the check can fail
+        assert resolve_binary(installed, ["gfx1100"], env={}).missing
+    assert checked >= 3
+
+
+def test_the_variant_wheel_gives_generic_code_to_every_member_processor(
+    plugin: tuple[Path, list[Path]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each processor the provider knows and a wheel serves gets a variant value, and its
+    requirements carry its ISA's and its generic target's device wheels; no target is
+    left out (every generic target serves processors rocm-bootstrap knows)."""
+    wheel, _ = plugin
+    options = spw.SplitOptions(JAX_PLUGIN.overlay_root, "amd-device", (), jobs=2, variant=True,
+                               variant_label="rocm7")  # fmt: skip
+    out = tmp_path / "out"
+    with caplog.at_level("WARNING"):
+        report = spw.split_wheel(wheel, out, options)
+    assert "left out" not in caplog.text
+    variant = next(out / n for n in report.variant_wheels if n.endswith("-rocm7.whl"))
+    with zipfile.ZipFile(variant) as zf:
+        names = zf.namelist()
+        doc = json.loads(zf.read(next(n for n in names if n.endswith("variant.json"))))
+        meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    values = doc["variants"]["rocm7"]["amd"]["gfx_arch"]
+    assert {"gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1151",
+            "gfx1201"} <= set(values)  # fmt: skip
+    assert not any("generic" in v for v in values)
+    gated = [r for r in Parser().parsestr(meta).get_all("Requires-Dist") or []
+             if "variant_properties" in r]  # fmt: skip
+    for_942 = sorted(r.split("==")[0] for r in gated if 'gfx_arch :: gfx942"' in r)
+    assert for_942 == ["amd-device-gfx9-4-generic"]
+    for_90a = sorted(r.split("==")[0] for r in gated if 'gfx_arch :: gfx90a"' in r)
+    assert for_90a == ["amd-device-gfx90a"]
+
+
+def test_gpu_targets_keep_the_generic_code_their_agents_run(
+    plugin: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """``split-artifacts --gpu-targets gfx942`` keeps gfx9-4-generic kernels (the plugin has
+    no gfx942 code; a gfx942 agent runs the generic's) and drops the rest."""
+    from kpack.split import split_artifact
+
+    _, fat = plugin
+    art = tmp_path / "jax_lib_generic"
+    stage = art / "jax/stage"
+    (stage / "lib").mkdir(parents=True)
+    (art / "artifact_manifest.txt").write_text("jax/stage\n")
+    for so in fat:
+        (stage / "lib" / so.name).write_bytes(so.read_bytes())
+    out = tmp_path / "out"
+    split_artifact(art, out, prefix="jax_lib", gpu_targets=["gfx942"])
+    outputs = sorted(p.name for p in out.iterdir())
+    assert outputs == ["jax_lib_generic", "jax_lib_gfx9-4-generic"], outputs
+    archives = [p for p in (out / "jax_lib_gfx9-4-generic").rglob("*.kpack") if p.is_file()]
+    _, kernels = read_kpack_by_spec(archives[0].read_bytes())
+    expected = sum((independent_code_objects(so) for so in fat), collections.Counter())
+    assert len(kernels) == sum(n for (t, _), n in expected.items() if t == "gfx9-4-generic")

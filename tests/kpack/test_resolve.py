@@ -277,3 +277,51 @@ def test_index_archive(tmp_path: Path) -> None:
     index = index_archive(path)
     assert index.gfx_arches == ("gfx1100",)
     assert index.has("lib/x.so#3", "gfx1100") and not index.has("lib/x.so#1", "gfx1100")
+
+
+# --- LLVM generic targets -------------------------------------------------------------------
+
+
+def test_the_generic_target_is_tried_after_the_isa(transformed: Path) -> None:
+    """An agent ISA falls back to its generic target with the same features (kpack.md §7):
+    #0 has gfx942 code, #1 only gfx9-4-generic code."""
+    kdir = _kpack_dir(transformed, "generic")
+    own = _archive(kdir / "blas_lib_gfx942.kpack", "gfx942", [f"{KERNEL}#0"])
+    generic = _archive(
+        kdir / "blas_lib_gfx9-4-generic.kpack", "gfx9-4-generic", [f"{KERNEL}#0", f"{KERNEL}#1"]
+    )
+    res = resolve_binary(transformed, ["gfx942:sramecc+:xnack-"], env={})
+    assert res.arches == ("gfx942:sramecc+:xnack-", "gfx9-4-generic:sramecc+:xnack-")
+    assert [(lk.target, lk.archive and lk.archive.name) for lk in res.lookups] == [
+        ("gfx942", own.name),
+        ("gfx9-4-generic", generic.name),
+    ]
+    alone = resolve_binary(transformed, ["gfx942"], env={}, with_generic=False)
+    assert [lk.found for lk in alone.lookups] == [True, False]
+    # gfx950 has no archive of its own: all from the generic; gfx90a has no generic at all
+    assert not resolve_binary(transformed, ["gfx950"], env={}).missing
+    assert len(resolve_binary(transformed, ["gfx90a"], env={}).missing) == 2
+    # an explicitly given generic is not repeated
+    twice = resolve_binary(transformed, ["gfx942", "gfx9-4-generic"], env={})
+    assert twice.arches == ("gfx942", "gfx9-4-generic")
+
+
+def test_verify_accepts_keys_that_only_the_generic_target_holds(transformed: Path) -> None:
+    from kpack.errors import TransformError
+    from kpack.split import verify_binary
+
+    kdir = _kpack_dir(transformed, "verify-generic")
+    own = _archive(kdir / "blas_lib_gfx942.kpack", "gfx942", [f"{KERNEL}#0"])
+    with pytest.raises(TransformError, match=r"1 wrapper key\(s\) missing for gfx942 or "
+                       r"gfx9-4-generic: .*#1"):  # fmt: skip
+        verify_binary(transformed, [own])
+    generic = _archive(
+        kdir / "blas_lib_gfx9-4-generic.kpack", "gfx9-4-generic", [f"{KERNEL}#0", f"{KERNEL}#1"]
+    )
+    report = verify_binary(transformed, [own, generic])
+    assert report.targets == ("gfx9-4-generic", "gfx942") and report.kernels_checked == 3
+    # the other way round is no fallback: a generic target has no generic of its own
+    partial = _archive(kdir / "blas_lib_gfx9-4-generic.kpack", "gfx9-4-generic", [f"{KERNEL}#1"])
+    full = _archive(kdir / "blas_lib_gfx942.kpack", "gfx942", [f"{KERNEL}#0", f"{KERNEL}#1"])
+    with pytest.raises(TransformError, match="missing for gfx9-4-generic: "):
+        verify_binary(transformed, [full, partial])

@@ -198,3 +198,49 @@ def test_unavailable_env_family_fails_the_build(tmp_path: Path) -> None:
 def test_every_sample_builds(tmp_path: Path, name: str) -> None:
     _, members = build(tmp_path, SAMPLE_CONTEXTS[name])
     metadata_of(members)
+
+
+# --- LLVM generic targets ---------------------------------------------------------------
+
+
+def _extra(requires: list[str], extra: str) -> list[str]:
+    return sorted(r.split(";")[0] for r in requires if r.endswith(f'extra == "{extra}"'))
+
+
+def test_device_extras_pull_the_generic_target(tmp_path: Path) -> None:
+    """gfx942 has its own wheel and gfx9-4-generic's; gfx950 (a member of gfx9-4-generic,
+    LLVM AMDGPUUsage) and gfx1101 (of gfx11-generic) only their generic's; gfx90a none."""
+    _, members = build(tmp_path, SAMPLE_CONTEXTS["kpack-generic"], family="gfx942")
+    requires, extras, _ = metadata_of(members)
+    assert _extra(requires, "device") == [
+        "rocm-sdk-device-gfx9-4-generic==7.1.0", "rocm-sdk-device-gfx942==7.1.0"]
+    assert _extra(requires, "device-gfx942") == _extra(requires, "device")
+    assert _extra(requires, "device-gfx950") == ["rocm-sdk-device-gfx9-4-generic==7.1.0"]
+    assert _extra(requires, "device-gfx1101") == ["rocm-sdk-device-gfx11-generic==7.1.0"]
+    assert _extra(requires, "device-gfx1151") == ["rocm-sdk-device-gfx11-generic==7.1.0"]
+    assert _extra(requires, "device-gfx90a") == ["rocm-sdk-device-gfx90a==7.1.0"]
+    assert _extra(requires, "device-gfx9-4-generic") == ["rocm-sdk-device-gfx9-4-generic==7.1.0"]
+    assert len(_extra(requires, "device-all")) == 4
+    assert "device-gfx1030" not in extras  # gfx10-3-generic has no wheel in this set
+    assert "device-gfx908" not in extras
+
+
+def test_env_target_without_its_own_wheel_resolves_to_its_generic(tmp_path: Path) -> None:
+    _, members = build(tmp_path, SAMPLE_CONTEXTS["kpack-generic"], family="gfx1101:xnack-")
+    requires, _, _ = metadata_of(members)
+    assert _extra(requires, "device") == ["rocm-sdk-device-gfx11-generic==7.1.0"]
+
+
+def test_env_generic_target_needs_only_itself(tmp_path: Path) -> None:
+    _, members = build(tmp_path, SAMPLE_CONTEXTS["kpack-generic"], family="gfx9-4-generic")
+    requires, _, _ = metadata_of(members)
+    assert _extra(requires, "device") == ["rocm-sdk-device-gfx9-4-generic==7.1.0"]
+
+
+def test_generic_wheel_carries_the_platform_of_its_processors(tmp_path: Path) -> None:
+    ctx = context("kpack", ("gfx942", "gfx9-4-generic", "gfx1201"),
+                  linux=("gfx942", "gfx9-4-generic"), windows=("gfx1201",))
+    _, members = build(tmp_path, ctx, family="gfx942")
+    requires, _, _ = metadata_of(members)
+    assert ('rocm-sdk-device-gfx9-4-generic==7.1.0; (sys_platform == "linux") and '
+            'extra == "device-gfx950"') in requires

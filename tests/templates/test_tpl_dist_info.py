@@ -269,3 +269,30 @@ def test_env_target_with_features_or_bare_arch_resolves_to_its_family(
     assert expected in di.AVAILABLE_TARGET_FAMILIES and value != expected or value == expected
     clean_env.setenv("ROCM_SDK_TARGET_FAMILY", value)
     assert di.resolve_target_family() == (expected, "env")
+
+
+def test_discovery_falls_back_to_the_generic_target(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """A gfx1151 agent (no gfx1151 device package) runs gfx11-generic code, as the ROCm
+    runtime would; a gfx942 agent gets its own ISA first, then its generic."""
+    di = load(tmp_path, context("kpack", ("gfx942", "gfx9-4-generic", "gfx11-generic")))
+    use_offload_arch(clean_env, di, fake_offload_arch(tmp_path / "bin", "echo gfx1151\n"))
+    assert di.resolve_target_family() == ("gfx11-generic", "discovered")
+    assert di.device_targets_for("gfx1151") == ["gfx11-generic"]
+    assert di.device_targets_for("gfx942:sramecc+:xnack-") == ["gfx942", "gfx9-4-generic"]
+    assert di.device_targets_for("gfx950") == ["gfx9-4-generic"]
+    assert di.device_targets_for("gfx90a") == []
+    assert di.generic_target("gfx1036") == "gfx10-3-generic"
+    assert di.generic_target("gfx9-4-generic") is None
+    assert "gfx1153" in di.served_processors() and "gfx1030" not in di.served_processors()
+
+
+def test_env_processor_served_only_by_a_generic(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+    di = load(tmp_path, context("kpack", ("gfx90a", "gfx12-generic")))
+    clean_env.setenv("ROCM_SDK_TARGET_FAMILY", "gfx1201")
+    assert di.resolve_target_family() == ("gfx12-generic", "env")
+    di.CACHED_TARGET_FAMILY = None
+    clean_env.setenv("ROCM_SDK_TARGET_FAMILY", "gfx1100")
+    with pytest.raises(ValueError, match="gfx1100"):
+        di.resolve_target_family()

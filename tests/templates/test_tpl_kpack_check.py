@@ -577,3 +577,39 @@ def test_selftest_skips_without_device_wheels(site: Site) -> None:
         "no rocm-sdk-device-* wheel is installed, so no device code to check "
         "(pip install 'rocm[device]')"
     ]
+
+
+def test_a_processor_falls_back_to_its_generic_target(zstd_site: Site, inputs: Inputs) -> None:
+    """gfx942's device wheel has no rocrand archive; gfx9-4-generic's has (rocrand's gfx1030
+    code object, relabeled: the check compares bytes and sizes, not ISAs). The gfx942 lookup
+    goes to the generic archive, as the runtime's does, so damage there fails both."""
+    from rocm_sdk import _dist_info
+    from rocm_sdk._kpack import zstandard_decompress
+
+    site = zstd_site
+    data = next(k for k in extract_kernels(inputs.original) if k.target == "gfx1030").read()
+    generic = site.kpack("gfx9-4-generic")
+    write_kpack(generic, [KernelInput(KEY, "gfx9-4-generic", data)], group_name="rand_lib",
+                gfx_arch_family="gfx9-4-generic")  # fmt: skip
+    fake_install(site.path, "rocm-sdk-device-gfx942", VERSION, {})
+    fake_install(site.path, "rocm-sdk-device-gfx9-4-generic", VERSION, {
+        f"{LIBS}/.kpack/rand_lib_gfx9-4-generic.kpack": generic.read_bytes()})  # fmt: skip
+
+    def check(generic_of: Any) -> Any:
+        wheels = site.mods.find_device_wheels(site.path)
+        with site.mods.KpackChecker(site.path, zstandard_decompress(), generic_of) as c:
+            return c.check(wheels, [site.path / LIBS])
+
+    report = check(_dist_info.generic_target)
+    assert report.failures == [], report.message()
+    assert {"gfx942", "gfx9-4-generic"} <= set(report.targets)
+
+    def shrink(toc: dict[str, Any]) -> None:
+        for entry in toc["toc"].values():
+            for info in entry.values():
+                info["original_size"] -= 1
+
+    rewrite(generic, toc_edit=shrink)
+    with_fallback = {f.target for f in check(_dist_info.generic_target).failures}
+    assert with_fallback == {"gfx942", "gfx9-4-generic"}
+    assert {f.target for f in check(None).failures} == {"gfx9-4-generic"}

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from build_tools import render as builder_render
+from kpack.generic_targets import generic_table
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 MALICIOUS = "x'); import os; os.system('touch pwned') #"
@@ -129,6 +130,7 @@ def context(
         "this_target_family": None,
         "this_package_entry": "meta",
         "libraries_py_package_name": None,
+        "generic_targets": {g: list(m) for g, m in generic_table().members.items()},
         "packages": packages,
         "libraries": copy.deepcopy(LIBRARIES),
         "console_scripts": copy.deepcopy(CONSOLE_SCRIPTS),
@@ -144,6 +146,9 @@ SAMPLE_CONTEXTS: dict[str, dict[str, Any]] = {
         nonce="_v7",
         linux=("gfx942", "gfx1201", "gfx90a"),
         windows=("gfx1201", "gfx942"),
+    ),
+    "kpack-generic": context(
+        "kpack", ("gfx90a", "gfx942", "gfx9-4-generic", "gfx11-generic"), nonce="_v7"
     ),
     "malicious": context("legacy", (MALICIOUS,), nonce=MALICIOUS, version=MALICIOUS),
 }

@@ -57,9 +57,18 @@ def device_targets(di: ModuleType) -> list[str]:
     return sorted({di.base_target(t) for t in di.AVAILABLE_TARGET_FAMILIES})
 
 
+def device_requirements(di: ModuleType, target: str) -> tuple[str, ...]:
+    """The device packages a ``target`` user needs: its processor's, then its generic
+    target's (``gfx942`` -> ``gfx942`` and ``gfx9-4-generic``), those this build has."""
+    return tuple(requirement(di, "device", t) for t in di.device_targets_for(target))
+
+
 def _device_extras(
     di: ModuleType, family: str, source: str
 ) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+    """``device`` (this machine's target), ``device-<gfx>`` for every processor with device
+    code in this build (its own package or its generic target's) and every generic target,
+    and ``device-all``."""
     extras: dict[str, tuple[str, ...]] = {}
     notes: list[str] = []
     if source == "default":
@@ -69,11 +78,11 @@ def _device_extras(
             "'rocm[device-<gfx>]' or set ROCM_SDK_TARGET_FAMILY"
         )
     else:
-        extras["device"] = (requirement(di, "device", family),)
-    per_target = {t: requirement(di, "device", t) for t in device_targets(di)}
-    for target, req in per_target.items():
-        extras[normalize_extra(f"device-{target}")] = (req,)
-    extras["device-all"] = tuple(per_target.values())
+        extras["device"] = device_requirements(di, family)
+    built = device_targets(di)
+    for target in sorted({*built, *di.served_processors()}):
+        extras[normalize_extra(f"device-{target}")] = device_requirements(di, target)
+    extras["device-all"] = tuple(requirement(di, "device", t) for t in built)
     return extras, notes
 
 

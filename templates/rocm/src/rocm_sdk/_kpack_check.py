@@ -4,8 +4,9 @@ Host binaries in the libraries (and core) platform packages whose fat-binary wra
 redirected (HIPK) load their device code at run time from ``.kpack`` archives that the
 ``rocm-sdk-device-<gfx>`` wheels install into the libraries platform package. For every
 such binary, every wrapper (``co_index``) and every *installed target*, this checks that
-the runtime's lookup (kpack.md §7) finds ``<kernel_name>#<co_index>``, and that the entry
-decodes to exactly ``original_size`` bytes.
+the runtime's lookup (kpack.md §7) finds ``<kernel_name>#<co_index>`` (for the target's
+ISA, then for its LLVM generic target, ``gfx942`` -> ``gfx9-4-generic``, as the runtime
+looks it up), and that the entry decodes to exactly ``original_size`` bytes.
 
 Installed targets: the base target of each installed device wheel (from its dist-info
 name) and the feature variants (``gfx90a:xnack+``) of those bases whose archives are
@@ -20,7 +21,7 @@ ignored: this checks what is installed.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -175,9 +176,15 @@ def host_binaries(dirs: Iterable[Path]) -> Iterator[Path]:
 class KpackChecker:
     """Opens each archive once and checks each entry once, for a whole installation."""
 
-    def __init__(self, site: Path, decompress: Decompress | None) -> None:
+    def __init__(
+        self,
+        site: Path,
+        decompress: Decompress | None,
+        generic_of: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.site = site
         self.decompress = decompress
+        self.generic_of = generic_of or (lambda _target: None)
         self._archives: dict[str, KpackArchive | KpackError | None] = {}
         self._entries: dict[tuple[str, int], str | None] = {}
 
@@ -309,6 +316,16 @@ class KpackChecker:
                 opened.setdefault(os.path.realpath(path), archive)
         return paths, list(opened.values()), broken
 
+    def lookup_strings(self, target: str) -> list[str]:
+        """What the runtime tries for an agent ``target``, in order: the ISA's compatible
+        target strings, then those of its generic target with the same features."""
+        strings = list(candidate_targets(target))
+        generic = self.generic_of(target)
+        if generic is not None:
+            _processor, sep, features = target.partition(":")
+            strings += [s for s in candidate_targets(generic + sep + features) if s not in strings]
+        return strings
+
     def check_binary(self, ref: KpackRef, targets: Sequence[str]) -> tuple[int, list[Failure]]:
         """(lookups done, failures) for every co_index of ``ref`` on every target."""
         binary = self.rel(ref.path)
@@ -318,7 +335,7 @@ class KpackChecker:
         ordered = sorted(targets, key=lambda t: (":" not in t, t))
         served: set[tuple[str, int]] = set()
         for target in ordered:
-            strings = candidate_targets(target)
+            strings = self.lookup_strings(target)
             paths, archives, broken = self._archives_for(ref, strings)
             for co_index in ref.co_indices:
                 lookups += 1

@@ -54,7 +54,7 @@ class KpackTest(unittest.TestCase):
 
     def testKernelsFoundForInstalledTargets(self) -> None:
         """Each HIPK wrapper's kernel resolves, and decodes, for every installed target."""
-        with KpackChecker(self.site, zstandard_decompress()) as checker:
+        with KpackChecker(self.site, zstandard_decompress(), di.generic_target) as checker:
             report = checker.check(self.wheels, self.host_dirs)
         if report.failures:
             self.fail(report.message())
