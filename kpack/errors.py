@@ -64,6 +64,10 @@ class ElfError(RocmPackagingError):
     """An ELF file is corrupt, unsupported, or cannot be edited safely."""
 
 
+class PeError(RocmPackagingError):
+    """A PE/COFF image that cannot be read safely."""
+
+
 class BundleError(RocmPackagingError):
     """A HIP offload bundle (plain or CCOB) is malformed or cannot be mapped to its wrappers."""
 
