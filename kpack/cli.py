@@ -25,7 +25,8 @@ from kpack.boundary import guarded
 from kpack.bundle import PLAIN_MAGIC, iter_bundles
 from kpack.databases import handler_names, load_handlers
 from kpack.errors import ArchiveError, UsageError
-from kpack.hipfmt import identify
+from kpack.hipfmt import PE_FATBIN, identify
+from kpack.pe import extract_pe_kernels, read_pe_fat, read_pe_kpack_ref
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.safepath import Root, safe_relpath
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
@@ -59,7 +60,7 @@ def _file_kind(path: Path) -> str:
     kind = identify(head)
     if kind is not None:
         return kind
-    raise UsageError("not an ELF file, an offload bundle or a .kpack archive", path=path)
+    raise UsageError("not an ELF or PE file, an offload bundle or a .kpack archive", path=path)
 
 
 @contextmanager
@@ -124,6 +125,30 @@ def _inspect_elf(path: Path) -> list[str]:
     return lines + _bundle_rows(path, info.hip_fatbin_offset, info.hip_fatbin_size)
 
 
+def _inspect_pe(path: Path) -> list[str]:
+    fat = read_pe_fat(path)
+    if fat is None:
+        return [f"{path}: PE image without {PE_FATBIN} (no device code)"]
+    if fat.marker is not None:
+        ref = read_pe_kpack_ref(path)
+        lines = [f"{path}: transformed PE host binary (device code in .kpack archives)"]
+        if ref is not None:
+            lines += [
+                f"  kernel_name: {ref.kernel_name}",
+                f"  search paths: {', '.join(ref.search_paths)}",
+                f"  wrappers: {len(ref.co_indices)} (HIPK)",
+            ]
+        return lines
+    section = fat.fatbin
+    lines = [
+        f"{path}: HIP fat binary (PE32+ x86-64)",
+        f"  {PE_FATBIN}: RVA {section.rva:#x}, file offset {section.raw_offset:#x}, "
+        f"{section.file_bytes()} bytes",
+        f"  wrappers: {len(fat.wrappers)}, base relocations: {len(fat.relocations)}",
+    ]
+    return lines + _bundle_rows(path, section.raw_offset, section.file_bytes())
+
+
 def _inspect_kpack(path: Path) -> list[str]:
     with KpackArchive.open(path) as archive:
         per_target: dict[str, list[int]] = {}
@@ -153,6 +178,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     kind = _file_kind(path)
     if kind == "elf":
         lines = _inspect_elf(path)
+    elif kind == "pe":
+        lines = _inspect_pe(path)
     elif kind == "kpack":
         lines = _inspect_kpack(path)
     else:
@@ -186,6 +213,18 @@ def _extract_items(path: Path, kind: str, wanted: str | None) -> Iterator[tuple[
                     if _wants(co.target, wanted):
                         yield f"{path.name}#{number}.{co.target}.co", bytes(co.data)
                 del bundle
+    elif kind == "pe":
+        fat = read_pe_fat(path)
+        if fat is None:
+            raise UsageError(f"PE image without {PE_FATBIN}: no device code", path=path)
+        if fat.marker is not None:
+            raise UsageError(
+                "already transformed: its device code is in .kpack archives; extract from those",
+                path=path,
+            )
+        for kernel in extract_pe_kernels(path):
+            if _wants(kernel.target, wanted):
+                yield f"{path.name}#{kernel.index}.{kernel.target}.co", kernel.read()
     else:
         info = inspect_fat_binary(path)
         if info is None:

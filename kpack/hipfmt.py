@@ -40,6 +40,10 @@ __all__ = [
     "MARKER",
     "MAX_MARKER_SIZE",
     "MAX_WRAPPER_BYTES",
+    "PE_FATBIN",
+    "PE_MAGIC",
+    "PE_MARKER",
+    "PE_SEGMENT",
     "SEGMENT",
     "WRAPPER",
     "FileKind",
@@ -54,6 +58,10 @@ __all__ = [
 FATBIN = ".hip_fatbin"
 SEGMENT = ".hipFatBinSegment"
 MARKER = ".rocm_kpack_ref"
+#: The same three in PE/COFF images, whose section names have at most 8 bytes.
+PE_FATBIN = ".hip_fat"
+PE_SEGMENT = ".hipFatB"
+PE_MARKER = ".kpackrf"
 HIPF = 0x48495046  # on disk 46 50 49 48 ("FPIH")
 HIPK = 0x4B504948  # on disk 48 49 50 4B ("HIPK")
 WRAPPER = struct.Struct("<IIQQ")  # magic, version, pointer, reserved1
@@ -64,13 +72,16 @@ MAX_WRAPPER_BYTES = 64 << 20
 GFXARCH = "@GFXARCH@"
 
 ELF_MAGIC = b"\x7fELF"
-FileKind = Literal["elf", "kpack", "bundle"]
+PE_MAGIC = b"MZ"
+FileKind = Literal["elf", "pe", "kpack", "bundle"]
 
 
 def identify(head: bytes) -> FileKind | None:
     """What a file is, from its first 24 bytes; ``None`` for anything else."""
     if head.startswith(ELF_MAGIC):
         return "elf"
+    if head.startswith(PE_MAGIC):
+        return "pe"
     if head.startswith(KPACK_MAGIC):
         return "kpack"
     if head.startswith(PLAIN_BUNDLE_MAGIC) or head.startswith(CCOB_MAGIC):

@@ -57,7 +57,9 @@ __all__ = [
     "TransformPlan",
     "encode_marker",
     "extract_kernels",
+    "index_section",
     "inspect_fat_binary",
+    "kernels_of_wrappers",
     "plan_transform",
     "stream_kernels",
     "transform_binary",
@@ -282,72 +284,87 @@ def _extract(fat: FatLayout, pointers: Sequence[Pointer]) -> list[ExtractedKerne
     """§3 step 1: each wrapper's bundle, from its original pointer."""
     shdr = fat.fatbin_shdr
     section, name, bundles = _bundles(fat)
-    kernels: list[ExtractedKernel] = []
+    targets: list[tuple[int, int, str]] = []
     for pointer in pointers:
         where = f"{SEGMENT} wrapper {pointer.index} points at {pointer.value:#x}"
         if not fat.fatbin_contains(pointer.value):
             raise TransformError(f"{where}, outside {FATBIN}", path=fat.path)
-        bundle = bundles.get(pointer.value - shdr.sh_addr)
+        targets.append((pointer.index, pointer.value - shdr.sh_addr, where))
+    return kernels_of_wrappers(fat.path, FATBIN, section, name, bundles, targets)
+
+
+def kernels_of_wrappers(
+    path: Path,
+    section_name: str,
+    section: memoryview,
+    name: str,
+    bundles: dict[int, IndexedBundle],
+    targets: Sequence[tuple[int, int, str]],
+) -> list[ExtractedKernel]:
+    """The code objects each wrapper reaches: ``targets`` are (wrapper index, section
+    offset its pointer lands on, how to name it); every pointer must land on a bundle
+    start, and no bundle may hold two code objects for one target."""
+    kernels: list[ExtractedKernel] = []
+    for index, offset, where in targets:
+        bundle = bundles.get(offset)
         if bundle is None:
             raise TransformError(
-                f"{where} (section offset {pointer.value - shdr.sh_addr:#x}), which is not "
-                "the start of a bundle",
-                path=fat.path,
+                f"{where} (section offset {offset:#x}), which is not the start of a bundle",
+                path=path,
             )
-        targets: set[str] = set()
+        seen: set[str] = set()
         for co in bundle.code_objects:
-            if co.target in targets:
+            if co.target in seen:
                 raise TransformError(
-                    f"{where}: its bundle holds two code objects for {co.target}", path=fat.path
+                    f"{where}: its bundle holds two code objects for {co.target}", path=path
                 )
-            targets.add(co.target)
+            seen.add(co.target)
             kernels.append(
                 ExtractedKernel(
-                    pointer.index,
-                    co.target,
-                    co.triple,
-                    co.size,
-                    co.data,
-                    bundle,
-                    co.offset,
-                    section,
-                    name,
+                    index, co.target, co.triple, co.size, co.data, bundle, co.offset, section, name
                 )
             )
-    unreferenced = sorted(set(bundles) - {p.value - shdr.sh_addr for p in pointers})
+    unreferenced = sorted(set(bundles) - {offset for _, offset, _ in targets})
     if unreferenced:
         log.warning(
             "%s: %d bundle(s) in %s that no wrapper references, at section offsets %s",
-            fat.path,
+            path,
             len(unreferenced),
-            FATBIN,
+            section_name,
             ", ".join(f"{o:#x}" for o in unreferenced),
         )
     return kernels
 
 
 def _bundles(fat: FatLayout) -> tuple[memoryview, str, dict[int, IndexedBundle]]:
-    """Every bundle of ``.hip_fatbin`` by section offset, read through an ``mmap`` and
-    checked in full; compressed bundles are decoded as a stream and not kept."""
     shdr = fat.fatbin_shdr
-    if not shdr.sh_size:
+    return index_section(fat.path, shdr.sh_offset, shdr.sh_size, FATBIN)
+
+
+def index_section(
+    path: Path, offset: int, size: int, section_name: str
+) -> tuple[memoryview, str, dict[int, IndexedBundle]]:
+    """Every bundle of the device-code section at ``offset``/``size`` of ``path`` by
+    section offset, read through an ``mmap`` and checked in full; compressed bundles are
+    decoded as a stream and not kept."""
+    if not size:
         return memoryview(b""), "", {}
     try:
-        with open(fat.path, "rb") as f:
+        with open(path, "rb") as f:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError) as exc:
-        raise TransformError(f"cannot map the file: {exc}", path=fat.path) from exc
-    if len(mapped) < shdr.sh_offset + shdr.sh_size:
-        raise TransformError(f"{FATBIN} extends past the end of the file", path=fat.path)
+        raise TransformError(f"cannot map the file: {exc}", path=path) from exc
+    if len(mapped) < offset + size:
+        raise TransformError(f"{section_name} extends past the end of the file", path=path)
     if hasattr(mmap, "MADV_SEQUENTIAL"):
         mapped.madvise(mmap.MADV_SEQUENTIAL)
-    view = memoryview(mapped)[shdr.sh_offset : shdr.sh_offset + shdr.sh_size]
-    name = f"{os.fspath(fat.path)}:{FATBIN}"
+    view = memoryview(mapped)[offset : offset + size]
+    name = f"{os.fspath(path)}:{section_name}"
     try:
         bundles = {b.offset: b for b in index_bundles(view, name=name)}
     except BundleError as exc:
         raise TransformError(
-            f"{FATBIN} is malformed: {exc.message}", path=fat.path, problems=exc.problems
+            f"{section_name} is malformed: {exc.message}", path=path, problems=exc.problems
         ) from exc
     if hasattr(mmap, "MADV_DONTNEED"):  # the walk touched every page; let them go from RSS
         with contextlib.suppress(OSError):

@@ -31,6 +31,7 @@ __all__ = [
     "fat_members",
     "fetch_wheel",
     "independent_code_objects",
+    "independent_section_objects",
     "pypi_wheel",
 ]
 
@@ -132,6 +133,12 @@ def independent_code_objects(so: Path) -> Digests:
     """Every device code object of ``so``'s ``.hip_fatbin``, decoded from the spec."""
     with so.open("rb") as f:
         section = ELFFile(f).get_section_by_name(".hip_fatbin").data()
+    return independent_section_objects(section)
+
+
+def independent_section_objects(section: bytes) -> Digests:
+    """Every device code object of a device-code section's bytes (plain and CCOB v3
+    bundles, zero padding between them)."""
     out: Digests = collections.Counter()
     pos = 0
     while pos < len(section):

@@ -129,7 +129,19 @@ def test_plan_kinds_cover_every_manifest_kind() -> None:
 
 
 def test_the_template_context_is_frozen_and_scoped_per_package() -> None:
-    ctx = TemplateContext("7.0", "", True, None, ("gfx942",), ("gfx942",), (), (), (), (), {"gfx9-4-generic": ("gfx942",)})
+    ctx = TemplateContext(
+        "7.0",
+        "",
+        True,
+        None,
+        ("gfx942",),
+        ("gfx942",),
+        (),
+        (),
+        (),
+        (),
+        {"gfx9-4-generic": ("gfx942",)},
+    )
     with pytest.raises(dataclasses.FrozenInstanceError):
         ctx.version = "8.0"  # type: ignore[misc]
     core, devel = ctx.variables("core", None), ctx.variables("devel", "gfx942")

@@ -277,6 +277,39 @@ def _run_cmake(data: bytes, work: Path) -> None:
     parse_targets_cmake(path)
 
 
+def _pe_seeds() -> list[bytes]:
+    """PE DLLs linked by lld-link with a plain and a compressed bundle (none without the
+    Windows-target toolchain)."""
+    import shutil
+    import tempfile
+
+    from bundle_fixtures import sample_bundle, spec_ccob
+
+    from tests.kpack.pe_fixtures import CLANG, LLD_LINK, build_pe
+
+    if shutil.which(CLANG) is None or shutil.which(LLD_LINK) is None:
+        return []
+    plain = sample_bundle(["gfx900", "gfx942:sramecc+:xnack-"], size=300)
+    with tempfile.TemporaryDirectory() as tmp:
+        return [
+            build_pe(Path(tmp) / "a.dll", [plain]).read_bytes(),
+            build_pe(Path(tmp) / "b.dll", [plain, spec_ccob(plain, version=3)]).read_bytes(),
+        ]
+
+
+def _run_pe(data: bytes, work: Path) -> None:
+    from kpack.pe import extract_pe_kernels, read_pe_fat, transform_pe
+
+    path = work / "f.dll"
+    path.write_bytes(data)
+    fat = read_pe_fat(path)
+    if fat is not None and fat.marker is None:
+        for kernel in extract_pe_kernels(path):
+            kernel.read()
+        transform_pe(path, work / "out.dll", kernel_name="bin/f.dll",
+                     search_paths=["../.kpack/x_@GFXARCH@.kpack"])  # fmt: skip
+
+
 def _ours_tar() -> tuple[type[BaseException], ...]:
     errors = _tar_module()
     return (sys.modules["fuzz_rocm_sdk._errors"].RocmSdkError,) if errors else ()
@@ -295,6 +328,7 @@ READERS: Sequence[Reader] = (
         for n in ("packages.yaml", "libraries.yaml", "databases.yaml", "wheel_types.yaml")
     ),
     Reader("cmake", _run_cmake, (RocmPackagingError,), _cmake_seeds),
+    Reader("pe", _run_pe, (RocmPackagingError,), _pe_seeds),
 )
 
 

@@ -26,6 +26,8 @@ def test_quick_fuzz(reader: object, tmp_path: Path) -> None:
     if reader.name in ("elf", "transform"):
         # the real seeds (a hipcc-built fat library) are mandatory in CI
         require(len(reader.seeds()) >= 2, "hipcc is not installed: no real fat-binary seed")
+    if reader.name == "pe":
+        require(len(reader.seeds()) >= 2, "clang-15/lld-link-15 are not installed: no PE seed")
     (stats,) = fuzz([reader], count=COUNT, seed=20261124, findings_dir=tmp_path, time_limit=5.0)
     assert stats.inputs == COUNT
     # the mutations must reach the readers' checks, not all bounce off the first one

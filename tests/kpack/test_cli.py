@@ -354,7 +354,7 @@ def test_inspect_fat_binary_kpack_bundle_and_other(
     text = tmp_path / "notes.txt"
     text.write_text("hello")
     rc, _, err = run_cli(capsys, "inspect", text)
-    assert rc == 1 and "not an ELF file, an offload bundle or a .kpack" in one_error_line(err)
+    assert rc == 1 and "not an ELF or PE file, an offload bundle or a .kpack" in one_error_line(err)
     rc, out, _ = run_cli(capsys, "inspect", "/bin/sh")
     assert rc == 0 and "no device code" in out
 

@@ -1,0 +1,472 @@
+"""Split a PE/COFF (x86-64) HIP fat binary: extract its device code, redirect its wrappers.
+
+The Windows toolchain puts the device code in ``.hip_fat`` and the 24-byte
+``__CudaFatBinaryWrapper`` array in ``.hipFatB``; each wrapper's bundle pointer carries a
+DIR64 base relocation. The transform (what the Windows HIP runtime expects, after
+rocm-kpack's COFF layout):
+
+- a new read-only ``.kpackrf`` section holds the MessagePack marker, after the last
+  section in memory and in the file;
+- every wrapper becomes HIPK, its pointer the marker's address (its base relocation stays:
+  the loader rebases it like before), ``reserved1`` its ``co_index``;
+- ``.hip_fat`` keeps its VirtualSize and loses all its raw data (SizeOfRawData 0: the
+  loader maps zeros), so the file shrinks by the whole section; later sections' raw data,
+  the debug directory's file offsets and the COFF symbol table move down;
+- SizeOfImage, SizeOfInitializedData, NumberOfSections and the CheckSum are recomputed.
+
+Refused with one error: PE32 and non-x86-64 images, a ``.hip_fat`` without ``.hipFatB``,
+a wrapper pointer without a DIR64 base relocation in a relocatable image, pointers that do
+not land on a bundle start, any other base relocation or data directory that points into
+``.hip_fat``, a signed image (certificate table), and no room for one more section
+header. The output is written to a temporary sibling, re-read and checked, then renamed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpack import hipfmt
+from kpack.errors import PeError, TransformError
+from kpack.hipfmt import HIPF, HIPK, PE_FATBIN, PE_MARKER, PE_SEGMENT, WRAPPER, RawWrapper
+from kpack.pe._image import (
+    DIR_CERTIFICATE,
+    OPT_CHECKSUM,
+    REL_BASED_DIR64,
+    SECTION,
+    Checksum,
+    DebugEntry,
+    PeImage,
+    Section,
+    base_relocations,
+    debug_entries,
+    pe_checksum,
+    read_image,
+)
+from kpack.transform import (
+    AlreadyTransformed,
+    ExtractedKernel,
+    index_section,
+    kernels_of_wrappers,
+)
+
+__all__ = [
+    "PeFat",
+    "PeKpackRef",
+    "PeTransformPlan",
+    "extract_pe_kernels",
+    "plan_pe_transform",
+    "read_pe_fat",
+    "read_pe_kpack_ref",
+    "transform_pe",
+    "write_pe_transform",
+]
+
+IMAGE_SCN_CNT_INITIALIZED_DATA = 0x40
+IMAGE_SCN_MEM_READ = 0x40000000
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class PeFat:
+    """A PE image with a ``.hip_fat`` section: its headers, wrappers and relocations."""
+
+    image: PeImage
+    fatbin: Section
+    segment: Section | None
+    marker: Section | None
+    wrappers: tuple[RawWrapper, ...]
+    relocations: dict[int, int]  # RVA -> base relocation type
+
+    @property
+    def path(self) -> Path:
+        return self.image.path
+
+    def pointer_rva(self, index: int) -> int:
+        assert self.segment is not None
+        return self.segment.rva + index * WRAPPER.size + 8
+
+
+@contextlib.contextmanager
+def _mapped(path: Path) -> Iterator[mmap.mmap]:
+    try:
+        with open(path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:
+        raise PeError(f"cannot map the file: {exc}", path=path) from exc
+    try:
+        yield mapped
+    finally:
+        mapped.close()
+
+
+def _section_bytes(image: PeImage, data: mmap.mmap, section: Section) -> bytes:
+    size = section.virtual_size or section.raw_size
+    if section.file_bytes() < size:
+        raise PeError(
+            f"{section.name}: {size} bytes but only {section.file_bytes()} in the file",
+            path=image.path,
+        )
+    return data[section.raw_offset : section.raw_offset + size]
+
+
+def _read(path: Path, data: mmap.mmap) -> PeFat | None:
+    image = read_image(data, path)
+    fatbin = image.section(PE_FATBIN)
+    if fatbin is None:
+        return None
+    segment = image.section(PE_SEGMENT)
+    wrappers: tuple[RawWrapper, ...] = ()
+    if segment is not None:
+        raw = _section_bytes(image, data, segment)
+        wrappers = hipfmt.parse_wrappers(raw, error=PeError, path=path)
+    relocations = base_relocations(image, data)
+    return PeFat(image, fatbin, segment, image.section(PE_MARKER), wrappers, relocations)
+
+
+def read_pe_fat(path: Path) -> PeFat | None:
+    """The fat-binary layout of the PE image ``path``; None without ``.hip_fat``."""
+    path = Path(path)
+    with _mapped(path) as data:
+        return _read(path, data)
+
+
+def _checked(fat: PeFat) -> list[tuple[int, int, str]]:
+    """(wrapper index, ``.hip_fat`` offset, label) of every wrapper of a file that can be
+    transformed."""
+    path = fat.path
+    hipk = sum(w.magic == HIPK for w in fat.wrappers)
+    if fat.marker is not None or (hipk and hipk == len(fat.wrappers)):
+        raise AlreadyTransformed(f"already transformed ({PE_MARKER} or HIPK wrappers)", path=path)
+    if hipk:
+        raise TransformError(f"{hipk} of {len(fat.wrappers)} wrappers are HIPK", path=path)
+    if fat.segment is None:
+        raise TransformError(
+            f"{PE_FATBIN} without {PE_SEGMENT} cannot be transformed; keep the file unchanged",
+            path=path,
+        )
+    if not fat.wrappers:
+        raise TransformError(f"{PE_SEGMENT} is empty; nothing points at {PE_FATBIN}", path=path)
+    image, fatbin = fat.image, fat.fatbin
+    out = []
+    for wrapper in fat.wrappers:
+        assert wrapper.magic == HIPF
+        where = f"{PE_SEGMENT} wrapper {wrapper.index} points at {wrapper.pointer:#x}"
+        rva = fat.pointer_rva(wrapper.index)
+        if image.relocatable and fat.relocations.get(rva) != REL_BASED_DIR64:
+            raise TransformError(
+                f"{PE_SEGMENT} wrapper {wrapper.index}: its pointer at RVA {rva:#x} has no "
+                "DIR64 base relocation",
+                path=path,
+            )
+        target = wrapper.pointer - image.image_base
+        if not (0 <= target - fatbin.rva < fatbin.file_bytes()):
+            raise TransformError(f"{where}, outside {PE_FATBIN}", path=path)
+        out.append((wrapper.index, target - fatbin.rva, where))
+    return out
+
+
+def extract_pe_kernels(path: Path) -> list[ExtractedKernel]:
+    """Every code object of the PE image ``path``, keyed by the wrapper that reaches it."""
+    path = Path(path)
+    fat = read_pe_fat(path)
+    if fat is None:
+        raise TransformError(f"no {PE_FATBIN} section; nothing to extract", path=path)
+    targets = _checked(fat)
+    section, name, bundles = index_section(
+        path, fat.fatbin.raw_offset, fat.fatbin.file_bytes(), PE_FATBIN
+    )
+    return kernels_of_wrappers(path, PE_FATBIN, section, name, bundles, targets)
+
+
+# --- the transform --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Output bytes: a source range (``data`` None) or new bytes."""
+
+    start: int
+    end: int
+    data: bytes | None = None
+
+
+@dataclass(frozen=True)
+class PeTransformPlan:
+    """A planned, not yet written PE transform of ``source``."""
+
+    source: Path
+    kernel_name: str
+    search_paths: tuple[str, ...]
+    removed_bytes: int
+    kernels: tuple[ExtractedKernel, ...]
+    marker_rva: int
+    pieces: tuple[_Piece, ...]
+    patches: tuple[tuple[int, bytes], ...]  # source offset -> bytes written over it
+    checksum_offset: int  # in the output
+
+    @property
+    def size(self) -> int:
+        return sum(p.end - p.start if p.data is None else len(p.data) for p in self.pieces)
+
+
+def _align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) & ~(alignment - 1)
+
+
+def plan_pe_transform(
+    path: Path, *, kernel_name: str, search_paths: Sequence[str]
+) -> PeTransformPlan:
+    """Plan the transform of the PE image ``path``; write nothing."""
+    path = Path(path)
+    marker = hipfmt.encode_marker(kernel_name, search_paths, error=TransformError)
+    with _mapped(path) as data:
+        fat = _read(path, data)
+        if fat is None:
+            raise TransformError(f"no {PE_FATBIN} section; nothing to transform", path=path)
+        targets = _checked(fat)
+        debug = list(debug_entries(fat.image, data))
+    section, name, bundles = index_section(
+        path, fat.fatbin.raw_offset, fat.fatbin.file_bytes(), PE_FATBIN
+    )
+    kernels = kernels_of_wrappers(path, PE_FATBIN, section, name, bundles, targets)
+    return _plan(fat, debug, marker, kernel_name, tuple(search_paths), tuple(kernels))
+
+
+def _plan(
+    fat: PeFat,
+    debug: Sequence[DebugEntry],
+    marker: bytes,
+    kernel_name: str,
+    search_paths: tuple[str, ...],
+    kernels: tuple[ExtractedKernel, ...],
+) -> PeTransformPlan:
+    image, fatbin, path = fat.image, fat.fatbin, fat.path
+    problems = _references_into(fat, debug)
+    if problems:
+        raise TransformError(
+            f"other references into {PE_FATBIN}: the section cannot be emptied",
+            path=path,
+            problems=problems,
+        )
+    if image.directory(DIR_CERTIFICATE)[1]:
+        raise TransformError(
+            "a signed image (certificate table): transform it before signing", path=path
+        )
+    first_raw = min((s.raw_offset for s in image.sections if s.raw_size), default=image.file_size)
+    if image.section_table_end + SECTION.size > min(image.size_of_headers, first_raw):
+        raise TransformError(
+            f"no room for one more section header after the section table "
+            f"(ends at {image.section_table_end:#x}, SizeOfHeaders {image.size_of_headers:#x})",
+            path=path,
+        )
+    removed = fatbin.raw_size
+    cut = fatbin.raw_offset
+
+    def moved(offset: int) -> int:
+        return offset - removed if removed and offset > cut else offset
+
+    raw_end = image.raw_end
+    marker_raw = _align(len(marker), image.file_alignment)
+    marker_offset = _align(moved(raw_end), image.file_alignment)
+    marker_rva = _align(max(s.rva + s.mapped_size for s in image.sections), image.section_alignment)
+    patches: list[tuple[int, bytes]] = []
+    for s in image.sections:  # section headers: .hip_fat emptied, later raw data moved
+        if s.index == fatbin.index:
+            patches.append((s.header_offset + 16, struct.pack("<II", 0, 0)))
+        elif s.raw_size and s.raw_offset > cut:
+            patches.append((s.header_offset + 20, struct.pack("<I", moved(s.raw_offset))))
+    header = SECTION.pack(
+        PE_MARKER.encode().ljust(8, b"\0"), len(marker), marker_rva, marker_raw, marker_offset,
+        0, 0, 0, 0, IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ,
+    )  # fmt: skip
+    patches.append((image.section_table_end, header))
+    coff = image.pe_offset + 4
+    patches.append((coff + 2, struct.pack("<H", len(image.sections) + 1)))
+    overlay = marker_offset + marker_raw - raw_end  # where the bytes after the sections go
+    if image.symbol_table:
+        if image.symbol_table < raw_end:
+            raise TransformError(
+                "the COFF symbol table lies inside the sections; cannot move it", path=path
+            )
+        patches.append((coff + 8, struct.pack("<I", image.symbol_table + overlay)))
+    opt = image.opt_offset
+    (initialized,) = struct.unpack("<I", _source_header(path, opt + 8, 4))
+    initialized += marker_raw
+    if fatbin.characteristics & IMAGE_SCN_CNT_INITIALIZED_DATA:
+        initialized = max(0, initialized - removed)
+    patches.append((opt + 8, struct.pack("<I", initialized)))
+    size_of_image = _align(marker_rva + len(marker), image.section_alignment)
+    patches.append((opt + 56, struct.pack("<I", size_of_image)))
+    for entry in debug:
+        if entry.pointer:
+            new = moved(entry.pointer) if entry.pointer < raw_end else entry.pointer + overlay
+            patches.append((entry.offset + 24, struct.pack("<I", new)))
+    assert fat.segment is not None
+    pointer = image.image_base + marker_rva
+    for wrapper in fat.wrappers:
+        at = fat.segment.raw_offset + wrapper.index * WRAPPER.size
+        patches.append((at, WRAPPER.pack(HIPK, wrapper.version, pointer, wrapper.index)))
+    pieces = [
+        _Piece(0, cut) if removed else _Piece(0, raw_end),
+        *([_Piece(cut + removed, raw_end)] if removed else []),
+        _Piece(0, marker_offset - moved(raw_end), b"\0" * (marker_offset - moved(raw_end))),
+        _Piece(0, marker_raw, marker.ljust(marker_raw, b"\0")),
+        _Piece(raw_end, image.file_size),
+    ]
+    return PeTransformPlan(
+        path, kernel_name, search_paths, removed, kernels, marker_rva,
+        tuple(p for p in pieces if (p.end > p.start if p.data is None else p.data)),
+        tuple(sorted(patches)), opt + OPT_CHECKSUM,
+    )  # fmt: skip
+
+
+def _source_header(path: Path, offset: int, size: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(size)
+
+
+def _references_into(fat: PeFat, debug: Sequence[DebugEntry]) -> list[str]:
+    """Base relocations (other than the wrapper pointers) whose pointer lands in
+    ``.hip_fat``, and data directories that point into it."""
+    image, fatbin = fat.image, fat.fatbin
+    wrapper_pointers = {fat.pointer_rva(w.index) for w in fat.wrappers}
+    problems = []
+    with _mapped(fat.path) as data:
+        for rva, kind in sorted(fat.relocations.items()):
+            if rva in wrapper_pointers or kind != REL_BASED_DIR64:
+                continue
+            offset = image.rva_to_offset(rva, 8)
+            if offset is None:
+                continue
+            (value,) = struct.unpack_from("<Q", data, offset)
+            if fatbin.contains_rva(value - image.image_base):
+                problems.append(f"a base relocation at RVA {rva:#x} points into {PE_FATBIN}")
+    for index, (rva, size) in enumerate(image.directories):
+        if size and index != DIR_CERTIFICATE and fatbin.contains_rva(rva):
+            problems.append(f"data directory {index} lies in {PE_FATBIN}")
+    for entry in debug:
+        if entry.size and fatbin.raw_offset <= entry.pointer < fatbin.raw_offset + fatbin.raw_size:
+            problems.append(f"debug data at file offset {entry.pointer:#x} lies in {PE_FATBIN}")
+    return problems
+
+
+def _chunks(
+    plan: PeTransformPlan, data: mmap.mmap, patches: Sequence[tuple[int, bytes]]
+) -> Iterator[bytes]:
+    """The output bytes in order, ``patches`` (source offset, bytes) applied."""
+    for piece in plan.pieces:
+        if piece.data is not None:
+            yield piece.data
+            continue
+        for start in range(piece.start, piece.end, _CHUNK):
+            end = min(start + _CHUNK, piece.end)
+            chunk = bytearray(data[start:end])
+            for at, value in patches:
+                if at < end and at + len(value) > start:
+                    lo = max(at, start)
+                    hi = min(at + len(value), end)
+                    chunk[lo - start : hi - start] = value[lo - at : hi - at]
+            yield bytes(chunk)
+
+
+def write_pe_transform(plan: PeTransformPlan, dest: Path) -> None:
+    """Write ``plan`` to ``dest`` as a new file, streamed twice from the mapped source
+    (once for the checksum, once to write), through a temporary sibling that is re-read
+    and checked, then renamed into place (never written through an existing file)."""
+    dest = Path(dest)
+    zero = (plan.checksum_offset, b"\0\0\0\0")
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    try:
+        with _mapped(plan.source) as data, os.fdopen(fd, "wb") as out:
+            total = Checksum()
+            for chunk in _chunks(plan, data, (*plan.patches, zero)):
+                total.update(chunk)
+            final = (plan.checksum_offset, struct.pack("<I", total.value()))
+            for chunk in _chunks(plan, data, (*plan.patches, final)):
+                out.write(chunk)
+        os.chmod(tmp, plan.source.stat().st_mode & 0o7777)
+        _verify(Path(tmp), plan)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _verify(path: Path, plan: PeTransformPlan) -> None:
+    """Re-read the written image: headers valid, every wrapper HIPK pointing at the
+    marker, the marker decodes to what was planned, ``.hip_fat`` without raw data, no
+    base relocation into it, the checksum right."""
+    problems: list[str] = []
+    with _mapped(path) as data:
+        try:
+            fat = _read(path, data)
+        except PeError as exc:
+            raise TransformError(
+                f"the written image does not read back: {exc.message}", path=plan.source
+            ) from exc
+        assert fat is not None and fat.marker is not None and fat.segment is not None
+        image = fat.image
+        if fat.fatbin.raw_size:
+            problems.append(f"{PE_FATBIN} still has {fat.fatbin.raw_size} raw bytes")
+        for wrapper in fat.wrappers:
+            if (wrapper.magic, wrapper.pointer, wrapper.co_index) != (
+                HIPK, image.image_base + fat.marker.rva, wrapper.index
+            ):  # fmt: skip
+                problems.append(f"wrapper {wrapper.index} is not redirected: {wrapper}")
+        kernel_name, paths = hipfmt.decode_marker(
+            _section_bytes(image, data, fat.marker), error=TransformError, path=path
+        )
+        if (kernel_name, paths) != (plan.kernel_name, plan.search_paths):
+            problems.append("the marker does not decode to the planned content")
+        for rva, kind in fat.relocations.items():
+            offset = image.rva_to_offset(rva, 8)
+            if kind == REL_BASED_DIR64 and offset is not None:
+                (value,) = struct.unpack_from("<Q", data, offset)
+                if fat.fatbin.contains_rva(value - image.image_base):
+                    problems.append(f"base relocation at RVA {rva:#x} still points into it")
+        if pe_checksum(data, image.opt_offset + OPT_CHECKSUM) != image.checksum:
+            problems.append("CheckSum does not match the written bytes")
+    if problems:
+        raise TransformError("the transformed image fails its check", path=plan.source,
+                             problems=problems)  # fmt: skip
+
+
+def transform_pe(
+    src: Path, dest: Path, *, kernel_name: str, search_paths: Sequence[str]
+) -> PeTransformPlan:
+    """Plan, write and check the transform of the PE image ``src`` into ``dest``."""
+    plan = plan_pe_transform(Path(src), kernel_name=kernel_name, search_paths=search_paths)
+    write_pe_transform(plan, Path(dest))
+    return plan
+
+
+@dataclass(frozen=True)
+class PeKpackRef:
+    """The marker of a transformed PE image and its wrappers' ``co_index`` values."""
+
+    path: Path
+    kernel_name: str
+    search_paths: tuple[str, ...]
+    co_indices: tuple[int, ...]
+
+
+def read_pe_kpack_ref(path: Path) -> PeKpackRef | None:
+    """The ``.kpackrf`` marker of ``path``; None when it has none."""
+    path = Path(path)
+    with _mapped(path) as data:
+        fat = _read(path, data)
+        if fat is None or fat.marker is None:
+            return None
+        raw = _section_bytes(fat.image, data, fat.marker)
+    kernel_name, paths = hipfmt.decode_marker(raw, error=PeError, path=path)
+    indices = tuple(w.co_index for w in fat.wrappers if w.magic == HIPK)
+    return PeKpackRef(path, kernel_name, paths, indices)

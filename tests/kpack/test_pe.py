@@ -1,0 +1,251 @@
+"""PE/COFF (Windows x86-64) HIP fat binaries: reading, extracting and the transform.
+
+Inputs are DLLs and EXEs linked here by clang + lld-link the way the Windows toolchain
+lays them out, holding real ROCm 7 offload bundles (compressed CCOB v3, generic targets)
+from a PyPI wheel. Oracles: ``pefile`` (headers, warnings, checksum, section bytes),
+``llvm-readobj --coff-basereloc`` and a bundle decoder written from the spec.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pefile
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from kpack.archive import KernelInput, KpackArchive, write_kpack
+from kpack.errors import PeError, TransformError
+from kpack.pe import extract_pe_kernels, read_pe_fat, read_pe_kpack_ref, transform_pe
+from kpack.transform import AlreadyTransformed
+from tests.kpack.pe_fixtures import build_pe
+from tests.pypi_inputs import (
+    JAX_PLUGIN,
+    Digests,
+    fat_members,
+    independent_section_objects,
+    pypi_wheel,
+)
+
+pytestmark = pytest.mark.real
+
+SEARCH = ["../.kpack/blas_lib_@GFXARCH@.kpack"]
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
+    """Three ROCm 7 bundles (CCOB v3, generic targets), cut from the plugin's
+    ``.hip_fatbin`` sections at the total size each CCOB header declares."""
+    fat = fat_members(pypi_wheel(JAX_PLUGIN), tmp_path_factory.mktemp("jax"))
+    out = []
+    for so in fat:
+        with so.open("rb") as f:
+            section = ELFFile(f).get_section_by_name(".hip_fatbin").data()
+        pos = 0
+        while pos < len(section):
+            if section[pos] == 0:
+                pos += 1
+                continue
+            assert section[pos : pos + 4] == b"CCOB"
+            (total,) = struct.unpack_from("<Q", section, pos + 8)
+            out.append(section[pos : pos + total])
+            pos += total
+    assert len(out) >= 3
+    return out[:3]
+
+
+@pytest.fixture(scope="module", params=["dll", "exe"])
+def image(request: pytest.FixtureRequest, bundles: list[bytes],
+          tmp_path_factory: pytest.TempPathFactory) -> Path:  # fmt: skip
+    dest = tmp_path_factory.mktemp("pe") / f"libfat.{request.param}"
+    return build_pe(dest, bundles, exe=request.param == "exe")
+
+
+def _pefile_section(path: Path, name: str) -> bytes:
+    pe = pefile.PE(str(path))
+    section = next(s for s in pe.sections if s.Name.rstrip(b"\0") == name.encode())
+    return section.get_data()[: section.Misc_VirtualSize]
+
+
+def test_every_code_object_matches_an_independent_decode(image: Path) -> None:
+    kernels = extract_pe_kernels(image)
+    ours: Digests = collections.Counter(
+        (k.target, hashlib.sha256(k.read()).hexdigest()) for k in kernels
+    )
+    assert ours == independent_section_objects(_pefile_section(image, ".hip_fat"))
+    assert {k.index for k in kernels} == {0, 1, 2}
+    assert "gfx9-4-generic" in {k.target for k in kernels}
+
+
+def _readobj_relocs(path: Path) -> list[int]:
+    proc = subprocess.run(["llvm-readobj", "--coff-basereloc", str(path)],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert "warning" not in proc.stderr.lower(), proc.stderr
+    lines = proc.stdout.splitlines()
+    return [int(lines[i + 1].split(":")[1], 16) for i, line in enumerate(lines)
+            if line.strip() == "Type: DIR64"]  # fmt: skip
+
+
+def test_the_transform_keeps_the_image_valid_and_drops_the_device_code(
+    image: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / image.name
+    plan = transform_pe(image, out, kernel_name="bin/libfat.dll", search_paths=SEARCH)
+    before, after = pefile.PE(str(image)), pefile.PE(str(out))
+    assert after.get_warnings() == []
+    assert after.OPTIONAL_HEADER.CheckSum == after.generate_checksum() != 0
+    fat_before = next(s for s in before.sections if s.Name.startswith(b".hip_fat"))
+    assert out.stat().st_size == image.stat().st_size - fat_before.SizeOfRawData + 512
+    assert plan.removed_bytes == fat_before.SizeOfRawData
+    names = [s.Name.rstrip(b"\0") for s in after.sections]
+    assert names == [s.Name.rstrip(b"\0") for s in before.sections] + [b".kpackrf"]
+    sections = {s.Name.rstrip(b"\0"): s for s in after.sections}
+    fat, marker = sections[b".hip_fat"], sections[b".kpackrf"]
+    assert fat.SizeOfRawData == 0 and fat.Misc_VirtualSize == fat_before.Misc_VirtualSize
+    assert after.OPTIONAL_HEADER.SizeOfImage >= marker.VirtualAddress + marker.Misc_VirtualSize
+    # every other section keeps its bytes and its address
+    for old in before.sections:
+        name = old.Name.rstrip(b"\0")
+        if name in (b".hip_fat", b".hipFatB"):
+            continue
+        new = sections[name]
+        assert (new.VirtualAddress, new.get_data()) == (old.VirtualAddress, old.get_data())
+    # wrappers: HIPK, pointing at the marker, co_index = index; their relocations stay
+    segment = _pefile_section(out, ".hipFatB")
+    base = after.OPTIONAL_HEADER.ImageBase
+    for i in range(len(segment) // 24):
+        magic, version, pointer, reserved = struct.unpack_from("<IIQQ", segment, 24 * i)
+        assert (magic, version, pointer, reserved) == (
+            0x4B504948, 1, base + marker.VirtualAddress, i)  # fmt: skip
+    assert _readobj_relocs(out) == _readobj_relocs(image)
+    ref = read_pe_kpack_ref(out)
+    assert ref is not None and ref.kernel_name == "bin/libfat.dll"
+    assert ref.search_paths == tuple(SEARCH) and ref.co_indices == (0, 1, 2)
+    with pytest.raises(AlreadyTransformed):
+        transform_pe(out, tmp_path / "again.dll", kernel_name="x", search_paths=SEARCH)
+    assert not (tmp_path / "again.dll").exists()
+
+
+def test_archives_hold_every_code_object_byte_identical(image: Path, tmp_path: Path) -> None:
+    plan = transform_pe(image, tmp_path / image.name, kernel_name="k", search_paths=SEARCH)
+    by_target: dict[str, list[KernelInput]] = {}
+    for kernel in plan.kernels:
+        by_target.setdefault(kernel.target, []).append(
+            KernelInput(f"k#{kernel.index}", kernel.target, kernel.read())
+        )
+    archived: Digests = collections.Counter()
+    for target, items in by_target.items():
+        path = tmp_path / f"blas_lib_{target}.kpack"
+        write_kpack(path, items, group_name="blas_lib", gfx_arch_family=target)
+        with KpackArchive.open(path) as archive:
+            for key, t in archive:
+                archived[(t, hashlib.sha256(archive.read(key, t)).hexdigest())] += 1
+    assert archived == independent_section_objects(_pefile_section(image, ".hip_fat"))
+
+
+def test_kpack_cli_inspects_and_extracts_pe_files(image: Path, tmp_path: Path) -> None:
+    from kpack.cli import main
+
+    assert main(["inspect", str(image)]) == 0
+    assert main(["extract", str(image), "-o", str(tmp_path / "co")]) == 0
+    extracted = {p.name: p.read_bytes() for p in (tmp_path / "co").iterdir()}
+    digests: Digests = collections.Counter(
+        (n.split(".", 2)[2].removesuffix(".co"), hashlib.sha256(d).hexdigest())
+        for n, d in extracted.items()
+    )
+    assert digests == independent_section_objects(_pefile_section(image, ".hip_fat"))
+
+
+# --- bad input: one clear error naming the file, nothing written ----------------------
+
+
+def _refused(src: Path, tmp_path: Path, error: type[Exception], match: str) -> None:
+    dest = tmp_path / "out.dll"
+    with pytest.raises(error, match=match) as info:
+        transform_pe(src, dest, kernel_name="k", search_paths=SEARCH)
+    assert str(src) in str(info.value)
+    assert not dest.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+
+
+def test_a_32_bit_image_is_refused(bundles: list[bytes], tmp_path: Path) -> None:
+    src = build_pe(tmp_path / "x86.dll", bundles[:1], target="i686-pc-windows-msvc",
+                   machine="x86")  # fmt: skip
+    _refused(src, tmp_path, PeError, "i386")
+
+
+def test_an_arm64_image_is_refused(bundles: list[bytes], tmp_path: Path) -> None:
+    src = build_pe(tmp_path / "arm.dll", bundles[:1], target="aarch64-pc-windows-msvc",
+                   machine="arm64")  # fmt: skip
+    _refused(src, tmp_path, PeError, "ARM64 image")
+
+
+def test_device_code_without_wrappers_is_refused(bundles: list[bytes], tmp_path: Path) -> None:
+    src = build_pe(tmp_path / "nowrap.dll", bundles[:1], wrappers=False)
+    _refused(src, tmp_path, TransformError, ".hip_fat without .hipFatB")
+
+
+def _patched(image: Path, tmp_path: Path, edit: object) -> Path:
+    data = bytearray(image.read_bytes())
+    pe = pefile.PE(data=bytes(data))
+    assert callable(edit)
+    edit(data, pe)
+    out = tmp_path / "patched.dll"
+    out.write_bytes(data)
+    return out
+
+
+def test_a_wrapper_pointer_without_a_base_relocation_is_refused(
+    bundles: list[bytes], tmp_path: Path
+) -> None:
+    src = build_pe(tmp_path / "ok.dll", bundles[:2])
+
+    def drop_relocs(data: bytearray, pe: pefile.PE) -> None:
+        for block in pe.DIRECTORY_ENTRY_BASERELOC:
+            for entry in block.entries:
+                offset = entry.struct.get_file_offset()
+                struct.pack_into("<H", data, offset, entry.rva & 0xFFF)  # type ABSOLUTE
+
+    _refused(_patched(src, tmp_path, drop_relocs), tmp_path, TransformError,
+             "has no DIR64 base relocation")  # fmt: skip
+
+
+def test_overlapping_sections_are_refused(bundles: list[bytes], tmp_path: Path) -> None:
+    src = build_pe(tmp_path / "ok.dll", bundles[:1])
+
+    def overlap(data: bytearray, pe: pefile.PE) -> None:
+        second = pe.sections[1]
+        struct.pack_into("<I", data, second.get_file_offset() + 12, pe.sections[0].VirtualAddress)
+
+    _refused(_patched(src, tmp_path, overlap), tmp_path, PeError, "malformed section table")
+
+
+def test_a_truncated_section_table_is_refused(bundles: list[bytes], tmp_path: Path) -> None:
+    src = build_pe(tmp_path / "ok.dll", bundles[:1])
+
+    def many(data: bytearray, pe: pefile.PE) -> None:
+        struct.pack_into("<H", data, pe.FILE_HEADER.get_file_offset() + 2, 0x2000)
+
+    _refused(_patched(src, tmp_path, many), tmp_path, PeError, "truncated section table")
+
+
+def test_a_pointer_off_a_bundle_start_is_refused(bundles: list[bytes], tmp_path: Path) -> None:
+    src = build_pe(tmp_path / "ok.dll", bundles[:1])
+
+    def shift(data: bytearray, pe: pefile.PE) -> None:
+        segment = next(s for s in pe.sections if s.Name.startswith(b".hipFatB"))
+        at = segment.PointerToRawData + 8
+        (value,) = struct.unpack_from("<Q", data, at)
+        struct.pack_into("<Q", data, at, value + 16)
+
+    _refused(_patched(src, tmp_path, shift), tmp_path, TransformError, "not the start of a bundle")
+
+
+def test_host_only_images_have_no_device_code(tmp_path: Path) -> None:
+    src = build_pe(tmp_path / "host.dll", [])
+    assert read_pe_fat(src) is None or not read_pe_fat(src).wrappers  # type: ignore[union-attr]
+    assert shutil.which("llvm-readobj") is not None
