@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import logging
+import mmap
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,9 +27,9 @@ from pathlib import Path
 from kpack.archive import KpackArchive
 from kpack.elf import verify_elf
 from kpack.elf._read import open_reader, read_layout
-from kpack.errors import ArchiveError, ElfError, TransformError
+from kpack.errors import ArchiveError, ElfError, PeError, TransformError
 from kpack.generic_targets import generic_table
-from kpack.hipfmt import GFXARCH
+from kpack.hipfmt import GFXARCH, MARKER, PE_FATBIN, PE_MARKER
 from kpack.resolve import KpackRef, check_variant_overlays, read_kpack_ref
 
 __all__ = ["VerifyReport", "find_archives", "verify_binary"]
@@ -70,6 +71,45 @@ def find_archives(ref: KpackRef, search_root: Path | None = None) -> tuple[Path,
             if any(fnmatch.fnmatchcase(name, n) for n in names):
                 found.add(Path(dirpath) / name)
     return tuple(sorted(found))
+
+
+def _is_pe(binary: Path) -> bool:
+    from kpack.pe._image import is_pe_file  # PE support loads on use
+
+    return is_pe_file(binary)
+
+
+def _pe_wrapper_problems(binary: Path, ref: KpackRef) -> list[str]:
+    """A transformed PE image: headers valid, co_index = index, the marker in a section,
+    ``.hip_fat`` without file bytes, no base relocation into it, the checksum right."""
+    from kpack.pe import read_pe_fat
+    from kpack.pe._image import OPT_CHECKSUM, REL_BASED_DIR64, pe_checksum
+
+    problems: list[str] = []
+    if not ref.co_indices:
+        problems.append("no HIPK wrappers")
+    bad = [(i, c) for i, c in enumerate(ref.co_indices) if i != c]
+    if bad:
+        problems.append(f"wrappers whose co_index is not their index: {bad[:5]}")
+    try:
+        fat = read_pe_fat(binary)
+    except PeError as exc:
+        return [*problems, *(exc.problems or [exc.message])]
+    assert fat is not None and fat.marker is not None
+    image = fat.image
+    if fat.fatbin.raw_size:
+        problems.append(f"{PE_FATBIN} still holds {fat.fatbin.raw_size} bytes of device code")
+    with open(binary, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        for rva, kind in fat.relocations.items():
+            offset = image.rva_to_offset(rva, 8)
+            if kind == REL_BASED_DIR64 and offset is not None:
+                value = int.from_bytes(data[offset : offset + 8], "little")
+                if fat.fatbin.contains_rva(value - image.image_base):
+                    problems.append(f"base relocation at RVA {rva:#x} points into {PE_FATBIN}")
+        checksum = pe_checksum(data, image.opt_offset + OPT_CHECKSUM)
+    if image.checksum and checksum != image.checksum:
+        problems.append("CheckSum does not match the file")
+    return problems
 
 
 def _wrapper_problems(binary: Path, ref: KpackRef) -> list[str]:
@@ -149,15 +189,18 @@ def verify_binary(
     """Verify ``binary`` against ``archives`` (found from its marker when empty)."""
     problems: list[str] = []
     warnings: list[str] = []
-    try:
-        warnings += verify_elf(binary, name=str(binary))
-    except ElfError as exc:
-        problems += list(exc.problems) or [exc.message]
+    pe = _is_pe(binary)
+    if not pe:
+        try:
+            warnings += verify_elf(binary, name=str(binary))
+        except ElfError as exc:
+            problems += list(exc.problems) or [exc.message]
     ref = read_kpack_ref(binary)
     if ref is None:
-        raise TransformError("not transformed: no .rocm_kpack_ref marker", path=binary)
+        marker = PE_MARKER if pe else MARKER
+        raise TransformError(f"not transformed: no {marker} marker", path=binary)
     warnings += ref.notes
-    problems += _wrapper_problems(binary, ref)
+    problems += _pe_wrapper_problems(binary, ref) if pe else _wrapper_problems(binary, ref)
     paths = tuple(archives) or find_archives(ref, search_root)
     if not paths:
         problems.append(f"no archive found for search paths {list(ref.search_paths)}")

@@ -31,7 +31,7 @@ from kpack.hipfmt import FATBIN, HIPK, MARKER, SEGMENT, WRAPPER, parse_wrappers
 log = logging.getLogger(__name__)
 
 
-RelocationKind = Literal["rela", "relr", "none"]
+RelocationKind = Literal["rela", "relr", "none", "base"]  # base: PE base relocations
 
 
 @dataclass(frozen=True)

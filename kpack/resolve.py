@@ -20,7 +20,7 @@ from pathlib import Path
 from kpack import hipfmt
 from kpack.archive import KpackArchive
 from kpack.elf._read import open_reader, read_layout
-from kpack.errors import ElfError, UsageError
+from kpack.errors import ElfError, PeError, UsageError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH
 
@@ -65,13 +65,48 @@ class KpackRef:
         return f"{self.kernel_name}#{co_index}"
 
 
+def _is_pe(path: str | os.PathLike[str]) -> bool:
+    from kpack.pe._image import is_pe_file  # PE support loads on use
+
+    return is_pe_file(path)
+
+
+def _read_pe_ref(path: Path) -> KpackRef | None:
+    from kpack.pe import read_pe_fat, read_pe_kpack_ref  # PE support loads on use
+
+    ref = read_pe_kpack_ref(path)
+    fat = read_pe_fat(path)
+    if ref is None or fat is None or fat.marker is None:
+        hipk = [w for w in fat.wrappers if w.magic == hipfmt.HIPK] if fat is not None else []
+        if hipk:
+            raise PeError(f"{len(hipk)} HIPK wrapper(s) but no {hipfmt.PE_MARKER} section",
+                          path=path)  # fmt: skip
+        return None
+    marker_addr = fat.image.image_base + fat.marker.rva
+    if len(ref.co_indices) != len(fat.wrappers):
+        raise PeError(
+            f"{hipfmt.PE_SEGMENT}: {len(fat.wrappers) - len(ref.co_indices)} of "
+            f"{len(fat.wrappers)} wrapper(s) are not HIPK although {hipfmt.PE_MARKER} exists",
+            path=path,
+        )
+    notes = tuple(
+        f"wrapper {w.index}: pointer {w.pointer:#x} is not the marker address {marker_addr:#x}"
+        for w in fat.wrappers
+        if w.pointer != marker_addr
+    )
+    return KpackRef(path, ref.kernel_name, ref.search_paths, marker_addr, ref.co_indices, notes)
+
+
 def read_kpack_ref(path: Path) -> KpackRef | None:
     """Read the ``.rocm_kpack_ref`` marker and the HIPK wrappers of ``path``.
 
     Returns ``None`` for a file that was not transformed (no marker, no HIPK wrapper).
-    Raises :class:`ElfError` for a malformed marker or inconsistent wrappers.
+    Raises :class:`ElfError` for a malformed marker or inconsistent wrappers. A PE image
+    (Windows) is read through its ``.kpackrf`` marker and ``.hipFatB`` wrappers instead.
     """
     name = os.fspath(path)
+    if _is_pe(path):
+        return _read_pe_ref(Path(path))
     with open_reader(path) as reader:
         layout = read_layout(reader)
         marker_index = layout.section_index(MARKER_SECTION)

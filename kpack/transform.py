@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kpack import hipfmt
 from kpack._reloc import read_relocations, read_relr
@@ -48,6 +48,9 @@ from kpack.elf._format import ELF_MAGIC, ET_REL
 from kpack.elf._read import Reader, open_reader, read_ident
 from kpack.errors import BundleError, ElfError, TransformError
 from kpack.hipfmt import FATBIN, HIPK, MARKER, MAX_MARKER_SIZE, SEGMENT
+
+if TYPE_CHECKING:
+    from kpack.pe import PeTransformPlan
 
 __all__ = [
     "MAX_MARKER_SIZE",
@@ -169,6 +172,8 @@ def inspect_fat_binary(path: Path) -> FatBinaryInfo | None:
     raises :class:`TransformError`.
     """
     path = Path(path)
+    if _is_pe(path):
+        return _inspect_pe(path)
     with open_reader(path) as reader:
         if not is_elf64le(reader):
             log.debug("%s: not an ELF64 little-endian file", path)
@@ -192,6 +197,31 @@ def inspect_fat_binary(path: Path) -> FatBinaryInfo | None:
     )
 
 
+def _is_pe(path: Path) -> bool:
+    from kpack.pe._image import is_pe_file  # PE support loads on use
+
+    return is_pe_file(path)
+
+
+def _inspect_pe(path: Path) -> FatBinaryInfo | None:
+    """A PE image's fat binary, described like an ELF one (addresses are VAs)."""
+    from kpack.pe import read_pe_fat  # PE support loads on use
+
+    fat = read_pe_fat(path)
+    if fat is None:
+        return None
+    hipk = sum(w.magic == HIPK for w in fat.wrappers)
+    return FatBinaryInfo(
+        path,
+        fat.image.image_base + fat.fatbin.rva,
+        fat.fatbin.raw_offset,
+        fat.fatbin.file_bytes(),
+        len(fat.wrappers),
+        fat.marker is not None or bool(hipk),
+        "base",
+    )
+
+
 def extract_kernels(path: Path) -> list[ExtractedKernel]:
     """Every code object of ``path``, keyed by the wrapper that points at its bundle.
 
@@ -199,6 +229,10 @@ def extract_kernels(path: Path) -> list[ExtractedKernel]:
     stays mapped while a view is alive); nothing copies the section.
     """
     path = Path(path)
+    if _is_pe(path):
+        from kpack.pe import extract_pe_kernels
+
+        return extract_pe_kernels(path)
     with open_reader(path) as reader:
         fat, pointers = _scan(reader, path)
     return _extract(fat, pointers)
@@ -242,12 +276,16 @@ def plan_transform(path: Path, *, kernel_name: str, search_paths: Sequence[str])
 
 def transform_binary(
     src: Path, dest: Path, *, kernel_name: str, search_paths: Sequence[str]
-) -> TransformPlan:
+) -> TransformPlan | PeTransformPlan:
     """Plan, verify and write the transform of ``src`` to ``dest`` as a new file.
 
     ``dest`` is written to a temporary sibling and renamed into place, so a hard link
     at ``dest`` (or ``dest`` being ``src`` itself) is replaced, never written through.
     """
+    if _is_pe(Path(src)):
+        from kpack.pe import transform_pe  # a PE image: its own layout, same contract
+
+        return transform_pe(src, dest, kernel_name=kernel_name, search_paths=search_paths)
     plan = plan_transform(Path(src), kernel_name=kernel_name, search_paths=search_paths)
     plan.edit.write_to(Path(dest), replace_source=True)
     for note in plan.notes:

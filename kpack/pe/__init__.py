@@ -5,7 +5,7 @@ each ``.hipFatB`` wrapper reaches in ``.hip_fat``; :func:`transform_pe` rewrites
 to load them from ``.kpack`` archives (see :mod:`kpack.pe._transform`).
 """
 
-from kpack.pe._image import PeImage, Section, is_pe, pe_checksum, read_image
+from kpack.pe._image import PeImage, Section, is_pe, is_pe_file, pe_checksum, read_image
 from kpack.pe._transform import (
     PeFat,
     PeKpackRef,
@@ -26,6 +26,7 @@ __all__ = [
     "Section",
     "extract_pe_kernels",
     "is_pe",
+    "is_pe_file",
     "pe_checksum",
     "plan_pe_transform",
     "read_image",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import mmap
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ __all__ = [
     "PeImage",
     "Section",
     "is_pe",
+    "is_pe_file",
     "pe_checksum",
     "read_image",
 ]
@@ -63,6 +65,22 @@ _MACHINES = {0x14C: "i386 (32-bit x86)", 0xAA64: "ARM64", 0x1C4: "ARMv7", 0x8664
 def is_pe(head: bytes) -> bool:
     """True when ``head`` (the first 64 bytes or more) starts a DOS/PE image."""
     return head[:2] == MZ
+
+
+def is_pe_file(path: str | os.PathLike[str]) -> bool:
+    """True for a file with a DOS header whose ``e_lfanew`` leads to a PE signature; a
+    symlink is never followed. (An ``MZ`` file without one is a DOS program or data.)"""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        head = f.read(64)
+        if len(head) < 64 or head[:2] != MZ:
+            return False
+        (pe_offset,) = struct.unpack_from("<I", head, 0x3C)
+        f.seek(pe_offset)
+        return f.read(4) == PE_MAGIC
 
 
 @dataclass(frozen=True)

@@ -210,6 +210,7 @@ class PeTransformPlan:
     pieces: tuple[_Piece, ...]
     patches: tuple[tuple[int, bytes], ...]  # source offset -> bytes written over it
     checksum_offset: int  # in the output
+    notes: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:

@@ -67,7 +67,8 @@ def test_identify_by_leading_bytes() -> None:
     assert hipfmt.identify(b"KPAK\x01\0\0\0") == "kpack"
     assert hipfmt.identify(b"__CLANG_OFFLOAD_BUNDLE__") == "bundle"
     assert hipfmt.identify(b"CCOB\x03\0") == "bundle"
-    assert hipfmt.identify(b"MZ\x90\0") is None
+    assert hipfmt.identify(b"MZ\x90\0") == "pe"  # a DOS/PE image (Windows DLL or EXE)
+    assert hipfmt.identify(b"\0\0\0\0") is None
 
 
 def test_search_path_climbs_to_the_kpack_dir() -> None:

@@ -249,3 +249,37 @@ def test_host_only_images_have_no_device_code(tmp_path: Path) -> None:
     src = build_pe(tmp_path / "host.dll", [])
     assert read_pe_fat(src) is None or not read_pe_fat(src).wrappers  # type: ignore[union-attr]
     assert shutil.which("llvm-readobj") is not None
+
+
+# --- the splitter, verify and resolve on PE artifacts ---------------------------------
+
+
+def test_split_artifacts_verify_and_resolve_a_pe_artifact(image: Path, tmp_path: Path) -> None:
+    """A Windows-style artifact (DLL in bin/) splits like an ELF one; the host DLL verifies
+    against its archives and every wrapper resolves for a gfx942 agent (its generic target)
+    once the archives sit where the marker says."""
+    from kpack.resolve import resolve_binary
+    from kpack.split import split_artifact, verify_binary
+
+    art = tmp_path / "blas_lib_generic"
+    (art / "blas/stage/bin").mkdir(parents=True)
+    (art / "artifact_manifest.txt").write_text("blas/stage\n")
+    shutil.copy2(image, art / "blas/stage/bin/rocblas.dll")
+    out = tmp_path / "out"
+    split_artifact(art, out, prefix="blas_lib")
+    outputs = sorted(p.name for p in out.iterdir())
+    assert "blas_lib_gfx9-4-generic" in outputs and "blas_lib_gfx90a" in outputs
+    dll = out / "blas_lib_generic/blas/stage/bin/rocblas.dll"
+    assert pefile.PE(str(dll)).get_warnings() == []
+    report = verify_binary(dll, search_root=out)
+    assert report.kernels_checked == len(extract_pe_kernels(image))
+    # install: the archives next to the host binaries, as the device wheels lay them out
+    stage = out / "blas_lib_generic/blas/stage"
+    for archive in out.rglob("*.kpack"):
+        if archive.is_file() and "blas_lib_generic" not in archive.parts:
+            (stage / ".kpack").mkdir(exist_ok=True)
+            shutil.copy2(archive, stage / ".kpack" / archive.name)
+    resolved = resolve_binary(dll, ["gfx942:sramecc+:xnack-"], env={})
+    assert not resolved.missing and {lk.target for lk in resolved.lookups} == {"gfx9-4-generic"}
+    assert resolve_binary(dll, ["gfx1201"], env={}).missing == ()  # gfx12-generic
+    assert resolve_binary(dll, ["gfx1101"], env={}, with_generic=False).missing
