@@ -15,6 +15,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from kpack.errors import PeError
 
@@ -31,14 +32,25 @@ __all__ = [
     "DebugEntry",
     "PeImage",
     "Section",
+    "Sliceable",
     "is_pe",
     "is_pe_file",
     "pe_checksum",
     "read_image",
 ]
 
+
+class Sliceable(Protocol):
+    """What the readers need of a file's bytes: its length and slices of it. A read-only
+    ``mmap``, ``bytes``, or a planned output that does not exist on disk yet."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: slice, /) -> bytes: ...
+
+
 #: What the readers accept: the whole file's bytes, typically a read-only ``mmap``.
-Buffer = bytes | bytearray | memoryview | mmap.mmap
+Buffer = bytes | bytearray | mmap.mmap | Sliceable
 
 MZ = b"MZ"
 PE_MAGIC = b"PE\0\0"
@@ -174,7 +186,7 @@ def _u(data: Buffer, fmt: str, offset: int, what: str, path: Path) -> tuple[int,
         raise PeError(
             f"truncated: {what} at {offset:#x} extends past the end of the file", path=path
         )
-    return struct.unpack_from(fmt, data, offset)
+    return struct.unpack(fmt, bytes(data[offset : offset + size]))
 
 
 def read_image(data: Buffer, path: Path) -> PeImage:
@@ -231,8 +243,8 @@ def read_image(data: Buffer, path: Path) -> PeImage:
 
 
 def _section(data: Buffer, index: int, offset: int, path: Path) -> Section:
-    raw_name, vsize, rva, raw_size, raw_ptr, _rel, _lines, _nrel, _nlines, chars = (
-        SECTION.unpack_from(data, offset)
+    raw_name, vsize, rva, raw_size, raw_ptr, _rel, _lines, _nrel, _nlines, chars = SECTION.unpack(
+        bytes(data[offset : offset + SECTION.size])
     )
     name = raw_name.rstrip(b"\0").decode("latin-1")
     return Section(index, name, vsize, rva, raw_size, raw_ptr if raw_size else 0, chars, offset)
@@ -273,10 +285,10 @@ def base_relocations(image: PeImage, data: Buffer) -> dict[int, int]:
     out: dict[int, int] = {}
     pos, end = offset, offset + size
     while pos + 8 <= end:
-        page, block = struct.unpack_from("<II", data, pos)
+        page, block = struct.unpack("<II", bytes(data[pos : pos + 8]))
         if block < 8 or pos + block > end or block % 2:
             raise PeError(f"base relocation block at {pos:#x} has size {block}", path=image.path)
-        for (entry,) in struct.iter_unpack("<H", data[pos + 8 : pos + block]):
+        for (entry,) in struct.iter_unpack("<H", bytes(data[pos + 8 : pos + block])):
             kind, where = entry >> 12, entry & 0xFFF
             if kind != REL_BASED_ABSOLUTE:
                 out[page + where] = kind
@@ -293,7 +305,7 @@ def debug_entries(image: PeImage, data: Buffer) -> Iterator[DebugEntry]:
     if offset is None or size % DEBUG_ENTRY.size:
         raise PeError(f"debug directory {rva:#x}+{size:#x} is malformed", path=image.path)
     for pos in range(offset, offset + size, DEBUG_ENTRY.size):
-        fields = DEBUG_ENTRY.unpack_from(data, pos)
+        fields = DEBUG_ENTRY.unpack(bytes(data[pos : pos + DEBUG_ENTRY.size]))
         yield DebugEntry(pos, fields[5], fields[6], fields[7])
 
 
@@ -328,11 +340,10 @@ class Checksum:
 
 def pe_checksum(data: Buffer, checksum_offset: int) -> int:
     """The checksum of a whole image held in ``data`` (its CheckSum field read as zero)."""
-    view = memoryview(data)
     total = Checksum()
     chunk = 1 << 20
-    for start in range(0, len(view), chunk):
-        part = bytearray(view[start : start + chunk])
+    for start in range(0, len(data), chunk):
+        part = bytearray(data[start : start + chunk])
         for at in range(checksum_offset, checksum_offset + 4):
             if start <= at < start + len(part):
                 part[at - start] = 0

@@ -29,7 +29,7 @@ import os
 import struct
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kpack import hipfmt
@@ -40,6 +40,7 @@ from kpack.pe._image import (
     OPT_CHECKSUM,
     REL_BASED_DIR64,
     SECTION,
+    Buffer,
     Checksum,
     DebugEntry,
     PeImage,
@@ -106,18 +107,22 @@ def _mapped(path: Path) -> Iterator[mmap.mmap]:
         mapped.close()
 
 
-def _section_bytes(image: PeImage, data: mmap.mmap, section: Section) -> bytes:
+def _section_bytes(image: PeImage, data: Buffer, section: Section) -> bytes:
     size = section.virtual_size or section.raw_size
     if section.file_bytes() < size:
         raise PeError(
             f"{section.name}: {size} bytes but only {section.file_bytes()} in the file",
             path=image.path,
         )
-    return data[section.raw_offset : section.raw_offset + size]
+    return bytes(data[section.raw_offset : section.raw_offset + size])
 
 
 def _read(path: Path, data: mmap.mmap) -> PeFat | None:
-    image = read_image(data, path)
+    return _fat_of(read_image(data, path), data)
+
+
+def _fat_of(image: PeImage, data: Buffer) -> PeFat | None:
+    path = image.path
     fatbin = image.section(PE_FATBIN)
     if fatbin is None:
         return None
@@ -209,12 +214,60 @@ class PeTransformPlan:
     marker_rva: int
     pieces: tuple[_Piece, ...]
     patches: tuple[tuple[int, bytes], ...]  # source offset -> bytes written over it
-    checksum_offset: int  # in the output
+    checksum_offset: int  # in the output (the header does not move)
+    checksum: int | None = None  # set once the planned output is verified
     notes: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
         return sum(p.end - p.start if p.data is None else len(p.data) for p in self.pieces)
+
+    def iter_chunks(self) -> Iterator[bytes]:
+        """The transformed image, streamed from the mapped source (at most 1 MiB at a
+        time). Only a verified plan (one from :func:`plan_pe_transform`) can be streamed."""
+        if self.checksum is None:
+            raise TransformError("the plan was not verified", path=self.source)
+        final = (self.checksum_offset, struct.pack("<I", self.checksum))
+        with _mapped(self.source) as data:
+            yield from _chunks(self, data, (*self.patches, final))
+
+
+class _Output:
+    """The planned output, readable by offset without being written: source ranges with
+    patches applied, and the new bytes."""
+
+    def __init__(self, plan: PeTransformPlan, data: mmap.mmap, checksum: bytes) -> None:
+        self._data = data
+        self._patches = (*plan.patches, (plan.checksum_offset, checksum))
+        self._pieces: list[tuple[int, _Piece]] = []
+        at = 0
+        for piece in plan.pieces:
+            self._pieces.append((at, piece))
+            at += piece.end - piece.start if piece.data is None else len(piece.data)
+        self._size = at
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index: slice, /) -> bytes:
+        start, stop, _ = index.indices(self._size)
+        out = bytearray()
+        for at, piece in self._pieces:
+            length = piece.end - piece.start if piece.data is None else len(piece.data)
+            lo, hi = max(start, at), min(stop, at + length)
+            if lo >= hi:
+                continue
+            if piece.data is not None:
+                out += piece.data[lo - at : hi - at]
+                continue
+            src = piece.start + lo - at
+            chunk = bytearray(self._data[src : src + hi - lo])
+            for offset, value in self._patches:
+                if offset < src + len(chunk) and offset + len(value) > src:
+                    a, b = max(offset, src), min(offset + len(value), src + len(chunk))
+                    chunk[a - src : b - src] = value[a - offset : b - offset]
+            out += chunk
+        return bytes(out)
 
 
 def _align(value: int, alignment: int) -> int:
@@ -237,7 +290,14 @@ def plan_pe_transform(
         path, fat.fatbin.raw_offset, fat.fatbin.file_bytes(), PE_FATBIN
     )
     kernels = kernels_of_wrappers(path, PE_FATBIN, section, name, bundles, targets)
-    return _plan(fat, debug, marker, kernel_name, tuple(search_paths), tuple(kernels))
+    plan = _plan(fat, debug, marker, kernel_name, tuple(search_paths), tuple(kernels))
+    with _mapped(path) as data:
+        total = Checksum()
+        for chunk in _chunks(plan, data, (*plan.patches, (plan.checksum_offset, b"\0" * 4))):
+            total.update(chunk)
+        checksum = total.value()
+        _verify(_Output(plan, data, struct.pack("<I", checksum)), plan)
+    return replace(plan, checksum=checksum)
 
 
 def _plan(
@@ -379,22 +439,15 @@ def _chunks(
 
 
 def write_pe_transform(plan: PeTransformPlan, dest: Path) -> None:
-    """Write ``plan`` to ``dest`` as a new file, streamed twice from the mapped source
-    (once for the checksum, once to write), through a temporary sibling that is re-read
-    and checked, then renamed into place (never written through an existing file)."""
+    """Stream a verified ``plan`` into ``dest`` as a new file: written to a temporary
+    sibling and renamed into place, never written through an existing file."""
     dest = Path(dest)
-    zero = (plan.checksum_offset, b"\0\0\0\0")
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     try:
-        with _mapped(plan.source) as data, os.fdopen(fd, "wb") as out:
-            total = Checksum()
-            for chunk in _chunks(plan, data, (*plan.patches, zero)):
-                total.update(chunk)
-            final = (plan.checksum_offset, struct.pack("<I", total.value()))
-            for chunk in _chunks(plan, data, (*plan.patches, final)):
+        with os.fdopen(fd, "wb") as out:
+            for chunk in plan.iter_chunks():
                 out.write(chunk)
         os.chmod(tmp, plan.source.stat().st_mode & 0o7777)
-        _verify(Path(tmp), plan)
         os.replace(tmp, dest)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -402,42 +455,44 @@ def write_pe_transform(plan: PeTransformPlan, dest: Path) -> None:
         raise
 
 
-def _verify(path: Path, plan: PeTransformPlan) -> None:
-    """Re-read the written image: headers valid, every wrapper HIPK pointing at the
-    marker, the marker decodes to what was planned, ``.hip_fat`` without raw data, no
-    base relocation into it, the checksum right."""
+def _verify(output: _Output, plan: PeTransformPlan) -> None:
+    """Read the planned output back before anything is written: headers valid, every
+    wrapper HIPK pointing at the marker, the marker decodes to what was planned,
+    ``.hip_fat`` without file bytes, no base relocation into it, the checksum right."""
+    path = plan.source
     problems: list[str] = []
-    with _mapped(path) as data:
-        try:
-            fat = _read(path, data)
-        except PeError as exc:
-            raise TransformError(
-                f"the written image does not read back: {exc.message}", path=plan.source
-            ) from exc
-        assert fat is not None and fat.marker is not None and fat.segment is not None
-        image = fat.image
-        if fat.fatbin.raw_size:
-            problems.append(f"{PE_FATBIN} still has {fat.fatbin.raw_size} raw bytes")
-        for wrapper in fat.wrappers:
-            if (wrapper.magic, wrapper.pointer, wrapper.co_index) != (
-                HIPK, image.image_base + fat.marker.rva, wrapper.index
-            ):  # fmt: skip
-                problems.append(f"wrapper {wrapper.index} is not redirected: {wrapper}")
-        kernel_name, paths = hipfmt.decode_marker(
-            _section_bytes(image, data, fat.marker), error=TransformError, path=path
-        )
-        if (kernel_name, paths) != (plan.kernel_name, plan.search_paths):
-            problems.append("the marker does not decode to the planned content")
-        for rva, kind in fat.relocations.items():
-            offset = image.rva_to_offset(rva, 8)
-            if kind == REL_BASED_DIR64 and offset is not None:
-                (value,) = struct.unpack_from("<Q", data, offset)
-                if fat.fatbin.contains_rva(value - image.image_base):
-                    problems.append(f"base relocation at RVA {rva:#x} still points into it")
-        if pe_checksum(data, image.opt_offset + OPT_CHECKSUM) != image.checksum:
-            problems.append("CheckSum does not match the written bytes")
+    try:
+        image = read_image(output, path)
+        fat = _fat_of(image, output)
+    except PeError as exc:
+        raise TransformError(
+            f"the planned image does not read back: {exc.message}", path=path,
+            problems=exc.problems,
+        ) from exc  # fmt: skip
+    if fat is None or fat.marker is None or fat.segment is None:
+        raise TransformError("the planned image lacks its marker or wrappers", path=path)
+    if fat.fatbin.raw_size:
+        problems.append(f"{PE_FATBIN} still has {fat.fatbin.raw_size} raw bytes")
+    for wrapper in fat.wrappers:
+        if (wrapper.magic, wrapper.pointer, wrapper.co_index) != (
+            HIPK, image.image_base + fat.marker.rva, wrapper.index
+        ):  # fmt: skip
+            problems.append(f"wrapper {wrapper.index} is not redirected: {wrapper}")
+    decoded = hipfmt.decode_marker(
+        _section_bytes(image, output, fat.marker), error=TransformError, path=path
+    )
+    if decoded != (plan.kernel_name, plan.search_paths):
+        problems.append("the marker does not decode to the planned content")
+    for rva, kind in fat.relocations.items():
+        offset = image.rva_to_offset(rva, 8)
+        if kind == REL_BASED_DIR64 and offset is not None:
+            (value,) = struct.unpack("<Q", output[offset : offset + 8])
+            if fat.fatbin.contains_rva(value - image.image_base):
+                problems.append(f"base relocation at RVA {rva:#x} still points into it")
+    if pe_checksum(output, image.opt_offset + OPT_CHECKSUM) != image.checksum:
+        problems.append("CheckSum does not match the planned bytes")
     if problems:
-        raise TransformError("the transformed image fails its check", path=plan.source,
+        raise TransformError("the transformed image fails its check", path=path,
                              problems=problems)  # fmt: skip
 
 

@@ -283,3 +283,30 @@ def test_split_artifacts_verify_and_resolve_a_pe_artifact(image: Path, tmp_path:
     assert not resolved.missing and {lk.target for lk in resolved.lookups} == {"gfx9-4-generic"}
     assert resolve_binary(dll, ["gfx1201"], env={}).missing == ()  # gfx12-generic
     assert resolve_binary(dll, ["gfx1101"], env={}, with_generic=False).missing
+
+
+def test_a_planned_image_that_fails_its_check_is_never_written(
+    image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The planned output is read back before anything is written: a plan that forgets
+    to redirect the wrappers is refused."""
+    import dataclasses
+
+    import kpack.pe._transform as pe_transform
+
+    real = pe_transform._plan
+
+    def forgetful(*args: object, **kwargs: object) -> pe_transform.PeTransformPlan:
+        plan = real(*args, **kwargs)  # type: ignore[arg-type]
+        fat = pe_transform.read_pe_fat(plan.source)
+        assert fat is not None and fat.segment is not None
+        lo, hi = fat.segment.raw_offset, fat.segment.raw_offset + fat.segment.raw_size
+        kept = tuple(p for p in plan.patches if not lo <= p[0] < hi)
+        return dataclasses.replace(plan, patches=kept)
+
+    monkeypatch.setattr(pe_transform, "_plan", forgetful)
+    dest = tmp_path / "out.dll"
+    with pytest.raises(TransformError, match="fails its check") as info:
+        transform_pe(image, dest, kernel_name="k", search_paths=SEARCH)
+    assert "is not redirected" in str(info.value)
+    assert list(tmp_path.iterdir()) == []
