@@ -63,9 +63,15 @@ def _package_entry(spec: PackageSpec) -> dict[str, Any]:
     }
 
 
-def _built_scripts(runtime: Sequence[RuntimePackage]) -> list[ConsoleScript]:
+def _built_scripts(runtime: Sequence[RuntimePackage], *, windows: bool) -> list[ConsoleScript]:
+    """The console scripts whose executable ships: ``<relpath>``, or ``<relpath>.exe`` in a
+    Windows package set (the trampoline adds the suffix on Windows, as TheRock's does)."""
+    suffix = ".exe" if windows else ""
     scripts = [
-        s for pkg in runtime for s in pkg.spec.console_scripts if s.relpath in pkg.layout.files
+        s
+        for pkg in runtime
+        for s in pkg.spec.console_scripts
+        if s.relpath + suffix in pkg.layout.files
     ]
     return sorted(dict.fromkeys(scripts), key=lambda s: s.name)
 
@@ -136,7 +142,7 @@ def _context(
         devel = [s for s in manifests.for_mode(kpack).values() if s.kind is PackageKind.DEVEL]
         specs = [*{p.spec.logical: p.spec for p in runtime}.values(), *devel]
     entries = [_package_entry(s) for s in specs]
-    scripts = _built_scripts(runtime)
+    scripts = _built_scripts(runtime, windows=options.windows)
     table = generic_table()
     if kpack:
         linux = _with_generics(list(options.linux_targets) or list(families), families)
@@ -153,7 +159,7 @@ def _context(
         linux_target_families=tuple(sorted(linux)),
         windows_target_families=tuple(sorted(windows)),
         packages=tuple(sorted([*entries, META], key=lambda e: str(e["logical_name"]))),
-        libraries=tuple(library_registry(manifests, runtime)),
+        libraries=tuple(library_registry(manifests, runtime, windows=options.windows)),
         scripts=tuple(scripts),
         generic_targets=table.members,
     )

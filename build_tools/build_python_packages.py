@@ -254,6 +254,10 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
     if options.targets and not catalog.kpack_split:
         raise UsageError("--targets applies to kpack-split trees only", path=catalog.manifest_path)
     split = None
+    if options.windows:
+        from build_tools.guards import check_no_symlinks
+
+        check_no_symlinks(catalog)
     if catalog.kpack_split:
         catalog, split = _plan_kpack(catalog, manifests, options, say)
     say("planning")
@@ -298,14 +302,16 @@ def _plan_and_apply(
 ) -> int:
     from build_tools.assemble import plan_build
     from build_tools.build import apply_plan
-    from build_tools.guards import check_required_packages
+    from build_tools.guards import check_required_packages, check_windows_names
 
     plan = plan_build(catalog, manifests, options, split)
     if catalog.kpack_split:
         check_required_packages(catalog, options, plan.packages)
+    if options.windows:
+        check_windows_names(plan.packages)
     edits = sum(1 for p in plan.packages for f in p.payload if f.edit is not None)
     progress.phase(
-        f"planned {len(plan.packages)} packages, {edits} ELF edits, "
+        f"planned {len(plan.packages)} packages, {edits} binary edits, "
         f"{_size(sum(p.input_bytes for p in plan.packages))} of input"
     )
     for notice in plan.notices if not args.quiet else ():

@@ -8,11 +8,23 @@ from kpack.artifact_names import base_target
 from kpack.errors import ArtifactError, PackagingError
 from kpack.generic_targets import generic_table
 
-from .artifacts import Catalog
+from .artifacts import Catalog, EntryKind
 from .options import BuildOptions
 from .plan import PackagePlan, PlanKind, device_targets
 
-__all__ = ["check_required_packages", "check_targets_present"]
+__all__ = [
+    "check_no_symlinks",
+    "check_required_packages",
+    "check_targets_present",
+    "check_windows_names",
+]
+
+#: Characters Windows file systems reject in a name (``:`` would open an NTFS stream).
+_WINDOWS_BAD = frozenset('<>:"|?*\\') | frozenset(chr(c) for c in range(32))
+_WINDOWS_RESERVED = frozenset(
+    ["CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
+     *(f"LPT{i}" for i in range(1, 10))]
+)  # fmt: skip
 
 
 def check_targets_present(catalog: Catalog, options: BuildOptions) -> None:
@@ -56,4 +68,47 @@ def check_required_packages(
         raise PackagingError(
             f"kpack-split build would lack required packages: {', '.join(missing)}",
             path=catalog.root,
+        )
+
+
+def check_windows_names(plans: Sequence[PackagePlan]) -> None:
+    """In a Windows package set, every member name must be creatable on Windows.
+
+    A ``.kpack`` archive for a feature-qualified target (``blas_lib_gfx90a:xnack+.kpack``)
+    cannot be: the ``:`` opens an NTFS alternate data stream. Neither TheRock nor
+    rocm-kpack defines a Windows spelling for such names (rocm-kpack's Windows runtime
+    lookup is not implemented), so the build stops instead of shipping a file that would
+    install wrong.
+    """
+    problems = []
+    for plan in plans:
+        for file in plan.payload:
+            for part in file.arcname.split("/"):
+                bad = sorted(set(part) & _WINDOWS_BAD)
+                stem = part.split(".", 1)[0].upper()
+                if bad or stem in _WINDOWS_RESERVED or part.endswith((".", " ")):
+                    what = f"characters {''.join(bad)!r}" if bad else "a reserved or dotted name"
+                    problems.append(f"{plan.dist_name}: {file.arcname} ({what})")
+                    break
+    if problems:
+        raise PackagingError(
+            "a Windows package set holds names Windows file systems reject",
+            problems=problems,
+        )
+
+
+def check_no_symlinks(catalog: Catalog) -> None:
+    """A Windows artifact tree has no symlinks (TheRock's Windows build makes none, and
+    neither wheels nor an unprivileged Windows user can create them): each one is named."""
+    links = [
+        f"{e.source} -> {e.link}"
+        for a in catalog.artifacts
+        for e in a.entries
+        if e.kind is EntryKind.SYMLINK
+    ]
+    if links:
+        raise ArtifactError(
+            "symlinks in a Windows artifact tree (a Windows package set cannot hold them)",
+            path=catalog.root,
+            problems=links,
         )

@@ -30,12 +30,11 @@ from kpack._split_work import ArchiveJob, KernelEntry, spool_kernels, write_arch
 from kpack.archive import Scheme
 from kpack.artifact_names import ArtifactId, is_isa_target
 from kpack.databases import load_handlers
-from kpack.elf import scan_elf
 from kpack.errors import ArtifactError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH, search_path
 from kpack.resolve import read_kpack_ref
-from kpack.transform import plan_transform
+from kpack.transform import inspect_fat_binary, plan_host_transform
 
 from .artifacts import Artifact, Catalog, Entry, EntryKind
 from .planned import PlannedArchive, PlannedKernel, TransformedBinary
@@ -137,7 +136,9 @@ def _plan_one(artifact: Artifact, options: SplitOptions) -> FatSplit | None:
     kernels: dict[str, list[PlannedKernel]] = {}
     for fat in plan.fat:
         search = search_path(fat.depth, prefix)
-        transform = plan_transform(fat.source, kernel_name=fat.kernel_name, search_paths=[search])
+        transform = plan_host_transform(
+            fat.source, kernel_name=fat.kernel_name, search_paths=[search]
+        )
         content = TransformedBinary(transform)
         transformed.append((fat, content))
         entries.append(_entry(generic, fat, size=content.size, planned=content))
@@ -359,8 +360,8 @@ def check_archive_references(catalog: Catalog, names: Sequence[str]) -> None:
         for entry in artifact.entries:
             if entry.kind is not EntryKind.FILE or entry.planned is not None:
                 continue  # a planned transform references its planned archives
-            info = scan_elf(entry.source)
-            if info is None or not info.has_hip_fatbin:
+            info = inspect_fat_binary(entry.source)  # ELF or PE
+            if info is None or not info.already_transformed:
                 continue
             ref = read_kpack_ref(entry.source)
             if ref is None:

@@ -37,6 +37,12 @@ class BuildOptions:
     def wheel_tag(self) -> str:
         return f"py3-none-{self.platform_tag}"
 
+    @property
+    def windows(self) -> bool:
+        """A Windows package set (``win_amd64``): executables are ``<relpath>.exe``, DLLs
+        sit in ``bin/``, nothing is RPATH-edited."""
+        return self.platform_tag.startswith("win")
+
 
 def canonical_version(text: str) -> str:
     """PEP 440 check; the canonical form is used everywhere (metadata, pins, names)."""

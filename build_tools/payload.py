@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
+from kpack.pe import PeTransformPlan
 
 __all__ = ["PayloadFile", "TarEntry", "TarKind"]
 
@@ -27,7 +28,7 @@ class PayloadFile:
     size: int
     executable: bool = False
     source: Path | None = None
-    edit: ElfEdit | None = None
+    edit: ElfEdit | PeTransformPlan | None = None  # streamed: an ELF edit, a PE transform
     data: bytes | None = None
     archive: str | None = None  # key of a planned .kpack archive
 
@@ -36,7 +37,9 @@ class PayloadFile:
         return cls(arcname, source.stat().st_size, executable, source=source)
 
     @classmethod
-    def edited(cls, arcname: str, edit: ElfEdit, *, executable: bool) -> PayloadFile:
+    def edited(
+        cls, arcname: str, edit: ElfEdit | PeTransformPlan, *, executable: bool
+    ) -> PayloadFile:
         return cls(arcname, edit.size, executable, edit=edit)
 
     @classmethod

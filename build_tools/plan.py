@@ -18,6 +18,7 @@ from pathlib import Path
 from kpack.artifact_names import base_target
 from kpack.elf import ElfEdit, ElfInfo, FileKind, check_rpath_edit, plan_rpath_edit
 from kpack.errors import ArtifactError, ManifestError, PackagingError
+from kpack.pe import PeTransformPlan
 
 from .artifacts import Artifact, Catalog, Entry, EntryKind
 from .elfscan import scan_files
@@ -210,16 +211,18 @@ def _plan_elf(
     return PayloadFile.edited(arcname, edit, executable=executable)
 
 
-def _unedited(arcname: str, source: Path | ElfEdit, executable: bool) -> PayloadFile:
-    if isinstance(source, ElfEdit):
-        return PayloadFile.edited(arcname, source, executable=executable)
-    return PayloadFile.copy(arcname, source, executable=executable)
+def _unedited(
+    arcname: str, source: Path | ElfEdit | PeTransformPlan, executable: bool
+) -> PayloadFile:
+    if isinstance(source, Path):
+        return PayloadFile.copy(arcname, source, executable=executable)
+    return PayloadFile.edited(arcname, source, executable=executable)
 
 
-def _content(source: Path, planned: PlannedContent | None) -> Path | ElfEdit:
+def _content(source: Path, planned: PlannedContent | None) -> Path | ElfEdit | PeTransformPlan:
     """What ships for a file: the input, or the planned transform of it."""
     if isinstance(planned, TransformedBinary):
-        return planned.transform.edit
+        return planned.content
     return source
 
 
@@ -274,6 +277,8 @@ def runtime_payload(
                 declared=declared,
                 search=search_files,
             )
+            if isinstance(content, PeTransformPlan):
+                raise PackagingError("a PE transform cannot take an RPATH edit", path=arcname)
             out.append(_plan_elf(arcname, content, rpath, laid.executable))
         else:
             out.append(_unedited(arcname, content, laid.executable))
@@ -348,7 +353,10 @@ def devel_members(
                     declared=(),
                     search=(devel_files,),
                 )
-                file = _plan_elf(arcname, _content(entry.source, entry.planned), rpath, executable)
+                content = _content(entry.source, entry.planned)
+                if isinstance(content, PeTransformPlan):
+                    raise PackagingError("a PE transform cannot take an RPATH edit", path=arcname)
+                file = _plan_elf(arcname, content, rpath, executable)
             elif isinstance(entry.planned, PlannedArchive):
                 file = PayloadFile.planned_archive(
                     arcname, entry.planned.key, size=entry.planned.original_bytes
@@ -446,21 +454,31 @@ def plan_runtime(
     return shared + per_family, notices
 
 
-def _named_for(shortname: str, basename: str) -> bool:
+def _named_for(shortname: str, basename: str, *, windows: bool = False) -> bool:
     """``libhipdnn_backend.so.1`` is named for ``hipdnn``; ``libhipblaslt.so`` is not named
-    for ``hipblas``, nor ``librocprofiler-sdk-roctx.so`` for ``rocprofiler-sdk``."""
-    stem = f"lib{shortname}"
-    return basename.startswith(stem) and basename[len(stem) : len(stem) + 1] in (".", "_")
+    for ``hipblas``, nor ``librocprofiler-sdk-roctx.so`` for ``rocprofiler-sdk``. On
+    Windows DLLs have no ``lib`` prefix: ``hipdnn_backend.dll``, ``amdhip64_7.dll``."""
+    stem = shortname if windows else f"lib{shortname}"
+    if not windows:
+        return basename.startswith(stem) and basename[len(stem) : len(stem) + 1] in (".", "_")
+    name = basename.lower()
+    return (
+        name.endswith(".dll")
+        and name.startswith(stem.lower())
+        and name[len(stem) : len(stem) + 1] in (".", "_")
+    )
 
 
 def library_registry(
-    manifests: Manifests, runtime: Sequence[RuntimePackage]
+    manifests: Manifests, runtime: Sequence[RuntimePackage], *, windows: bool = False
 ) -> list[dict[str, object]]:
     """Every registry entry (for ``_dist_info``), as TheRock's registry has them all.
 
     An entry whose pattern matches no file this build ships, although a library named for
     its short name ships (``libhipdnn_backend.so.1`` for ``hipdnn``), is a build error: at
-    run time ``find_libraries`` would fail to find a library that is there.
+    run time ``find_libraries`` would fail to find a library that is there. A Windows
+    package set is checked the way ``find_libraries`` looks there: ``bin/`` with the DLL
+    pattern (an entry without one is not looked up on Windows).
     """
     out: list[dict[str, object]] = []
     problems: list[str] = []
@@ -471,15 +489,20 @@ def library_registry(
             if pkg.spec.logical == lib.package
             for relpath in [*pkg.layout.files, *pkg.layout.aliases]
         ]
-        present = any(
-            posixpath.dirname(relpath) == lib.posix_relpath
-            and fnmatch.fnmatchcase(posixpath.basename(relpath), lib.so_pattern)
+        directory, pattern = (
+            ("bin", lib.dll_pattern) if windows else (lib.posix_relpath, lib.so_pattern)
+        )
+        present = pattern is not None and any(
+            posixpath.dirname(relpath) == directory
+            and fnmatch.fnmatchcase(posixpath.basename(relpath), pattern)
             for relpath in files
         )
-        named = sorted(r for r in files if _named_for(lib.shortname, posixpath.basename(r)))
-        if not present and named:
+        named = sorted(
+            r for r in files if _named_for(lib.shortname, posixpath.basename(r), windows=windows)
+        )
+        if not present and named and pattern is not None:
             problems.append(
-                f"{lib.shortname}: pattern {lib.posix_relpath}/{lib.so_pattern} matches no "
+                f"{lib.shortname}: pattern {directory}/{pattern} matches no "
                 f"file of the {lib.package} package, but {', '.join(named)} ships"
             )
         out.append(

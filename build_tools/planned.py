@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kpack.elf import ElfEdit
+from kpack.pe import PeTransformPlan
 from kpack.transform import ExtractedKernel, TransformPlan
 
 __all__ = ["PlannedArchive", "PlannedContent", "PlannedKernel", "TransformedBinary"]
@@ -17,13 +19,21 @@ __all__ = ["PlannedArchive", "PlannedContent", "PlannedKernel", "TransformedBina
 
 @dataclass(frozen=True)
 class TransformedBinary:
-    """A host binary whose device code moves out: ship ``transform.edit``'s result."""
+    """A host binary whose device code moves out: ship ``transform.edit``'s result (an ELF
+    file) or the verified PE transform's bytes (a Windows DLL or EXE)."""
 
-    transform: TransformPlan = field(repr=False)
+    transform: TransformPlan | PeTransformPlan = field(repr=False)
+
+    @property
+    def content(self) -> ElfEdit | PeTransformPlan:
+        """What streams the transformed bytes."""
+        if isinstance(self.transform, PeTransformPlan):
+            return self.transform
+        return self.transform.edit
 
     @property
     def size(self) -> int:
-        return self.transform.edit.size
+        return self.content.size
 
 
 @dataclass(frozen=True)

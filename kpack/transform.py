@@ -63,6 +63,7 @@ __all__ = [
     "index_section",
     "inspect_fat_binary",
     "kernels_of_wrappers",
+    "plan_host_transform",
     "plan_transform",
     "stream_kernels",
     "transform_binary",
@@ -272,6 +273,17 @@ def plan_transform(path: Path, *, kernel_name: str, search_paths: Sequence[str])
         tuple(kernels),
         laid.notes,
     )
+
+
+def plan_host_transform(
+    path: Path, *, kernel_name: str, search_paths: Sequence[str]
+) -> TransformPlan | PeTransformPlan:
+    """:func:`plan_transform` for an ELF file, the PE transform for a Windows image."""
+    if _is_pe(Path(path)):
+        from kpack.pe import plan_pe_transform
+
+        return plan_pe_transform(Path(path), kernel_name=kernel_name, search_paths=search_paths)
+    return plan_transform(Path(path), kernel_name=kernel_name, search_paths=search_paths)
 
 
 def transform_binary(

@@ -33,6 +33,7 @@ __all__ = [
     "independent_code_objects",
     "independent_section_objects",
     "pypi_wheel",
+    "rocm7_bundles",
 ]
 
 
@@ -170,3 +171,26 @@ def fat_members(wheel: Path, dest: Path) -> list[Path]:
             if ELFFile(f).get_section_by_name(".hip_fatbin") is not None:
                 found.append(path)
     return found
+
+
+def rocm7_bundles(dest: Path, count: int = 3) -> list[bytes]:
+    """``count`` real ROCm 7 offload bundles (CCOB v3, generic targets), cut from the
+    ``.hip_fatbin`` sections of the jax-rocm7-plugin wheel's libraries at the total size
+    each CCOB header declares; ``dest`` receives the extracted wheel."""
+    out: list[bytes] = []
+    for so in fat_members(pypi_wheel(JAX_PLUGIN), dest):
+        with so.open("rb") as f:
+            section = ELFFile(f).get_section_by_name(".hip_fatbin").data()
+        pos = 0
+        while pos < len(section):
+            if section[pos] == 0:
+                pos += 1
+                continue
+            if section[pos : pos + 4] != b"CCOB":
+                raise AssertionError(f"{so}: expected a CCOB bundle at {pos:#x}")
+            (total,) = struct.unpack_from("<Q", section, pos + 8)
+            out.append(section[pos : pos + total])
+            pos += total
+    if len(out) < count:
+        raise AssertionError(f"only {len(out)} bundles in {JAX_PLUGIN.filename}")
+    return out[:count]

@@ -24,6 +24,7 @@ header. The output is written to a temporary sibling, re-read and checked, then 
 from __future__ import annotations
 
 import contextlib
+import io
 import mmap
 import os
 import struct
@@ -31,6 +32,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from kpack import hipfmt
 from kpack.errors import PeError, TransformError
@@ -230,6 +232,36 @@ class PeTransformPlan:
         final = (self.checksum_offset, struct.pack("<I", self.checksum))
         with _mapped(self.source) as data:
             yield from _chunks(self, data, (*self.patches, final))
+
+    def open(self) -> BinaryIO:
+        """A read-only stream of :meth:`iter_chunks` (close it when done)."""
+        return io.BufferedReader(_ChunkReader(self.iter_chunks()))
+
+
+class _ChunkReader(io.RawIOBase):
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._pending = chunk
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def close(self) -> None:
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()
+        super().close()
 
 
 class _Output:

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kpack.databases import Handler, match_database
-from kpack.elf._format import ELF_MAGIC
-from kpack.hipfmt import search_path
+from kpack.hipfmt import identify, search_path
 from kpack.tools._wheel_bundles import bundle_key
 from kpack.tools._wheel_source import InputWheel, WheelEntry
 from kpack.transform import inspect_fat_binary
@@ -32,6 +31,7 @@ class DatabaseFile:
     entry: WheelEntry
     key: str  # device-wheel bundle key, e.g. 'gfx90a'
     handler: str
+    install_path: str  # where it lands in site-packages (its arcname in the device wheel)
 
 
 @dataclass(frozen=True)
@@ -52,20 +52,24 @@ class SplitPlan:
 
 def plan_split(wheel: InputWheel, overlay_root: str, handlers: Sequence[Handler]) -> SplitPlan:
     """Database handlers first (a per-arch ``.so`` moves whole), then fat-binary detection
-    by the file's bytes, for members under ``overlay_root``."""
+    by the file's bytes (ELF or PE), for members that install under ``overlay_root`` (also
+    from ``<name>.data/purelib/`` or ``.../platlib/``, as Windows wheels often carry
+    them)."""
     root = overlay_root if overlay_root.endswith("/") else overlay_root + "/"
     group = wheel.name.lower()
     fat: list[FatBinary] = []
     databases: list[DatabaseFile] = []
     notes: list[str] = []
-    under = [e for e in wheel.entries if e.arcname.startswith(root)]
+    under = [e for e in wheel.entries if wheel.install_path(e.arcname).startswith(root)]
     if not under:
         notes.append(f"no file under the overlay root {root}")
     for entry in under:
-        relpath = entry.arcname[len(root) :]
+        installed = wheel.install_path(entry.arcname)
+        relpath = installed[len(root) :]
         match = match_database(relpath, handlers)
         if match is not None:
-            databases.append(DatabaseFile(entry, bundle_key(match.arch_key), match.handler.name))
+            key = bundle_key(match.arch_key)
+            databases.append(DatabaseFile(entry, key, match.handler.name, installed))
             continue
         kind = _fat_kind(wheel, entry)
         if kind == "fat":
@@ -75,7 +79,8 @@ def plan_split(wheel: InputWheel, overlay_root: str, handlers: Sequence[Handler]
         elif kind:
             notes.append(f"{entry.arcname}: {kind}; kept unchanged")
     for entry in wheel.entries:
-        if not entry.arcname.startswith(root) and _fat_kind(wheel, entry) == "fat":
+        outside = not wheel.install_path(entry.arcname).startswith(root)
+        if outside and _fat_kind(wheel, entry) == "fat":
             notes.append(f"{entry.arcname}: fat binary outside {root}; kept unchanged")
     for note in notes:
         log.warning("%s", note)
@@ -86,13 +91,13 @@ def _fat_kind(wheel: InputWheel, entry: WheelEntry) -> str:
     """'fat', '' (no device code) or why a file with device code is not split."""
     path = wheel.root / entry.arcname
     with open(path, "rb") as f:
-        if f.read(4) != ELF_MAGIC:
+        if identify(f.read(4)) not in ("elf", "pe"):
             return ""
     info = inspect_fat_binary(path)
     if info is None:
         return ""
     if info.already_transformed:
-        return "already transformed (HIPK wrappers or .rocm_kpack_ref)"
+        return "already transformed (HIPK wrappers or a kpack marker)"
     if info.wrapper_count == 0:
-        return ".hip_fatbin without wrappers cannot be split"
+        return "device code without wrappers cannot be split"
     return "fat"

@@ -125,6 +125,21 @@ class InputWheel:
         return (self.root / self.dist_info / "METADATA").read_bytes()
 
     @property
+    def data_dir(self) -> str:
+        """``torch-2.9.0.data``: members below it install by scheme."""
+        return self.dist_info[: -len(".dist-info")] + ".data"
+
+    def install_path(self, arcname: str) -> str:
+        """Where a member lands in site-packages: ``<name>.data/purelib/x`` and
+        ``<name>.data/platlib/x`` install as ``x`` (both schemes are site-packages for a
+        platform wheel); every other member at its arcname."""
+        for scheme in ("purelib", "platlib"):
+            prefix = f"{self.data_dir}/{scheme}/"
+            if arcname.startswith(prefix):
+                return arcname[len(prefix) :]
+        return arcname
+
+    @property
     def wheel_info(self) -> bytes:
         return (self.root / self.dist_info / "WHEEL").read_bytes()
 

@@ -192,9 +192,9 @@ def _device_groups(
         groups.setdefault(bundle_key(archive.target), []).append(
             Member(archive.arcname, archive.path)
         )
-    for db in plan.databases:
+    for db in plan.databases:  # at its install path: the host's .data dir is not theirs
         groups.setdefault(db.key, []).append(
-            Member(db.entry.arcname, wheel.root / db.entry.arcname, executable=db.entry.executable)
+            Member(db.install_path, wheel.root / db.entry.arcname, executable=db.entry.executable)
         )
     return groups
 

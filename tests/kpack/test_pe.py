@@ -13,24 +13,19 @@ import hashlib
 import shutil
 import struct
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pefile
 import pytest
-from elftools.elf.elffile import ELFFile
 
 from kpack.archive import KernelInput, KpackArchive, write_kpack
 from kpack.errors import PeError, TransformError
 from kpack.pe import extract_pe_kernels, read_pe_fat, read_pe_kpack_ref, transform_pe
 from kpack.transform import AlreadyTransformed
 from tests.kpack.pe_fixtures import build_pe
-from tests.pypi_inputs import (
-    JAX_PLUGIN,
-    Digests,
-    fat_members,
-    independent_section_objects,
-    pypi_wheel,
-)
+from tests.pypi_inputs import Digests, independent_section_objects, rocm7_bundles
 
 pytestmark = pytest.mark.real
 
@@ -39,24 +34,8 @@ SEARCH = ["../.kpack/blas_lib_@GFXARCH@.kpack"]
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
-    """Three ROCm 7 bundles (CCOB v3, generic targets), cut from the plugin's
-    ``.hip_fatbin`` sections at the total size each CCOB header declares."""
-    fat = fat_members(pypi_wheel(JAX_PLUGIN), tmp_path_factory.mktemp("jax"))
-    out = []
-    for so in fat:
-        with so.open("rb") as f:
-            section = ELFFile(f).get_section_by_name(".hip_fatbin").data()
-        pos = 0
-        while pos < len(section):
-            if section[pos] == 0:
-                pos += 1
-                continue
-            assert section[pos : pos + 4] == b"CCOB"
-            (total,) = struct.unpack_from("<Q", section, pos + 8)
-            out.append(section[pos : pos + total])
-            pos += total
-    assert len(out) >= 3
-    return out[:3]
+    """Three ROCm 7 bundles (CCOB v3, generic targets) from a PyPI wheel."""
+    return rocm7_bundles(tmp_path_factory.mktemp("jax"))
 
 
 @pytest.fixture(scope="module", params=["dll", "exe"])
@@ -310,3 +289,83 @@ def test_a_planned_image_that_fails_its_check_is_never_written(
         transform_pe(image, dest, kernel_name="k", search_paths=SEARCH)
     assert "is not redirected" in str(info.value)
     assert list(tmp_path.iterdir()) == []
+
+
+# --- the wheel splitter on win_amd64 wheels ---------------------------------------------
+
+
+def test_a_win_amd64_wheel_splits_including_its_data_platlib_members(
+    bundles: list[bytes], tmp_path: Path
+) -> None:
+    """A Windows framework wheel: one fat DLL in ``torch/lib/``, another installed from
+    ``torch-2.9.0.data/platlib/torch/bin/``, a Tensile database in ``.data/purelib``. Every
+    code object lands in a device wheel; the host DLLs carry none; each device wheel's
+    files install where the host's would; ``pip install --platform win_amd64`` accepts
+    the set, and every installed wrapper resolves for a gfx942 agent."""
+    from kpack.resolve import resolve_binary
+    from kpack.tools import split_python_wheels as spw
+    from kpack.wheelfile import Member, write_wheel
+
+    first = build_pe(tmp_path / "pe" / "torch_hip.dll", bundles[:2])
+    second = build_pe(tmp_path / "pe" / "c10_hip.dll", bundles[2:])
+    data = "torch-2.9.0.data"
+    members = [
+        Member("torch/__init__.py", b""),
+        Member("torch/lib/torch_hip.dll", first),
+        Member(f"{data}/platlib/torch/bin/c10_hip.dll", second),
+        Member(
+            f"{data}/purelib/torch/lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat",
+            b"gfx90a database",
+        ),  # fmt: skip
+    ]
+    wheel = write_wheel(
+        tmp_path / "in", dist_name="torch", version="2.9.0", tag="cp311-cp311-win_amd64",
+        members=members, metadata=b"Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n",
+    ).path  # fmt: skip
+    out = tmp_path / "out"
+    report = spw.split_wheel(wheel, out, spw.SplitOptions("torch/", "amd-torch-device", None))
+    host = out / report.host_wheel
+    assert host.name.endswith("-cp311-cp311-win_amd64.whl")
+    with zipfile.ZipFile(host) as zf:
+        for name in ("torch/lib/torch_hip.dll", f"{data}/platlib/torch/bin/c10_hip.dll"):
+            pe = pefile.PE(data=zf.read(name))
+            assert pe.get_warnings() == []
+            fat = next(s for s in pe.sections if s.Name.startswith(b".hip_fat"))
+            assert fat.SizeOfRawData == 0
+        assert not [n for n in zf.namelist() if "TensileLibrary_lazy" in n]
+    expected: Digests = collections.Counter()
+    for dll in (first, second):
+        expected += independent_section_objects(_pefile_section(dll, ".hip_fat"))
+    archived: Digests = collections.Counter()
+    devices = sorted(out.glob("amd_torch_device_*.whl"))
+    for device in devices:
+        with zipfile.ZipFile(device) as zf:
+            for name in zf.namelist():
+                assert not name.startswith(data), name  # installs at its own paths
+                if name.endswith(".kpack"):
+                    assert name.startswith("torch/.kpack/")
+                    with KpackArchive.open(_written(tmp_path, zf.read(name))) as archive:
+                        for key, target in archive:
+                            code = archive.read(key, target)
+                            archived[(target, hashlib.sha256(code).hexdigest())] += 1
+    assert archived == expected
+    gfx90a = next(d for d in devices if "gfx90a-" in d.name)
+    with zipfile.ZipFile(gfx90a) as zf:
+        assert "torch/lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat" in zf.namelist()
+    site = tmp_path / "site"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-index",
+         "--no-deps", "--platform", "win_amd64", "--only-binary=:all:", "--target", str(site),
+         str(host), *map(str, devices)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for installed in (site / "torch/lib/torch_hip.dll", site / "torch/bin/c10_hip.dll"):
+        resolved = resolve_binary(installed, ["gfx942:sramecc+:xnack-"], env={})
+        assert not resolved.missing, (installed, resolved.missing[:1])
+
+
+def _written(tmp_path: Path, data: bytes) -> Path:
+    path = tmp_path / f"archive-{hashlib.sha256(data).hexdigest()[:12]}.kpack"
+    path.write_bytes(data)
+    return path

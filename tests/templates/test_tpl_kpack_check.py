@@ -613,3 +613,63 @@ def test_a_processor_falls_back_to_its_generic_target(zstd_site: Site, inputs: I
     with_fallback = {f.target for f in check(_dist_info.generic_target).failures}
     assert with_fallback == {"gfx942", "gfx9-4-generic"}
     assert {f.target for f in check(None).failures} == {"gfx9-4-generic"}
+
+
+# --- Windows: PE host binaries -----------------------------------------------------------
+
+
+def test_transformed_pe_dlls_are_checked_like_elf_libraries(
+    inputs: Inputs, tmp_path: Path
+) -> None:
+    """A kpack-transformed Windows DLL (linked by lld-link, transformed by our engine) in
+    the libraries package's ``bin/``: the self-test finds it, reads its ``.kpackrf``
+    marker as the engine does, resolves every wrapper, and fails on a damaged archive."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kpack"))
+    from bundle_fixtures import sample_bundle
+
+    from kpack.pe import transform_pe
+    from tests.kpack.pe_fixtures import build_pe
+
+    dll = build_pe(tmp_path / "build" / "fat.dll",
+                   [sample_bundle(["gfx90a:xnack+", "gfx1030"], size=400),
+                    sample_bundle(["gfx90a:xnack+", "gfx1030"], size=500)])  # fmt: skip
+    root = tmp_path / "site"
+    shutil.copytree(inputs.rocm_src / "rocm_sdk", root / "rocm_sdk")
+    fake_install(root, "rocm-sdk-libraries", VERSION, {f"{LIBS}/__init__.py": b""})
+    (root / LIBS / "bin").mkdir(parents=True)
+    name = "math-libs/fat/stage/bin/fat.dll"
+    plan = transform_pe(dll, root / LIBS / "bin/fat.dll", kernel_name=name,
+                        search_paths=["../.kpack/fat_lib_@GFXARCH@.kpack"])  # fmt: skip
+    by_target: dict[str, list[KernelInput]] = {}
+    for kernel in plan.kernels:
+        by_target.setdefault(kernel.target, []).append(
+            KernelInput(f"{name}#{kernel.index}", kernel.target, kernel.read()))  # fmt: skip
+    for base in ("gfx90a", "gfx1030"):
+        files = {}
+        for target, items in by_target.items():
+            if target.split(":")[0] == base:
+                path = tmp_path / f"fat_lib_{target}.kpack"
+                write_kpack(path, items, group_name="fat_lib", gfx_arch_family=target)
+                files[f"{LIBS}/.kpack/fat_lib_{target}.kpack"] = path.read_bytes()
+        fake_install(root, f"rocm-sdk-device-{base}", VERSION, files)
+    with importable(root):
+        from rocm_sdk import _kpack, _kpack_check
+        from rocm_sdk._kpack import zstandard_decompress
+
+        ref = _kpack.read_kpack_ref(root / LIBS / "bin/fat.dll")
+        engine = resolve.read_kpack_ref(root / LIBS / "bin/fat.dll")
+        assert ref is not None and engine is not None
+        assert (ref.kernel_name, ref.search_paths, ref.co_indices) == (
+            engine.kernel_name, engine.search_paths, engine.co_indices)  # fmt: skip
+        wheels = _kpack_check.find_device_wheels(root)
+        with _kpack_check.KpackChecker(root, zstandard_decompress()) as checker:
+            report = checker.check(wheels, [root / LIBS])
+        assert report.binaries == [f"{LIBS}/bin/fat.dll"]
+        assert report.failures == [] and report.lookups == 6, report.message()  # 2 x 3 targets
+        damaged = root / LIBS / ".kpack" / "fat_lib_gfx1030.kpack"
+        damaged.write_bytes(damaged.read_bytes()[:-40])
+        with _kpack_check.KpackChecker(root, zstandard_decompress()) as checker:
+            broken = checker.check(wheels, [root / LIBS])
+        assert broken.failures and "fat_lib_gfx1030" in broken.message()

@@ -27,6 +27,7 @@ from types import TracebackType
 
 from ._elf import ElfError, ElfSection, is_elf, read_section_data, read_sections
 from ._msgpack import MsgpackError, unpack_one, unpackb
+from ._pe import is_pe, read_pe_sections
 from ._zstd_frame import ZstdFrameError, parse_frame_header, walk_frame
 
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
 
 MARKER_SECTION = ".rocm_kpack_ref"
 WRAPPER_SECTION = ".hipFatBinSegment"
+PE_MARKER_SECTION = ".kpackrf"  # the same two in Windows PE images (8-byte names)
+PE_WRAPPER_SECTION = ".hipFatB"
 GFXARCH = "@GFXARCH@"
 ISA_PREFIX = "amdgcn-amd-amdhsa--"
 HIPF_MAGIC = 0x48495046
@@ -150,12 +153,12 @@ def decode_marker(raw: bytes, path: Path | str | None = None) -> tuple[str, tupl
 
 
 def read_wrappers(
-    path: Path, sections: list[ElfSection] | None = None
+    path: Path, sections: list[ElfSection] | None = None, name: str = WRAPPER_SECTION
 ) -> list[tuple[int, int, int]]:
     """(magic, binary pointer, reserved1) per wrapper of ``.hipFatBinSegment`` (or none)."""
     if sections is None:
         sections = read_sections(path)
-    section = next((s for s in sections if s.name == WRAPPER_SECTION), None)
+    section = next((s for s in sections if s.name == name), None)
     if section is None:
         return []
     if section.size % _WRAPPER.size:
@@ -169,34 +172,40 @@ def read_wrappers(
 def read_kpack_ref(path: Path) -> KpackRef | None:
     """The marker and HIPK wrappers of ``path``; None if it was not transformed.
 
-    Not transformed: not ELF, or no HIPK wrapper and no marker. Raises :class:`KpackError`
+    Not transformed: neither ELF nor PE, or no HIPK wrapper and no marker. A PE image
+    (Windows) is read through ``.hipFatB`` and ``.kpackrf``. Raises :class:`KpackError`
     (or ``ElfError``) for a malformed marker, unknown wrapper magic, HIPK wrappers without a
     marker, or a marker next to untransformed (HIPF) wrappers.
     """
     path = Path(path)
-    if not is_elf(path):
+    if is_pe(path):  # a Windows DLL or EXE
+        sections = read_pe_sections(path)
+        wrapper_name, marker_name = PE_WRAPPER_SECTION, PE_MARKER_SECTION
+    elif is_elf(path):
+        sections = read_sections(path)
+        wrapper_name, marker_name = WRAPPER_SECTION, MARKER_SECTION
+    else:
         return None
-    sections = read_sections(path)
-    wrappers = read_wrappers(path, sections)
+    wrappers = read_wrappers(path, sections, wrapper_name)
     for index, (magic, _ptr, _res) in enumerate(wrappers):
         if magic not in (HIPF_MAGIC, HIPK_MAGIC):
-            raise KpackError(f"{WRAPPER_SECTION}: wrapper {index} has magic {magic:#010x}", path)
+            raise KpackError(f"{wrapper_name}: wrapper {index} has magic {magic:#010x}", path)
     hipk = [w for w in wrappers if w[0] == HIPK_MAGIC]
-    marker = next((s for s in sections if s.name == MARKER_SECTION), None)
+    marker = next((s for s in sections if s.name == marker_name), None)
     if marker is None:
         if hipk:
-            raise KpackError(f"{len(hipk)} HIPK wrapper(s) but no {MARKER_SECTION} section", path)
+            raise KpackError(f"{len(hipk)} HIPK wrapper(s) but no {marker_name} section", path)
         return None
     if len(hipk) != len(wrappers):
         raise KpackError(
-            f"{WRAPPER_SECTION}: {len(wrappers) - len(hipk)} of {len(wrappers)} wrapper(s) "
-            f"are not HIPK although {MARKER_SECTION} exists",
+            f"{wrapper_name}: {len(wrappers) - len(hipk)} of {len(wrappers)} wrapper(s) "
+            f"are not HIPK although {marker_name} exists",
             path,
         )
     try:
         raw = read_section_data(path, marker, MARKER_WINDOW)
     except ElfError as exc:
-        raise KpackError(f"{MARKER_SECTION}: {exc}", path) from None
+        raise KpackError(f"{marker_name}: {exc}", path) from None
     kernel_name, search_paths = decode_marker(raw, path)
     co_indices = tuple(reserved & 0xFFFFFFFF for _m, _p, reserved in hipk)
     return KpackRef(path, kernel_name, search_paths, co_indices)
@@ -238,7 +247,11 @@ class KpackArchive:
     """An opened ``.kpack`` archive; use :meth:`open` (also a context manager)."""
 
     def __init__(
-        self, path: Path, mm: mmap.mmap, gfx_arches: tuple[str, ...], scheme: str,
+        self,
+        path: Path,
+        mm: mmap.mmap,
+        gfx_arches: tuple[str, ...],
+        scheme: str,
         entries: dict[tuple[str, str], ArchiveEntry],
     ) -> None:
         self.path = path
@@ -273,7 +286,9 @@ class KpackArchive:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.close()
@@ -366,8 +381,9 @@ def _blobs(toc: dict[object, object], toc_offset: int, path: Path) -> list[tuple
     return out
 
 
-def _locations(mm: mmap.mmap, toc: dict[object, object], scheme: str, toc_offset: int,
-               path: Path) -> list[tuple[int, int]]:
+def _locations(
+    mm: mmap.mmap, toc: dict[object, object], scheme: str, toc_offset: int, path: Path
+) -> list[tuple[int, int]]:
     if scheme == "none":
         return _blobs(toc, toc_offset, path)
     start, size = _count(toc, "zstd_offset", "", path), _count(toc, "zstd_size", "", path)
@@ -382,8 +398,9 @@ def _locations(mm: mmap.mmap, toc: dict[object, object], scheme: str, toc_offset
     return _frames(mm, start, size, path)
 
 
-def _entries(toc: dict[object, object], scheme: str, locations: list[tuple[int, int]],
-             path: Path) -> dict[tuple[str, str], ArchiveEntry]:
+def _entries(
+    toc: dict[object, object], scheme: str, locations: list[tuple[int, int]], path: Path
+) -> dict[tuple[str, str], ArchiveEntry]:
     table = _field(toc, "toc", dict, "", path)
     assert isinstance(table, dict)
     out: dict[tuple[str, str], ArchiveEntry] = {}

@@ -29,6 +29,8 @@ from ._elf import ElfError, is_elf, read_sections
 from ._kpack import (
     GFXARCH,
     MARKER_SECTION,
+    PE_MARKER_SECTION,
+    PE_WRAPPER_SECTION,
     WRAPPER_SECTION,
     ArchiveEntry,
     Decompress,
@@ -41,6 +43,7 @@ from ._kpack import (
     read_kpack_ref,
 )
 from ._layout import dist_info_dirs, dist_info_name
+from ._pe import is_pe, read_pe_sections
 from ._record import read_record_paths
 
 __all__ = [
@@ -157,19 +160,26 @@ def find_device_wheels(site: Path) -> list[DeviceWheel]:
 
 
 def host_binaries(dirs: Iterable[Path]) -> Iterator[Path]:
-    """ELF files (not links) under ``dirs`` that have a wrapper array or a kpack marker."""
+    """ELF and PE files (not links) under ``dirs`` that have a wrapper array or a kpack
+    marker."""
+    wanted = {WRAPPER_SECTION, MARKER_SECTION, PE_WRAPPER_SECTION, PE_MARKER_SECTION}
     for root in dirs:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
             for name in sorted(filenames):
                 path = Path(dirpath, name)
-                if path.is_symlink() or not is_elf(path):
+                if path.is_symlink():
                     continue
                 try:
-                    names = {s.name for s in read_sections(path)}
+                    if is_elf(path):
+                        names = {s.name for s in read_sections(path)}
+                    elif is_pe(path):
+                        names = {s.name for s in read_pe_sections(path)}
+                    else:
+                        continue
                 except (ElfError, OSError):
                     continue
-                if WRAPPER_SECTION in names or MARKER_SECTION in names:
+                if wanted & names:
                     yield path
 
 
@@ -240,25 +250,37 @@ class KpackChecker:
         name = PurePosixPath(rel).name
         target = archive_target(name)
         if target is None:
-            return [Failure(rel, None, None, f"{wheel.name}: the name does not end in "
-                            "'_<target>.kpack'")]
+            return [
+                Failure(
+                    rel, None, None, f"{wheel.name}: the name does not end in '_<target>.kpack'"
+                )
+            ]
         if base_target(target) != wheel.base:
-            return [Failure(rel, target, None, f"shipped by {wheel.name}, whose target is "
-                            f"{wheel.base}, not {base_target(target)}")]
+            return [
+                Failure(
+                    rel,
+                    target,
+                    None,
+                    f"shipped by {wheel.name}, whose target is "
+                    f"{wheel.base}, not {base_target(target)}",
+                )
+            ]
         archive = self.archive(self.site / rel)
         if archive is None:
-            return [Failure(rel, target, None, f"listed in the RECORD of {wheel.name} but "
-                            "missing")]
+            return [Failure(rel, target, None, f"listed in the RECORD of {wheel.name} but missing")]
         if isinstance(archive, KpackError):
             return [Failure(rel, target, None, f"unreadable archive: {archive.message}")]
         problems = []
         if list(archive.gfx_arches) != [target]:
-            problems.append(f"gfx_arches {list(archive.gfx_arches)} do not match the file "
-                            f"name's target {target!r}")
+            problems.append(
+                f"gfx_arches {list(archive.gfx_arches)} do not match the file "
+                f"name's target {target!r}"
+            )
         stray = sorted({t for _k, t in archive.entries if t not in archive.gfx_arches})
         if stray:
-            problems.append(f"TOC targets {stray} are missing from gfx_arches (the runtime "
-                            "never finds them)")
+            problems.append(
+                f"TOC targets {stray} are missing from gfx_arches (the runtime never finds them)"
+            )
         return [Failure(rel, target, None, p) for p in problems]
 
     # --- installed targets -----------------------------------------------------------
@@ -302,8 +324,9 @@ class KpackChecker:
         """Candidate paths, opened archives (deduplicated) and unreadable-archive notes."""
         paths: list[Path] = []
         for pattern in ref.search_paths:
-            expanded = [pattern.replace(GFXARCH, s) for s in strings] if GFXARCH in pattern \
-                else [pattern]
+            expanded = (
+                [pattern.replace(GFXARCH, s) for s in strings] if GFXARCH in pattern else [pattern]
+            )
             paths += [ref.path.parent / p for p in expanded]
         paths = list(dict.fromkeys(paths))
         opened: dict[str, KpackArchive] = {}
@@ -346,8 +369,11 @@ class KpackChecker:
                     served.add((base_target(target), co_index))
                     problem = self.entry_problem(archive, entry)
                     if problem is not None:
-                        failures.append(Failure(binary, target, co_index,
-                                                f"{self.rel(archive.path)}: {problem}"))
+                        failures.append(
+                            Failure(
+                                binary, target, co_index, f"{self.rel(archive.path)}: {problem}"
+                            )
+                        )
                     continue
                 if ":" not in target and (target, co_index) in served:
                     continue
@@ -357,12 +383,24 @@ class KpackChecker:
                     # An archive a device wheel declares but lacks is caught by the RECORD
                     # check of the device wheels.
                     continue
-                failures.append(Failure(binary, target, co_index,
-                                        self._not_found(ref, strings, paths, archives, broken)))
+                failures.append(
+                    Failure(
+                        binary,
+                        target,
+                        co_index,
+                        self._not_found(ref, strings, paths, archives, broken),
+                    )
+                )
         return lookups, failures
 
-    def _not_found(self, ref: KpackRef, strings: Sequence[str], paths: Sequence[Path],
-                   archives: Sequence[KpackArchive], broken: Sequence[str]) -> str:
+    def _not_found(
+        self,
+        ref: KpackRef,
+        strings: Sequence[str],
+        paths: Sequence[Path],
+        archives: Sequence[KpackArchive],
+        broken: Sequence[str],
+    ) -> str:
         key = f"{ref.kernel_name}#<co_index>"
         notes = [*broken]
         if not archives:
@@ -371,8 +409,13 @@ class KpackChecker:
         listing = [a for a in archives if any(s in a.gfx_arches for s in strings)]
         if not listing:
             found = ", ".join(f"{self.rel(a.path)} {list(a.gfx_arches)}" for a in archives)
-            return "; ".join([f"no archive lists any of {list(strings)} in gfx_arches for "
-                              f"{key} (found {found})", *notes])
+            return "; ".join(
+                [
+                    f"no archive lists any of {list(strings)} in gfx_arches for "
+                    f"{key} (found {found})",
+                    *notes,
+                ]
+            )
         looked = ", ".join(self.rel(a.path) for a in listing)
         return "; ".join([f"{key} is missing from {looked} (targets {list(strings)})", *notes])
 
