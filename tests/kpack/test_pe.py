@@ -316,7 +316,7 @@ def test_a_win_amd64_wheel_splits_including_its_data_platlib_members(
         Member(
             f"{data}/purelib/torch/lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat",
             b"gfx90a database",
-        ),  # fmt: skip
+        ),
     ]
     wheel = write_wheel(
         tmp_path / "in", dist_name="torch", version="2.9.0", tag="cp311-cp311-win_amd64",
