@@ -63,7 +63,7 @@ def split(monkeypatch: pytest.MonkeyPatch) -> kpack_split.FatSplit:
     monkeypatch.setattr(kpack_split, "scan_split_artifact", lambda path, handlers: _scan())
     monkeypatch.setattr(
         kpack_split,
-        "plan_transform",
+        "plan_host_transform",
         lambda source, kernel_name, search_paths: _transform(
             source, kernel_name, kernels[kernel_name]
         ),

@@ -148,6 +148,20 @@ def test_kpack_split_windows_tree(bundles: list[bytes], tmp_path: Path, windows:
         "_rocm_sdk_libraries/bin/rocblas.dll", "_rocm_sdk_libraries/bin/rocrand.dll"]  # fmt: skip
     assert "gfx9-4-generic" in result["targets"] and result["lookups"] > 0
 
+    # find_libraries on the Windows code path: bin/ and the DLL patterns
+    code = (
+        "import sys; from rocm_sdk import _library\n"
+        "_library._is_windows = lambda: True\n"
+        "print([p.relative_to(sys.argv[1]).as_posix()\n"
+        "       for p in _library.find_libraries('amdhip64', 'rocrand')])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(site)], cwd=site, capture_output=True,
+                         text=True, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == (
+        "['_rocm_sdk_core/bin/amdhip64_7.dll', '_rocm_sdk_libraries/bin/rocrand.dll']"
+    )
+
 
 def test_legacy_windows_tree(bundles: list[bytes], tmp_path: Path, windows: None) -> None:
     """Legacy mode: one libraries wheel per family, its DLLs fat and unchanged."""
