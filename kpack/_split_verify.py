@@ -83,14 +83,10 @@ def _pe_wrapper_problems(binary: Path, ref: KpackRef) -> list[str]:
     """A transformed PE image: headers valid, co_index = index, the marker in a section,
     ``.hip_fat`` without file bytes, no base relocation into it, the checksum right."""
     from kpack.pe import read_pe_fat
-    from kpack.pe._image import OPT_CHECKSUM, REL_BASED_DIR64, pe_checksum
+    from kpack.pe._image import OPT_CHECKSUM, pe_checksum
+    from kpack.pe._transform import relocations_into_fatbin
 
-    problems: list[str] = []
-    if not ref.co_indices:
-        problems.append("no HIPK wrappers")
-    bad = [(i, c) for i, c in enumerate(ref.co_indices) if i != c]
-    if bad:
-        problems.append(f"wrappers whose co_index is not their index: {bad[:5]}")
+    problems = _co_index_problems(ref)
     try:
         fat = read_pe_fat(binary)
     except PeError as exc:
@@ -100,25 +96,29 @@ def _pe_wrapper_problems(binary: Path, ref: KpackRef) -> list[str]:
     if fat.fatbin.raw_size:
         problems.append(f"{PE_FATBIN} still holds {fat.fatbin.raw_size} bytes of device code")
     with open(binary, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        for rva, kind in fat.relocations.items():
-            offset = image.rva_to_offset(rva, 8)
-            if kind == REL_BASED_DIR64 and offset is not None:
-                value = int.from_bytes(data[offset : offset + 8], "little")
-                if fat.fatbin.contains_rva(value - image.image_base):
-                    problems.append(f"base relocation at RVA {rva:#x} points into {PE_FATBIN}")
+        problems += [
+            f"base relocation at RVA {rva:#x} points into {PE_FATBIN}"
+            for rva in relocations_into_fatbin(fat, data)
+        ]
         checksum = pe_checksum(data, image.opt_offset + OPT_CHECKSUM)
     if image.checksum and checksum != image.checksum:
         problems.append("CheckSum does not match the file")
     return problems
 
 
-def _wrapper_problems(binary: Path, ref: KpackRef) -> list[str]:
+def _co_index_problems(ref: KpackRef) -> list[str]:
+    """Wrappers exist and each one's ``co_index`` is its index."""
     problems: list[str] = []
     if not ref.co_indices:
         problems.append("no HIPK wrappers")
     bad = [(i, c) for i, c in enumerate(ref.co_indices) if i != c]
     if bad:
         problems.append(f"wrappers whose co_index is not their index: {bad[:5]}")
+    return problems
+
+
+def _wrapper_problems(binary: Path, ref: KpackRef) -> list[str]:
+    problems = _co_index_problems(ref)
     with open_reader(binary) as reader:
         layout = read_layout(reader)
     index = layout.section_index(".rocm_kpack_ref")

@@ -26,7 +26,7 @@ from kpack.bundle import PLAIN_MAGIC, iter_bundles
 from kpack.databases import handler_names, load_handlers
 from kpack.errors import ArchiveError, UsageError
 from kpack.hipfmt import PE_FATBIN, identify
-from kpack.pe import extract_pe_kernels, read_pe_fat, read_pe_kpack_ref
+from kpack.pe import extract_pe_kernels, read_pe_fat
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.safepath import Root, safe_relpath
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
@@ -103,20 +103,25 @@ def _bundle_rows(path: Path, offset: int = 0, size: int | None = None) -> list[s
     return rows
 
 
+def _transformed_lines(path: Path, what: str) -> list[str]:
+    """What a transformed binary's marker says (ELF or PE)."""
+    ref = read_kpack_ref(path)
+    lines = [f"{path}: transformed {what} (device code in .kpack archives)"]
+    if ref is not None:
+        lines += [
+            f"  kernel_name: {ref.kernel_name}",
+            f"  search paths: {', '.join(ref.search_paths)}",
+            f"  wrappers: {len(ref.co_indices)} (HIPK)",
+        ]
+    return lines
+
+
 def _inspect_elf(path: Path) -> list[str]:
     info = inspect_fat_binary(path)
     if info is None:
         return [f"{path}: ELF without .hip_fatbin (no device code)"]
     if info.already_transformed:
-        ref = read_kpack_ref(path)
-        lines = [f"{path}: transformed host binary (device code in .kpack archives)"]
-        if ref is not None:
-            lines += [
-                f"  kernel_name: {ref.kernel_name}",
-                f"  search paths: {', '.join(ref.search_paths)}",
-                f"  wrappers: {len(ref.co_indices)} (HIPK)",
-            ]
-        return lines
+        return _transformed_lines(path, "host binary")
     lines = [
         f"{path}: HIP fat binary",
         f"  .hip_fatbin: offset {info.hip_fatbin_offset:#x}, {info.hip_fatbin_size} bytes",
@@ -130,15 +135,7 @@ def _inspect_pe(path: Path) -> list[str]:
     if fat is None:
         return [f"{path}: PE image without {PE_FATBIN} (no device code)"]
     if fat.marker is not None:
-        ref = read_pe_kpack_ref(path)
-        lines = [f"{path}: transformed PE host binary (device code in .kpack archives)"]
-        if ref is not None:
-            lines += [
-                f"  kernel_name: {ref.kernel_name}",
-                f"  search paths: {', '.join(ref.search_paths)}",
-                f"  wrappers: {len(ref.co_indices)} (HIPK)",
-            ]
-        return lines
+        return _transformed_lines(path, "PE host binary")
     section = fat.fatbin
     lines = [
         f"{path}: HIP fat binary (PE32+ x86-64)",

@@ -67,6 +67,7 @@ __all__ = [
     "plan_pe_transform",
     "read_pe_fat",
     "read_pe_kpack_ref",
+    "relocations_into_fatbin",
     "transform_pe",
     "write_pe_transform",
 ]
@@ -135,6 +136,23 @@ def _fat_of(image: PeImage, data: Buffer) -> PeFat | None:
         wrappers = hipfmt.parse_wrappers(raw, error=PeError, path=path)
     relocations = base_relocations(image, data)
     return PeFat(image, fatbin, segment, image.section(PE_MARKER), wrappers, relocations)
+
+
+def relocations_into_fatbin(
+    fat: PeFat, data: Buffer, skip: frozenset[int] = frozenset()
+) -> list[int]:
+    """RVAs of the DIR64 base relocations (other than ``skip``) whose pointer lands in
+    ``.hip_fat``: references that emptying the section would leave dangling."""
+    image = fat.image
+    out = []
+    for rva, kind in sorted(fat.relocations.items()):
+        offset = image.rva_to_offset(rva, 8)
+        if rva in skip or kind != REL_BASED_DIR64 or offset is None:
+            continue
+        (value,) = struct.unpack("<Q", bytes(data[offset : offset + 8]))
+        if fat.fatbin.contains_rva(value - image.image_base):
+            out.append(rva)
+    return out
 
 
 def read_pe_fat(path: Path) -> PeFat | None:
@@ -430,18 +448,12 @@ def _references_into(fat: PeFat, debug: Sequence[DebugEntry]) -> list[str]:
     """Base relocations (other than the wrapper pointers) whose pointer lands in
     ``.hip_fat``, and data directories that point into it."""
     image, fatbin = fat.image, fat.fatbin
-    wrapper_pointers = {fat.pointer_rva(w.index) for w in fat.wrappers}
-    problems = []
+    wrapper_pointers = frozenset(fat.pointer_rva(w.index) for w in fat.wrappers)
     with _mapped(fat.path) as data:
-        for rva, kind in sorted(fat.relocations.items()):
-            if rva in wrapper_pointers or kind != REL_BASED_DIR64:
-                continue
-            offset = image.rva_to_offset(rva, 8)
-            if offset is None:
-                continue
-            (value,) = struct.unpack_from("<Q", data, offset)
-            if fatbin.contains_rva(value - image.image_base):
-                problems.append(f"a base relocation at RVA {rva:#x} points into {PE_FATBIN}")
+        problems = [
+            f"a base relocation at RVA {rva:#x} points into {PE_FATBIN}"
+            for rva in relocations_into_fatbin(fat, data, wrapper_pointers)
+        ]
     for index, (rva, size) in enumerate(image.directories):
         if size and index != DIR_CERTIFICATE and fatbin.contains_rva(rva):
             problems.append(f"data directory {index} lies in {PE_FATBIN}")
@@ -515,12 +527,10 @@ def _verify(output: _Output, plan: PeTransformPlan) -> None:
     )
     if decoded != (plan.kernel_name, plan.search_paths):
         problems.append("the marker does not decode to the planned content")
-    for rva, kind in fat.relocations.items():
-        offset = image.rva_to_offset(rva, 8)
-        if kind == REL_BASED_DIR64 and offset is not None:
-            (value,) = struct.unpack("<Q", output[offset : offset + 8])
-            if fat.fatbin.contains_rva(value - image.image_base):
-                problems.append(f"base relocation at RVA {rva:#x} still points into it")
+    problems += [
+        f"base relocation at RVA {rva:#x} still points into it"
+        for rva in relocations_into_fatbin(fat, output)
+    ]
     if pe_checksum(output, image.opt_offset + OPT_CHECKSUM) != image.checksum:
         problems.append("CheckSum does not match the planned bytes")
     if problems:
