@@ -26,7 +26,7 @@ from kpack.bundle import PLAIN_MAGIC, iter_bundles
 from kpack.databases import handler_names, load_handlers
 from kpack.errors import ArchiveError, UsageError
 from kpack.hipfmt import PE_FATBIN, identify
-from kpack.pe import extract_pe_kernels, read_pe_fat
+from kpack.pe import read_pe_fat
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.safepath import Root, safe_relpath
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
@@ -210,22 +210,11 @@ def _extract_items(path: Path, kind: str, wanted: str | None) -> Iterator[tuple[
                     if _wants(co.target, wanted):
                         yield f"{path.name}#{number}.{co.target}.co", bytes(co.data)
                 del bundle
-    elif kind == "pe":
-        fat = read_pe_fat(path)
-        if fat is None:
-            raise UsageError(f"PE image without {PE_FATBIN}: no device code", path=path)
-        if fat.marker is not None:
-            raise UsageError(
-                "already transformed: its device code is in .kpack archives; extract from those",
-                path=path,
-            )
-        for kernel in extract_pe_kernels(path):
-            if _wants(kernel.target, wanted):
-                yield f"{path.name}#{kernel.index}.{kernel.target}.co", kernel.read()
-    else:
+    else:  # an ELF or PE host binary
         info = inspect_fat_binary(path)
         if info is None:
-            raise UsageError("ELF file without .hip_fatbin: no device code", path=path)
+            section = PE_FATBIN if kind == "pe" else ".hip_fatbin"
+            raise UsageError(f"{kind.upper()} file without {section}: no device code", path=path)
         if info.already_transformed:
             raise UsageError(
                 "already transformed: its device code is in .kpack archives; extract from those",

@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kpack import hipfmt
 from kpack._reloc import read_relocations, read_relr
@@ -58,6 +58,7 @@ __all__ = [
     "ExtractedKernel",
     "FatBinaryInfo",
     "TransformPlan",
+    "check_transformable",
     "encode_marker",
     "extract_kernels",
     "index_section",
@@ -314,20 +315,43 @@ def _scan(reader: Reader, path: Path) -> tuple[FatLayout, tuple[Pointer, ...]]:
     fat = read_fat_layout(reader, path)
     if fat is None:
         raise TransformError(f"no {FATBIN} section; nothing to transform", path=path)
-    hipk = sum(w.magic == HIPK for w in fat.wrappers)
-    if fat.has_marker or (hipk and hipk == len(fat.wrappers)):
-        raise AlreadyTransformed(f"already transformed ({MARKER} or HIPK wrappers)", path=path)
-    if hipk:
-        raise TransformError(f"{hipk} of {len(fat.wrappers)} wrappers are HIPK", path=path)
-    if fat.segment is None:
-        raise TransformError(
-            f"{FATBIN} without {SEGMENT} cannot be transformed; keep the file unchanged",
-            path=path,
-        )
-    if not fat.wrappers:
-        raise TransformError(f"{SEGMENT} is empty; nothing points at {FATBIN}", path=path)
+    check_transformable(
+        path, fat.wrappers, has_marker=fat.has_marker, has_segment=fat.segment is not None
+    )
     relocs = read_relocations(reader, fat.layout)
     return fat, resolve_pointers(reader, fat, relocs)
+
+
+class _HasMagic(Protocol):
+    @property
+    def magic(self) -> int: ...
+
+
+def check_transformable(
+    path: Path,
+    wrappers: Sequence[_HasMagic],
+    *,
+    has_marker: bool,
+    has_segment: bool,
+    names: tuple[str, str, str] = (FATBIN, SEGMENT, MARKER),
+) -> None:
+    """The checks before a transform, for ELF and PE alike (``names``: the device-code,
+    wrapper and marker section names): already transformed (a marker, or every wrapper
+    HIPK) is :class:`AlreadyTransformed`; some HIPK wrappers, no wrapper section or an
+    empty one are :class:`TransformError`."""
+    fatbin, segment, marker = names
+    hipk = sum(w.magic == HIPK for w in wrappers)
+    if has_marker or (hipk and hipk == len(wrappers)):
+        raise AlreadyTransformed(f"already transformed ({marker} or HIPK wrappers)", path=path)
+    if hipk:
+        raise TransformError(f"{hipk} of {len(wrappers)} wrappers are HIPK", path=path)
+    if not has_segment:
+        raise TransformError(
+            f"{fatbin} without {segment} cannot be transformed; keep the file unchanged",
+            path=path,
+        )
+    if not wrappers:
+        raise TransformError(f"{segment} is empty; nothing points at {fatbin}", path=path)
 
 
 def _extract(fat: FatLayout, pointers: Sequence[Pointer]) -> list[ExtractedKernel]:

@@ -53,8 +53,8 @@ from kpack.pe._image import (
     read_image,
 )
 from kpack.transform import (
-    AlreadyTransformed,
     ExtractedKernel,
+    check_transformable,
     index_section,
     kernels_of_wrappers,
 )
@@ -166,18 +166,10 @@ def _checked(fat: PeFat) -> list[tuple[int, int, str]]:
     """(wrapper index, ``.hip_fat`` offset, label) of every wrapper of a file that can be
     transformed."""
     path = fat.path
-    hipk = sum(w.magic == HIPK for w in fat.wrappers)
-    if fat.marker is not None or (hipk and hipk == len(fat.wrappers)):
-        raise AlreadyTransformed(f"already transformed ({PE_MARKER} or HIPK wrappers)", path=path)
-    if hipk:
-        raise TransformError(f"{hipk} of {len(fat.wrappers)} wrappers are HIPK", path=path)
-    if fat.segment is None:
-        raise TransformError(
-            f"{PE_FATBIN} without {PE_SEGMENT} cannot be transformed; keep the file unchanged",
-            path=path,
-        )
-    if not fat.wrappers:
-        raise TransformError(f"{PE_SEGMENT} is empty; nothing points at {PE_FATBIN}", path=path)
+    check_transformable(
+        path, fat.wrappers, has_marker=fat.marker is not None,
+        has_segment=fat.segment is not None, names=(PE_FATBIN, PE_SEGMENT, PE_MARKER),
+    )  # fmt: skip
     image, fatbin = fat.image, fat.fatbin
     out = []
     for wrapper in fat.wrappers:
