@@ -173,12 +173,12 @@ def fat_members(wheel: Path, dest: Path) -> list[Path]:
     return found
 
 
-def rocm7_bundles(dest: Path, count: int = 3) -> list[bytes]:
-    """``count`` real ROCm 7 offload bundles (CCOB v3, generic targets), cut from the
-    ``.hip_fatbin`` sections of the jax-rocm7-plugin wheel's libraries at the total size
-    each CCOB header declares; ``dest`` receives the extracted wheel."""
+def rocm7_bundles(dest: Path, count: int | None = 3, wheel: PypiWheel = JAX_PLUGIN) -> list[bytes]:
+    """``count`` (all: None) real ROCm 7 offload bundles (CCOB v3, generic targets), cut
+    from the ``.hip_fatbin`` sections of ``wheel``'s libraries at the total size each CCOB
+    header declares; ``dest`` receives the extracted wheel."""
     out: list[bytes] = []
-    for so in fat_members(pypi_wheel(JAX_PLUGIN), dest):
+    for so in fat_members(pypi_wheel(wheel), dest):
         with so.open("rb") as f:
             section = ELFFile(f).get_section_by_name(".hip_fatbin").data()
         pos = 0
@@ -191,6 +191,8 @@ def rocm7_bundles(dest: Path, count: int = 3) -> list[bytes]:
             (total,) = struct.unpack_from("<Q", section, pos + 8)
             out.append(section[pos : pos + total])
             pos += total
+    if count is None:
+        return out
     if len(out) < count:
-        raise AssertionError(f"only {len(out)} bundles in {JAX_PLUGIN.filename}")
+        raise AssertionError(f"only {len(out)} bundles in {wheel.filename}")
     return out[:count]
