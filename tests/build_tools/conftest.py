@@ -39,7 +39,7 @@ def install(dist: Path, venv: Path, requirement: str) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin/python"), "-m", "pip", "--disable-pip-version-check"]
     proc = subprocess.run(
-        [*pip, "install", "--no-index", "--find-links", str(dist), requirement],
+        [*pip, "install", "--no-cache-dir", "--no-index", "--find-links", str(dist), requirement],
         capture_output=True,
         text=True,
         check=False,
