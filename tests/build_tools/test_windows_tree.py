@@ -212,3 +212,20 @@ def test_symlinks_in_a_windows_tree_are_refused(
     err = capsys.readouterr().err
     assert rc == 1 and "symlinks in a Windows artifact tree" in err and str(link) in err
     assert not (dest / "dist").exists()
+
+
+def test_windows_family_flags_on_a_windows_set(
+    bundles: list[bytes], tmp_path: Path, windows: None
+) -> None:
+    """``--windows-amdgpu-families gfx110X-all``: the completeness guard counts
+    gfx1100-gfx1103 as served by the gfx11-generic wheel, and the selector's Windows list
+    names them with their generic target."""
+    tree = tmp_path / "artifacts"
+    write_windows_tree(tree, bundles, kpack=True, family="gfx110X-all")
+    dist = build_dist(tree, tmp_path / "out", "--windows-amdgpu-families", "gfx110X-all")
+    with tarfile.open(dist / f"rocm-{VERSION}.tar.gz") as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("rocm_sdk/_dist_info.py"))
+        text = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
+    line = next(x for x in text.splitlines() if x.startswith("WINDOWS_TARGET_FAMILIES"))
+    for target in ("gfx1100", "gfx1103", "gfx11-generic"):
+        assert f"'{target}'" in line, line
