@@ -49,6 +49,8 @@ def build_pe(
     wrappers: bool = True,
     target: str = "x86_64-pc-windows-msvc",
     machine: str | None = None,
+    link_flags: tuple[str, ...] = (),
+    debug: bool = False,
 ) -> Path:
     """Compile and link a DLL (or EXE) whose ``.hip_fat`` holds ``bundles``, 4 KiB aligned
     each, and whose ``.hipFatB`` holds one HIPF wrapper per bundle (none with
@@ -79,13 +81,15 @@ def build_pe(
     )  # fmt: skip
     (work / "k.c").write_text(source)
     subprocess.run(
-        [CLANG, f"--target={target}", "-O1", "-c", "k.c", "-o", "k.obj"],
+        [CLANG, f"--target={target}", "-O1", *(["-g"] if debug else []), "-c", "k.c", "-o",
+         "k.obj"],
         cwd=work, check=True, capture_output=True,
     )  # fmt: skip
     link = [LLD_LINK, "/nodefaultlib", f"/out:{dest}", "k.obj"]
     if machine:
         link.append(f"/machine:{machine}")
     link += ["/entry:main_entry", "/subsystem:console"] if exe else ["/dll", "/entry:entry"]
+    link += list(link_flags)
     proc = subprocess.run(link, cwd=work, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return dest

@@ -369,3 +369,59 @@ def _written(tmp_path: Path, data: bytes) -> Path:
     path = tmp_path / f"archive-{hashlib.sha256(data).hexdigest()[:12]}.kpack"
     path.write_bytes(data)
     return path
+
+
+def _symbols(path: Path) -> list[str]:
+    proc = subprocess.run(["llvm-readobj", "--symbols", str(path)], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    assert "warning" not in proc.stderr.lower(), proc.stderr
+    return [line.split(":", 1)[1].strip() for line in proc.stdout.splitlines()
+            if line.strip().startswith("Name:")]  # fmt: skip
+
+
+def test_an_image_with_a_coff_symbol_table_keeps_it(bundles: list[bytes], tmp_path: Path) -> None:
+    """``lld-link /debug:dwarf`` keeps the COFF symbol table (and its string table) after
+    the sections: it moves with them and still reads back."""
+    src = build_pe(tmp_path / "dbg.dll", bundles[:2], debug=True, link_flags=("/debug:dwarf",))
+    assert pefile.PE(str(src)).FILE_HEADER.PointerToSymbolTable
+    out = tmp_path / "out.dll"
+    transform_pe(src, out, kernel_name="k", search_paths=SEARCH)
+    pe = pefile.PE(str(out))
+    assert pe.get_warnings() == [] and pe.OPTIONAL_HEADER.CheckSum == pe.generate_checksum()
+    assert _symbols(out) == _symbols(src) and "fat0" in _symbols(src)
+
+
+def test_a_fixed_image_without_base_relocations(bundles: list[bytes], tmp_path: Path) -> None:
+    """``/fixed``: relocations stripped, pointers absolute; the wrappers are redirected to
+    the marker's absolute address."""
+    src = build_pe(tmp_path / "fixed.dll", bundles[:2], link_flags=("/fixed",))
+    assert pefile.PE(str(src)).FILE_HEADER.Characteristics & 0x0001  # RELOCS_STRIPPED
+    out = tmp_path / "out.dll"
+    plan = transform_pe(src, out, kernel_name="k", search_paths=SEARCH)
+    pe = pefile.PE(str(out))
+    assert pe.get_warnings() == []
+    base = pe.OPTIONAL_HEADER.ImageBase
+    segment = _pefile_section(out, ".hipFatB")
+    pointers = {struct.unpack_from("<Q", segment, 24 * i + 8)[0] for i in range(2)}
+    assert pointers == {base + plan.marker_rva}
+
+
+def test_a_signed_image_is_refused(bundles: list[bytes], tmp_path: Path) -> None:
+    src = build_pe(tmp_path / "ok.dll", bundles[:1])
+
+    def sign(data: bytearray, pe: pefile.PE) -> None:  # a certificate table entry
+        entry = pe.OPTIONAL_HEADER.DATA_DIRECTORY[4]
+        struct.pack_into("<II", data, entry.get_file_offset(), len(data), 8)
+        data.extend(b"\0" * 8)
+
+    _refused(_patched(src, tmp_path, sign), tmp_path, TransformError, "transform it before signing")
+
+
+def test_no_room_for_the_marker_header_is_refused(bundles: list[bytes], tmp_path: Path) -> None:
+    src = build_pe(tmp_path / "ok.dll", bundles[:1])
+
+    def full(data: bytearray, pe: pefile.PE) -> None:  # SizeOfHeaders = end of the table
+        end = pe.sections[-1].get_file_offset() + 40
+        struct.pack_into("<I", data, pe.OPTIONAL_HEADER.get_file_offset() + 60, end)
+
+    _refused(_patched(src, tmp_path, full), tmp_path, TransformError, "no room for one more")
