@@ -226,6 +226,12 @@ def read_image(data: Buffer, path: Path) -> PeImage:
     for value, what in ((salign, "SectionAlignment"), (falign, "FileAlignment")):
         if value == 0 or value & (value - 1):
             raise PeError(f"{what} {value:#x} is not a power of two", path=path)
+    if not 512 <= falign <= 0x10000 or salign < falign:
+        raise PeError(
+            f"FileAlignment {falign:#x} must be 512 to 64 KiB and at most SectionAlignment "
+            f"({salign:#x}), as the PE format asks",
+            path=path,
+        )
     table = opt + opt_size
     table_end = table + SECTION.size * nsections
     if table_end > len(data) or table_end > size_of_headers:
@@ -235,7 +241,7 @@ def read_image(data: Buffer, path: Path) -> PeImage:
             path=path,
         )
     sections = tuple(_section(data, i, table + SECTION.size * i, path) for i in range(nsections))
-    _check_sections(sections, len(data), size_of_headers, path)
+    _check_sections(sections, len(data), size_of_headers, size_of_image, path)
     return PeImage(
         path, len(data), pe_offset, characteristics, symtab, nsyms, opt, image_base, salign,
         falign, size_of_image, size_of_headers, checksum, dirs, sections, table_end,
@@ -251,9 +257,14 @@ def _section(data: Buffer, index: int, offset: int, path: Path) -> Section:
 
 
 def _check_sections(
-    sections: tuple[Section, ...], file_size: int, headers: int, path: Path
+    sections: tuple[Section, ...], file_size: int, headers: int, size_of_image: int, path: Path
 ) -> None:
-    problems = []
+    problems = [
+        f"section {s.name} ({s.rva:#x}+{s.mapped_size:#x}) extends past SizeOfImage "
+        f"({size_of_image:#x})"
+        for s in sections
+        if s.rva + s.mapped_size > size_of_image
+    ]
     by_rva = sorted(sections, key=lambda s: s.rva)
     for a, b in itertools.pairwise(by_rva):
         if a.rva + a.mapped_size > b.rva:

@@ -379,6 +379,11 @@ def _plan(
     marker_raw = _align(len(marker), image.file_alignment)
     marker_offset = _align(moved(raw_end), image.file_alignment)
     marker_rva = _align(max(s.rva + s.mapped_size for s in image.sections), image.section_alignment)
+    end_of_image = _align(marker_rva + len(marker), image.section_alignment)
+    if end_of_image > 0xFFFFFFFF or marker_offset + marker_raw > 0xFFFFFFFF:
+        raise TransformError(
+            "no 32-bit address or file offset is left for the marker section", path=path
+        )
     patches: list[tuple[int, bytes]] = []
     for s in image.sections:  # section headers: .hip_fat emptied, later raw data moved
         if s.index == fatbin.index:
@@ -405,8 +410,7 @@ def _plan(
     if fatbin.characteristics & IMAGE_SCN_CNT_INITIALIZED_DATA:
         initialized = max(0, initialized - removed)
     patches.append((opt + 8, struct.pack("<I", initialized)))
-    size_of_image = _align(marker_rva + len(marker), image.section_alignment)
-    patches.append((opt + 56, struct.pack("<I", size_of_image)))
+    patches.append((opt + 56, struct.pack("<I", end_of_image)))
     for entry in debug:
         if entry.pointer:
             new = moved(entry.pointer) if entry.pointer < raw_end else entry.pointer + overlay

@@ -425,3 +425,33 @@ def test_no_room_for_the_marker_header_is_refused(bundles: list[bytes], tmp_path
         struct.pack_into("<I", data, pe.OPTIONAL_HEADER.get_file_offset() + 60, end)
 
     _refused(_patched(src, tmp_path, full), tmp_path, TransformError, "no room for one more")
+
+
+def test_a_section_past_size_of_image_is_refused(bundles: list[bytes], tmp_path: Path) -> None:
+    """Fuzzer finding: a section at RVA 0xffffffff made the marker's address overflow 32
+    bits (``struct.error``); such an image is malformed and refused when it is read."""
+    src = build_pe(tmp_path / "ok.dll", bundles[:1])
+
+    def far(data: bytearray, pe: pefile.PE) -> None:
+        last = pe.sections[-1]
+        struct.pack_into("<I", data, last.get_file_offset() + 12, 0xFFFFFFFF)
+
+    _refused(_patched(src, tmp_path, far), tmp_path, PeError, "extends past SizeOfImage")
+
+
+def test_fuzzer_findings_on_alignments_are_refused(bundles: list[bytes], tmp_path: Path) -> None:
+    """Fuzzer findings: FileAlignment 1 GiB made the marker's padding a 1 GiB allocation;
+    a huge SectionAlignment overflowed SizeOfImage (``struct.error``)."""
+    src = build_pe(tmp_path / "ok.dll", bundles[:1])
+    opt = pefile.PE(str(src)).OPTIONAL_HEADER.get_file_offset()
+
+    def file_alignment(data: bytearray, pe: pefile.PE) -> None:
+        struct.pack_into("<I", data, opt + 36, 0x40000000)
+
+    _refused(_patched(src, tmp_path, file_alignment), tmp_path, PeError, "FileAlignment")
+
+    def section_alignment(data: bytearray, pe: pefile.PE) -> None:
+        struct.pack_into("<I", data, opt + 32, 0x80000000)
+
+    _refused(_patched(src, tmp_path, section_alignment), tmp_path, TransformError,
+             "no 32-bit address")  # fmt: skip
