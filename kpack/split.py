@@ -48,6 +48,7 @@ from kpack.archive import Scheme
 from kpack.artifact_names import ArtifactId
 from kpack.databases import Handler
 from kpack.errors import ArtifactError, RocmPackagingError, UsageError
+from kpack.pe._image import is_pe_file
 from kpack.safepath import Root
 
 __all__ = [
@@ -199,6 +200,26 @@ def _report(outcome: FatOutcome) -> BinaryReport:
     )
 
 
+def _check_windows_targets(outcomes: Sequence[FatOutcome]) -> None:
+    """A Windows (PE) binary's kernels for a feature-qualified target would need
+    ``P_gfx90a:xnack+`` and ``…_gfx90a:xnack+.kpack``, names Windows cannot create (``:``
+    opens an NTFS stream); neither TheRock nor rocm-kpack defines another spelling, so the
+    split stops (nothing is published) instead of writing names that install wrong."""
+    problems = sorted(
+        f"{o.job.kernel_name}: {target}"
+        for o in outcomes
+        if is_pe_file(o.job.source)
+        for target in {k.target for k in o.kernels}
+        if ":" in target
+    )
+    if problems:
+        raise ArtifactError(
+            "PE (Windows) binaries with code for feature-qualified targets: their artifact and "
+            "archive names would hold ':', which Windows file systems reject",
+            problems=problems,
+        )
+
+
 def _execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitResult:
     generic_name = plan.out_name(GENERIC)
     with Staging(output_dir, force=options.force, protected=[plan.scan.path]) as staging:
@@ -209,6 +230,7 @@ def _execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitR
         spool_dir.mkdir()
         jobs = fat_jobs(plan, generic_root, spool_dir, options)
         outcomes = run_fat_jobs(jobs, options.jobs)
+        _check_windows_targets(outcomes)
         by_target = group_by_target(outcomes)
         contributors = _contributors(plan, by_target)
         staging.check_free([generic_name, *contributors])

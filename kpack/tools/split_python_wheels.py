@@ -40,7 +40,7 @@ from kpack.tools._wheel_bundles import (
     served_targets,
 )
 from kpack.tools._wheel_cli import add_arguments
-from kpack.tools._wheel_kernels import KernelResult, split_binaries
+from kpack.tools._wheel_kernels import ArchiveFile, KernelResult, split_binaries
 from kpack.tools._wheel_metadata import (
     add_headers,
     device_metadata,
@@ -155,6 +155,7 @@ def _split(
     kernels = split_binaries(
         plan, wheel.root, work, scheme=options.scheme, level=options.level, jobs=options.jobs
     )
+    _check_windows_names(wheel, kernels.archives)
     groups = _device_groups(plan, kernels, wheel)
     moved = frozenset(d.entry.arcname for d in plan.databases)
     layout = host_layout(wheel, kernels.stripped, moved)
@@ -181,6 +182,20 @@ def _split(
         tuple(rows), _gpus(host.path.name, host.size, rows), variants,
         (*plan.notes, *kernels.notes),
     )  # fmt: skip
+
+
+def _check_windows_names(wheel: InputWheel, archives: Sequence[ArchiveFile]) -> None:
+    """A Windows wheel cannot hold ``…_gfx90a:xnack+.kpack`` (``:`` opens an NTFS stream;
+    neither TheRock nor rocm-kpack defines another spelling): one error, nothing written."""
+    if "win" not in wheel.tag:
+        return
+    bad = sorted(a.arcname for a in archives if ":" in a.arcname)
+    if bad:
+        raise PackagingError(
+            f"{wheel.path.name}: a Windows wheel would hold archive names with ':', which "
+            "Windows file systems reject (code for feature-qualified targets)",
+            problems=bad,
+        )
 
 
 def _device_groups(

@@ -455,3 +455,43 @@ def test_fuzzer_findings_on_alignments_are_refused(bundles: list[bytes], tmp_pat
 
     _refused(_patched(src, tmp_path, section_alignment), tmp_path, TransformError,
              "no 32-bit address")  # fmt: skip
+
+
+def test_split_artifacts_refuses_windows_names_it_cannot_create(tmp_path: Path) -> None:
+    """A PE binary with gfx90a:xnack+ code would need ``P_gfx90a:xnack+`` directories and
+    archives: one error naming the binary and target, nothing published."""
+    from bundle_fixtures import sample_bundle
+
+    from kpack.errors import ArtifactError
+    from kpack.split import split_artifact
+
+    dll = build_pe(tmp_path / "pe" / "x.dll", [sample_bundle(["gfx90a:xnack+", "gfx1100"])])
+    art = tmp_path / "x_lib_generic"
+    (art / "x/stage/bin").mkdir(parents=True)
+    (art / "artifact_manifest.txt").write_text("x/stage\n")
+    shutil.copy2(dll, art / "x/stage/bin/x.dll")
+    out = tmp_path / "out"
+    with pytest.raises(ArtifactError, match="Windows file systems reject") as info:
+        split_artifact(art, out, prefix="x_lib")
+    assert "x/stage/bin/x.dll: gfx90a:xnack+" in str(info.value)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_win_amd64_wheel_with_feature_qualified_code_is_refused(tmp_path: Path) -> None:
+    from bundle_fixtures import sample_bundle
+
+    from kpack.errors import PackagingError
+    from kpack.tools import split_python_wheels as spw
+    from kpack.wheelfile import Member, write_wheel
+
+    dll = build_pe(tmp_path / "pe" / "x.dll", [sample_bundle(["gfx90a:xnack+", "gfx1100"])])
+    wheel = write_wheel(
+        tmp_path / "in", dist_name="torch", version="2.9.0", tag="cp311-cp311-win_amd64",
+        members=[Member("torch/lib/x.dll", dll)],
+        metadata=b"Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n",
+    ).path  # fmt: skip
+    out = tmp_path / "out"
+    with pytest.raises(PackagingError, match="Windows file systems reject") as info:
+        spw.split_wheel(wheel, out, spw.SplitOptions("torch/", "amd-torch-device", None))
+    assert "torch/.kpack/torch_gfx90a:xnack+.kpack" in str(info.value)
+    assert not out.exists()
