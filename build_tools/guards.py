@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from kpack.artifact_names import base_target
 from kpack.errors import ArtifactError, PackagingError
 from kpack.generic_targets import generic_table
+from kpack.safepath import windows_name_problem
 
 from .artifacts import Catalog, EntryKind
 from .options import BuildOptions
@@ -18,13 +19,6 @@ __all__ = [
     "check_targets_present",
     "check_windows_names",
 ]
-
-#: Characters Windows file systems reject in a name (``:`` would open an NTFS stream).
-_WINDOWS_BAD = frozenset('<>:"|?*\\') | frozenset(chr(c) for c in range(32))
-_WINDOWS_RESERVED = frozenset(
-    ["CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
-     *(f"LPT{i}" for i in range(1, 10))]
-)  # fmt: skip
 
 
 def check_targets_present(catalog: Catalog, options: BuildOptions) -> None:
@@ -80,16 +74,12 @@ def check_windows_names(plans: Sequence[PackagePlan]) -> None:
     lookup is not implemented), so the build stops instead of shipping a file that would
     install wrong.
     """
-    problems = []
-    for plan in plans:
-        for file in plan.payload:
-            for part in file.arcname.split("/"):
-                bad = sorted(set(part) & _WINDOWS_BAD)
-                stem = part.split(".", 1)[0].upper()
-                if bad or stem in _WINDOWS_RESERVED or part.endswith((".", " ")):
-                    what = f"characters {''.join(bad)!r}" if bad else "a reserved or dotted name"
-                    problems.append(f"{plan.dist_name}: {file.arcname} ({what})")
-                    break
+    problems = [
+        f"{plan.dist_name}: {file.arcname} ({why})"
+        for plan in plans
+        for file in plan.payload
+        if (why := windows_name_problem(file.arcname)) is not None
+    ]
     if problems:
         raise PackagingError(
             "a Windows package set holds names Windows file systems reject",

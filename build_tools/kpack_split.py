@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import tempfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
@@ -232,7 +232,9 @@ def plan_fat_splits(
                 path=catalog.root,
                 problems=unknown,
             )
-    _check_generic_targets(catalog, ())
+    _check_generic_targets(
+        catalog.root, [(f"{a.id.dirname}: {a.id.target}", a.id.target) for a in catalog.artifacts]
+    )
     wanted = set(names)
     splits: list[FatSplit] = []
     relabeled: dict[str, Artifact] = {}
@@ -260,7 +262,14 @@ def plan_fat_splits(
                 path=artifact.path,
             )
         splits.append(split)
-    _check_generic_targets(catalog, splits)
+    _check_generic_targets(
+        catalog.root,
+        (
+            (f"{split.artifact.id.dirname}: holds code objects for {out.id.target}", out.id.target)
+            for split in splits
+            for out in split.outputs
+        ),
+    )
     if not splits and not relabeled:
         return catalog, KpackSplitPlan(())
     replaced: dict[str, tuple[Artifact, ...]] = {k: (v,) for k, v in relabeled.items()}
@@ -272,25 +281,18 @@ def plan_fat_splits(
     return replace(catalog, artifacts=ordered), KpackSplitPlan(tuple(splits))
 
 
-def _check_generic_targets(catalog: Catalog, splits: Sequence[FatSplit]) -> None:
+def _check_generic_targets(root: Path, named: Iterable[tuple[str, str]]) -> None:
     """Every LLVM generic target, named by an artifact or found in a fat binary, must be in
-    the generic-target table: the device packages, extras and runtime fallback come from it."""
+    the generic-target table: the device packages, extras and runtime fallback come from it.
+    ``named``: (problem line, target) pairs."""
     table = generic_table()
-    problems = [
-        f"{a.id.dirname}: {a.id.target}"
-        for a in catalog.artifacts
-        if table.unknown_generic([a.id.target])
-    ]
-    for split in splits:
-        for output in split.outputs:
-            for target in table.unknown_generic([output.id.target]):
-                problems.append(f"{split.artifact.id.dirname}: holds code objects for {target}")
+    problems = [line for line, target in named if table.unknown_generic([target])]
     if problems:
         known = ", ".join(table.members)
         raise ArtifactError(
             f"generic targets that the generic-target table ({table.source}) does not list "
             f"(it lists {known})",
-            path=catalog.root,
+            path=root,
             problems=sorted(set(problems)),
         )
 

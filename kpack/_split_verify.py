@@ -29,7 +29,8 @@ from kpack.elf import verify_elf
 from kpack.elf._read import open_reader, read_layout
 from kpack.errors import ArchiveError, ElfError, PeError, TransformError
 from kpack.generic_targets import generic_table
-from kpack.hipfmt import GFXARCH, MARKER, PE_FATBIN, PE_MARKER
+from kpack.hipfmt import GFXARCH, MARKER, PE_MARKER
+from kpack.pe._image import is_pe_file
 from kpack.resolve import KpackRef, check_variant_overlays, read_kpack_ref
 
 __all__ = ["VerifyReport", "find_archives", "verify_binary"]
@@ -73,37 +74,18 @@ def find_archives(ref: KpackRef, search_root: Path | None = None) -> tuple[Path,
     return tuple(sorted(found))
 
 
-def _is_pe(binary: Path) -> bool:
-    from kpack.pe._image import is_pe_file  # PE support loads on use
-
-    return is_pe_file(binary)
-
-
 def _pe_wrapper_problems(binary: Path, ref: KpackRef) -> list[str]:
-    """A transformed PE image: headers valid, co_index = index, the marker in a section,
-    ``.hip_fat`` without file bytes, no base relocation into it, the checksum right."""
-    from kpack.pe import read_pe_fat
-    from kpack.pe._image import OPT_CHECKSUM, pe_checksum
-    from kpack.pe._transform import relocations_into_fatbin
+    """A transformed PE image: see :func:`kpack.pe.transformed_problems`."""
+    from kpack.pe import read_pe_fat, transformed_problems
 
-    problems = _co_index_problems(ref)
+    problems = [] if ref.co_indices else ["no HIPK wrappers"]
     try:
         fat = read_pe_fat(binary)
     except PeError as exc:
         return [*problems, *(exc.problems or [exc.message])]
-    assert fat is not None and fat.marker is not None
-    image = fat.image
-    if fat.fatbin.raw_size:
-        problems.append(f"{PE_FATBIN} still holds {fat.fatbin.raw_size} bytes of device code")
+    assert fat is not None
     with open(binary, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        problems += [
-            f"base relocation at RVA {rva:#x} points into {PE_FATBIN}"
-            for rva in relocations_into_fatbin(fat, data)
-        ]
-        checksum = pe_checksum(data, image.opt_offset + OPT_CHECKSUM)
-    if image.checksum and checksum != image.checksum:
-        problems.append("CheckSum does not match the file")
-    return problems
+        return [*problems, *transformed_problems(fat, data)]
 
 
 def _co_index_problems(ref: KpackRef) -> list[str]:
@@ -189,7 +171,7 @@ def verify_binary(
     """Verify ``binary`` against ``archives`` (found from its marker when empty)."""
     problems: list[str] = []
     warnings: list[str] = []
-    pe = _is_pe(binary)
+    pe = is_pe_file(binary)
     if not pe:
         try:
             warnings += verify_elf(binary, name=str(binary))

@@ -23,6 +23,7 @@ from kpack.elf._read import open_reader, read_layout
 from kpack.errors import ElfError, PeError, UsageError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH
+from kpack.pe._image import is_pe_file
 
 __all__ = [
     "ArchiveIndex",
@@ -65,12 +66,6 @@ class KpackRef:
         return f"{self.kernel_name}#{co_index}"
 
 
-def _is_pe(path: str | os.PathLike[str]) -> bool:
-    from kpack.pe._image import is_pe_file  # PE support loads on use
-
-    return is_pe_file(path)
-
-
 def _read_pe_ref(path: Path) -> KpackRef | None:
     from kpack.pe import read_pe_fat, read_pe_kpack_ref  # PE support loads on use
 
@@ -105,7 +100,7 @@ def read_kpack_ref(path: Path) -> KpackRef | None:
     (Windows) is read through its ``.kpackrf`` marker and ``.hipFatB`` wrappers instead.
     """
     name = os.fspath(path)
-    if _is_pe(path):
+    if is_pe_file(path):
         return _read_pe_ref(Path(path))
     with open_reader(path) as reader:
         layout = read_layout(reader)

@@ -30,6 +30,7 @@ __all__ = [
     "resolve_in_tree",
     "safe_component",
     "safe_relpath",
+    "windows_name_problem",
 ]
 
 #: The longest file name (one path component) Linux and Windows file systems accept, in bytes.
@@ -38,6 +39,13 @@ MAX_COMPONENT_BYTES = 255
 MAX_PATH_BYTES = 4096
 #: Symlink hops followed before a chain is called a loop (the kernel's ``ELOOP`` limit).
 MAX_SYMLINK_HOPS = 40
+
+#: Characters Windows file systems reject in a name (``:`` would open an NTFS stream).
+_WINDOWS_BAD = frozenset('<>:"|?*\\') | frozenset(chr(c) for c in range(32))
+_WINDOWS_RESERVED = frozenset(
+    ["CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
+     *(f"LPT{i}" for i in range(1, 10))]
+)  # fmt: skip
 
 _Source = str | os.PathLike[str] | None
 _ErrorType = type[RocmPackagingError]
@@ -284,3 +292,16 @@ class Root:
         link = parent / checked.parts[-1]
         os.symlink(target, link)
         return link
+
+
+def windows_name_problem(path: str) -> str | None:
+    """Why Windows could not create the ``/``-separated relative ``path`` (a component
+    with ``<>:"|?*``, ``\\`` or a control character, a reserved device name such as
+    ``NUL``, or one ending in a dot or space), or None."""
+    for part in path.split("/"):
+        bad = sorted(set(part) & _WINDOWS_BAD)
+        if bad:
+            return f"characters {''.join(bad)!r}"
+        if part.split(".", 1)[0].upper() in _WINDOWS_RESERVED or part.endswith((".", " ")):
+            return "a reserved or dotted name"
+    return None

@@ -49,7 +49,7 @@ from kpack.artifact_names import ArtifactId
 from kpack.databases import Handler
 from kpack.errors import ArtifactError, RocmPackagingError, UsageError
 from kpack.pe._image import is_pe_file
-from kpack.safepath import Root
+from kpack.safepath import Root, windows_name_problem
 
 __all__ = [
     "ArchiveOutput",
@@ -210,7 +210,7 @@ def _check_windows_targets(outcomes: Sequence[FatOutcome]) -> None:
         for o in outcomes
         if is_pe_file(o.job.source)
         for target in {k.target for k in o.kernels}
-        if ":" in target
+        if windows_name_problem(target) is not None
     )
     if problems:
         raise ArtifactError(

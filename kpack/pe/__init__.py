@@ -15,6 +15,7 @@ from kpack.pe._transform import (
     read_pe_fat,
     read_pe_kpack_ref,
     transform_pe,
+    transformed_problems,
     write_pe_transform,
 )
 
@@ -33,5 +34,6 @@ __all__ = [
     "read_pe_fat",
     "read_pe_kpack_ref",
     "transform_pe",
+    "transformed_problems",
     "write_pe_transform",
 ]

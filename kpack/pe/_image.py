@@ -140,6 +140,7 @@ class PeImage:
     section_alignment: int
     file_alignment: int
     size_of_image: int
+    size_of_initialized_data: int
     size_of_headers: int
     checksum: int
     directories: tuple[tuple[int, int], ...]  # (RVA or file offset, size)
@@ -212,6 +213,7 @@ def read_image(data: Buffer, path: Path) -> PeImage:
         )
     (image_base,) = _u(data, "<Q", opt + 24, "ImageBase", path)
     salign, falign = _u(data, "<II", opt + 32, "alignments", path)
+    (initialized,) = _u(data, "<I", opt + 8, "SizeOfInitializedData", path)
     size_of_image, size_of_headers, checksum = _u(data, "<III", opt + 56, "image sizes", path)
     (ndirs,) = _u(data, "<I", opt + OPT_NUM_DIRS, "NumberOfRvaAndSizes", path)
     if ndirs > 16 or OPT_DIRS + 8 * ndirs > opt_size:
@@ -244,7 +246,7 @@ def read_image(data: Buffer, path: Path) -> PeImage:
     _check_sections(sections, len(data), size_of_headers, size_of_image, path)
     return PeImage(
         path, len(data), pe_offset, characteristics, symtab, nsyms, opt, image_base, salign,
-        falign, size_of_image, size_of_headers, checksum, dirs, sections, table_end,
+        falign, size_of_image, initialized, size_of_headers, checksum, dirs, sections, table_end,
     )  # fmt: skip
 
 

@@ -69,6 +69,7 @@ __all__ = [
     "read_pe_kpack_ref",
     "relocations_into_fatbin",
     "transform_pe",
+    "transformed_problems",
     "write_pe_transform",
 ]
 
@@ -153,6 +154,30 @@ def relocations_into_fatbin(
         if fat.fatbin.contains_rva(value - image.image_base):
             out.append(rva)
     return out
+
+
+def transformed_problems(fat: PeFat, data: Buffer) -> list[str]:
+    """What a transformed image must satisfy, for the check before writing and for
+    ``kpack verify``: a marker section; every wrapper HIPK, pointing at it, its co_index its
+    index; ``.hip_fat`` without file bytes and no base relocation into it; the CheckSum
+    (when set) right."""
+    image = fat.image
+    if fat.marker is None:
+        return [f"no {PE_MARKER} section"]
+    problems = []
+    if fat.fatbin.raw_size:
+        problems.append(f"{PE_FATBIN} still holds {fat.fatbin.raw_size} bytes of device code")
+    marker = image.image_base + fat.marker.rva
+    for wrapper in fat.wrappers:
+        if (wrapper.magic, wrapper.pointer, wrapper.co_index) != (HIPK, marker, wrapper.index):
+            problems.append(f"wrapper {wrapper.index} is not redirected to {PE_MARKER}: {wrapper}")
+    problems += [
+        f"base relocation at RVA {rva:#x} points into {PE_FATBIN}"
+        for rva in relocations_into_fatbin(fat, data)
+    ]
+    if image.checksum and pe_checksum(data, image.opt_offset + OPT_CHECKSUM) != image.checksum:
+        problems.append("CheckSum does not match the bytes")
+    return problems
 
 
 def read_pe_fat(path: Path) -> PeFat | None:
@@ -303,12 +328,7 @@ class _Output:
                 out += piece.data[lo - at : hi - at]
                 continue
             src = piece.start + lo - at
-            chunk = bytearray(self._data[src : src + hi - lo])
-            for offset, value in self._patches:
-                if offset < src + len(chunk) and offset + len(value) > src:
-                    a, b = max(offset, src), min(offset + len(value), src + len(chunk))
-                    chunk[a - src : b - src] = value[a - offset : b - offset]
-            out += chunk
+            out += _patched(self._data, src, src + hi - lo, self._patches)
         return bytes(out)
 
 
@@ -327,13 +347,12 @@ def plan_pe_transform(
         if fat is None:
             raise TransformError(f"no {PE_FATBIN} section; nothing to transform", path=path)
         targets = _checked(fat)
-        debug = list(debug_entries(fat.image, data))
-    section, name, bundles = index_section(
-        path, fat.fatbin.raw_offset, fat.fatbin.file_bytes(), PE_FATBIN
-    )
-    kernels = kernels_of_wrappers(path, PE_FATBIN, section, name, bundles, targets)
-    plan = _plan(fat, debug, marker, kernel_name, tuple(search_paths), tuple(kernels))
-    with _mapped(path) as data:
+        # the kernels keep views of their own mapping (plain bundles), beyond this one
+        section, name, bundles = index_section(
+            path, fat.fatbin.raw_offset, fat.fatbin.file_bytes(), PE_FATBIN
+        )
+        kernels = kernels_of_wrappers(path, PE_FATBIN, section, name, bundles, targets)
+        plan = _plan(fat, data, marker, kernel_name, tuple(search_paths), tuple(kernels))
         total = Checksum()
         for chunk in _chunks(plan, data, (*plan.patches, (plan.checksum_offset, b"\0" * 4))):
             total.update(chunk)
@@ -344,14 +363,15 @@ def plan_pe_transform(
 
 def _plan(
     fat: PeFat,
-    debug: Sequence[DebugEntry],
+    data: mmap.mmap,
     marker: bytes,
     kernel_name: str,
     search_paths: tuple[str, ...],
     kernels: tuple[ExtractedKernel, ...],
 ) -> PeTransformPlan:
     image, fatbin, path = fat.image, fat.fatbin, fat.path
-    problems = _references_into(fat, debug)
+    debug = list(debug_entries(image, data))
+    problems = _references_into(fat, data, debug)
     if problems:
         raise TransformError(
             f"other references into {PE_FATBIN}: the section cannot be emptied",
@@ -405,8 +425,7 @@ def _plan(
             )
         patches.append((coff + 8, struct.pack("<I", image.symbol_table + overlay)))
     opt = image.opt_offset
-    (initialized,) = struct.unpack("<I", _source_header(path, opt + 8, 4))
-    initialized += marker_raw
+    initialized = image.size_of_initialized_data + marker_raw
     if fatbin.characteristics & IMAGE_SCN_CNT_INITIALIZED_DATA:
         initialized = max(0, initialized - removed)
     patches.append((opt + 8, struct.pack("<I", initialized)))
@@ -434,22 +453,15 @@ def _plan(
     )  # fmt: skip
 
 
-def _source_header(path: Path, offset: int, size: int) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read(size)
-
-
-def _references_into(fat: PeFat, debug: Sequence[DebugEntry]) -> list[str]:
+def _references_into(fat: PeFat, data: Buffer, debug: Sequence[DebugEntry]) -> list[str]:
     """Base relocations (other than the wrapper pointers) whose pointer lands in
     ``.hip_fat``, and data directories that point into it."""
     image, fatbin = fat.image, fat.fatbin
     wrapper_pointers = frozenset(fat.pointer_rva(w.index) for w in fat.wrappers)
-    with _mapped(fat.path) as data:
-        problems = [
-            f"a base relocation at RVA {rva:#x} points into {PE_FATBIN}"
-            for rva in relocations_into_fatbin(fat, data, wrapper_pointers)
-        ]
+    problems = [
+        f"a base relocation at RVA {rva:#x} points into {PE_FATBIN}"
+        for rva in relocations_into_fatbin(fat, data, wrapper_pointers)
+    ]
     for index, (rva, size) in enumerate(image.directories):
         if size and index != DIR_CERTIFICATE and fatbin.contains_rva(rva):
             problems.append(f"data directory {index} lies in {PE_FATBIN}")
@@ -468,14 +480,17 @@ def _chunks(
             yield piece.data
             continue
         for start in range(piece.start, piece.end, _CHUNK):
-            end = min(start + _CHUNK, piece.end)
-            chunk = bytearray(data[start:end])
-            for at, value in patches:
-                if at < end and at + len(value) > start:
-                    lo = max(at, start)
-                    hi = min(at + len(value), end)
-                    chunk[lo - start : hi - start] = value[lo - at : hi - at]
-            yield bytes(chunk)
+            yield _patched(data, start, min(start + _CHUNK, piece.end), patches)
+
+
+def _patched(data: mmap.mmap, start: int, end: int, patches: Sequence[tuple[int, bytes]]) -> bytes:
+    """Source bytes ``start:end`` with ``patches`` (source offset, bytes) written over."""
+    chunk = bytearray(data[start:end])
+    for at, value in patches:
+        if at < end and at + len(value) > start:
+            lo, hi = max(at, start), min(at + len(value), end)
+            chunk[lo - start : hi - start] = value[lo - at : hi - at]
+    return bytes(chunk)
 
 
 def write_pe_transform(plan: PeTransformPlan, dest: Path) -> None:
@@ -500,7 +515,6 @@ def _verify(output: _Output, plan: PeTransformPlan) -> None:
     wrapper HIPK pointing at the marker, the marker decodes to what was planned,
     ``.hip_fat`` without file bytes, no base relocation into it, the checksum right."""
     path = plan.source
-    problems: list[str] = []
     try:
         image = read_image(output, path)
         fat = _fat_of(image, output)
@@ -511,24 +525,12 @@ def _verify(output: _Output, plan: PeTransformPlan) -> None:
         ) from exc  # fmt: skip
     if fat is None or fat.marker is None or fat.segment is None:
         raise TransformError("the planned image lacks its marker or wrappers", path=path)
-    if fat.fatbin.raw_size:
-        problems.append(f"{PE_FATBIN} still has {fat.fatbin.raw_size} raw bytes")
-    for wrapper in fat.wrappers:
-        if (wrapper.magic, wrapper.pointer, wrapper.co_index) != (
-            HIPK, image.image_base + fat.marker.rva, wrapper.index
-        ):  # fmt: skip
-            problems.append(f"wrapper {wrapper.index} is not redirected: {wrapper}")
+    problems = transformed_problems(fat, output)
     decoded = hipfmt.decode_marker(
         _section_bytes(image, output, fat.marker), error=TransformError, path=path
     )
     if decoded != (plan.kernel_name, plan.search_paths):
         problems.append("the marker does not decode to the planned content")
-    problems += [
-        f"base relocation at RVA {rva:#x} still points into it"
-        for rva in relocations_into_fatbin(fat, output)
-    ]
-    if pe_checksum(output, image.opt_offset + OPT_CHECKSUM) != image.checksum:
-        problems.append("CheckSum does not match the planned bytes")
     if problems:
         raise TransformError("the transformed image fails its check", path=path,
                              problems=problems)  # fmt: skip

@@ -32,6 +32,7 @@ from kpack.archive import KpackArchive, Scheme
 from kpack.boundary import guarded
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, UsageError
+from kpack.safepath import windows_name_problem
 from kpack.tools._wheel_bundles import (
     bundle_key,
     device_dist_name,
@@ -189,7 +190,7 @@ def _check_windows_names(wheel: InputWheel, archives: Sequence[ArchiveFile]) -> 
     neither TheRock nor rocm-kpack defines another spelling): one error, nothing written."""
     if "win" not in wheel.tag:
         return
-    bad = sorted(a.arcname for a in archives if ":" in a.arcname)
+    bad = sorted(a.arcname for a in archives if windows_name_problem(a.arcname) is not None)
     if bad:
         raise PackagingError(
             f"{wheel.path.name}: a Windows wheel would hold archive names with ':', which "

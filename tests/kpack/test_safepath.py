@@ -146,3 +146,21 @@ def test_resolve_in_tree_refuses_escapes_at_any_depth(
     first = tree / next(iter(links))
     with pytest.raises(ArtifactError):
         resolve_in_tree(tree, first, error=ArtifactError)
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("lib/.kpack/blas_lib_gfx90a:xnack+.kpack", "characters ':'"),
+        ('bin/a"b.dll', "characters '\"'"),
+        ("bin/NUL.txt", "a reserved or dotted name"),
+        ("bin/com1", "a reserved or dotted name"),
+        ("bin/trailing.", "a reserved or dotted name"),
+        ("lib/.kpack/blas_lib_gfx1100.kpack", None),
+        ("bin/amdhip64_7.dll", None),
+    ],
+)
+def test_windows_name_problem(path: str, why: str | None) -> None:
+    from kpack.safepath import windows_name_problem
+
+    assert windows_name_problem(path) == why
