@@ -1,10 +1,13 @@
 """Benchmark the wheel splitter against unzipping and re-zipping the same wheel.
 
-    python benchmarks/bench_split_wheel.py [-j N] [--repeat N] [--pypi | --wheel X.whl]
+    python benchmarks/bench_split_wheel.py [-j N] [--repeat N]
+                                           [--pypi | --pypi-windows | --wheel X.whl]
 
 Input: a real ROCm 7 wheel from PyPI with ``--pypi`` (``jax-rocm7-pjrt`` 0.10.0: a 520 MB
 ``xla_rocm_plugin.so`` whose 41 compressed CCOB bundles hold 1.21 GB of device code,
-generic targets included; 137 MB download, cached), any wheel with ``--wheel``, else a fat
+generic targets included; 137 MB download, cached), a real ``win_amd64`` one with
+``--pypi-windows`` (``bitsandbytes`` 0.50.2: three ROCm DLLs linked by the Windows HIP SDK
+among CUDA, CPU and XPU DLLs; 39 MB), any wheel with ``--wheel``, else a fat
 wheel made from Debian's librocsparse when it is in the cache (else librocrand). In this
 one run it times (1) ``split_wheel`` and (2) extracting the wheel with zipfile and writing
 it back with zipfile (deflate), each in a fresh process for its peak RSS; the best of
@@ -83,6 +86,9 @@ def main() -> int:
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--pypi", action="store_true", help="the jax-rocm7-pjrt wheel")
+    parser.add_argument(
+        "--pypi-windows", action="store_true", help="the bitsandbytes win_amd64 wheel"
+    )
     parser.add_argument("--wheel", type=Path, help="a wheel to split")
     parser.add_argument("--overlay-root", default=None, help="default: the wheel's package dir")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
@@ -97,6 +103,11 @@ def main() -> int:
 
             wheel, root = fetch_wheel(JAX_PJRT), JAX_PJRT.overlay_root
             what = "real ROCm 7 wheel from PyPI"
+        elif args.pypi_windows:
+            from tests.pypi_inputs import BITSANDBYTES_WIN, fetch_wheel
+
+            wheel, root = fetch_wheel(BITSANDBYTES_WIN), BITSANDBYTES_WIN.overlay_root
+            what = "real win_amd64 wheel from PyPI"
         elif args.wheel is not None:
             wheel, root, what = args.wheel, args.overlay_root or "", "given wheel"
         else:

@@ -2,8 +2,9 @@
 
 They carry modern HIP fat binaries: compressed CCOB v3 bundles with LLVM generic targets
 (``gfx9-4-generic``, ``gfx10-3-generic``, ``gfx11-generic``, ``gfx12-generic``) next to
-plain ISAs. ``pip download`` fetches them (any index pip is configured for); a wheel whose
-bytes differ from the pin is refused.
+plain ISAs, in ELF shared objects (manylinux) and PE DLLs (``win_amd64``). ``pip download``
+fetches them (any index pip is configured for); a wheel whose bytes differ from the pin is
+refused.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pefile
 import zstandard
 from elftools.elf.elffile import ELFFile
 
@@ -24,13 +26,17 @@ from build_tools.debian_inputs import default_cache_dir
 from kpack.errors import ToolError
 
 __all__ = [
+    "BITSANDBYTES_WIN",
     "JAX_PJRT",
     "JAX_PLUGIN",
     "Digests",
     "PypiWheel",
     "fat_members",
+    "fat_pe_members",
     "fetch_wheel",
     "independent_code_objects",
+    "independent_pe_code_objects",
+    "pe_section",
     "independent_section_objects",
     "pypi_wheel",
     "rocm7_bundles",
@@ -65,6 +71,20 @@ JAX_PJRT = PypiWheel(
     "jax_rocm7_pjrt-0.10.0-py3-none-manylinux_2_28_x86_64.whl",
     "fe0a40550c60e1b9f82eebfa6243ed6a7e3de7a07369142232bf8e331de03181",
     "jax_plugins/",
+)
+
+#: 39 MB, ``win_amd64``: besides CUDA, CPU and XPU DLLs, ``libbitsandbytes_rocm714.dll``,
+#: ``…_rocm715.dll`` and ``…_rocm72.dll``, linked by the Windows HIP SDK: a ``.hip_fat``
+#: section with two CCOB v3 zstd bundles (22 ISAs, gfx908 to gfx1201; 7 for ROCm 7.2) and
+#: the wrappers in ``.hipFatB``.
+BITSANDBYTES_WIN = PypiWheel(
+    "bitsandbytes",
+    "0.50.2",
+    "bitsandbytes-0.50.2-py3-none-win_amd64.whl",
+    "c697963c8fda3dcd0d7ebd9b5211ae4067feef7cd06e0350d4e816a434fe683d",
+    "bitsandbytes/",
+    python="3.12",
+    platform="win_amd64",
 )
 
 
@@ -170,6 +190,33 @@ def fat_members(wheel: Path, dest: Path) -> list[Path]:
         with path.open("rb") as f:
             if ELFFile(f).get_section_by_name(".hip_fatbin") is not None:
                 found.append(path)
+    return found
+
+
+def pe_section(data: bytes, name: bytes) -> bytes:
+    """The bytes of PE section ``name`` (up to its VirtualSize), read by ``pefile``."""
+    pe = pefile.PE(data=data, fast_load=True)
+    found = [s for s in pe.sections if s.Name.rstrip(b"\0") == name]
+    assert len(found) == 1, (name, [s.Name for s in pe.sections])
+    return found[0].get_data()[: found[0].Misc_VirtualSize]
+
+
+def independent_pe_code_objects(dll: Path) -> Digests:
+    """Every device code object of ``dll``'s ``.hip_fat``, decoded from the spec."""
+    return independent_section_objects(pe_section(dll.read_bytes(), b".hip_fat"))
+
+
+def fat_pe_members(wheel: Path, dest: Path) -> list[Path]:
+    """Extract ``wheel`` into ``dest``; its PE files that carry a ``.hip_fat`` section."""
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(dest)
+    found = []
+    for path in sorted(dest.rglob("*")):
+        if path.suffix.lower() in (".dll", ".pyd", ".exe") and path.is_file():
+            pe = pefile.PE(str(path), fast_load=True)
+            if any(s.Name.rstrip(b"\0") == b".hip_fat" for s in pe.sections):
+                found.append(path)
+            pe.close()
     return found
 
 

@@ -23,7 +23,7 @@ import pefile
 import pytest
 
 from tests.kpack.bundle_fixtures import read_kpack_by_spec
-from tests.pypi_inputs import Digests, independent_section_objects, rocm7_bundles
+from tests.pypi_inputs import Digests, independent_pe_code_objects, rocm7_bundles
 
 from .conftest import VERSION, build_dist
 from .windows_tree import write_windows_tree
@@ -42,12 +42,6 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
 def windows(monkeypatch: pytest.MonkeyPatch) -> None:
     """Build for Windows, as TheRock's Windows job does on a Windows host."""
     monkeypatch.setenv("ROCM_SDK_WHEEL_PLATFORM_TAG", "win_amd64")
-
-
-def _section(data: bytes, name: bytes) -> bytes:
-    pe = pefile.PE(data=data)
-    section = next(s for s in pe.sections if s.Name.rstrip(b"\0") == name)
-    return section.get_data()[: section.Misc_VirtualSize]
 
 
 def _payload(wheel: Path) -> dict[str, bytes]:
@@ -83,7 +77,7 @@ def test_kpack_split_windows_tree(bundles: list[bytes], tmp_path: Path, windows:
     # every code object in a device wheel, byte-identical
     expected: Digests = collections.Counter()
     for dll in fat.values():
-        expected += independent_section_objects(_section(dll.read_bytes(), b".hip_fat"))
+        expected += independent_pe_code_objects(dll)
     archived: Digests = collections.Counter()
     for wheel in dist.glob("rocm_sdk_device_*.whl"):
         for name, data in _payload(wheel).items():

@@ -25,7 +25,7 @@ from kpack.errors import PeError, TransformError
 from kpack.pe import extract_pe_kernels, read_pe_fat, read_pe_kpack_ref, transform_pe
 from kpack.transform import AlreadyTransformed
 from tests.kpack.pe_fixtures import build_pe
-from tests.pypi_inputs import Digests, independent_section_objects, rocm7_bundles
+from tests.pypi_inputs import Digests, independent_section_objects, pe_section, rocm7_bundles
 
 pytestmark = pytest.mark.real
 
@@ -46,9 +46,7 @@ def image(request: pytest.FixtureRequest, bundles: list[bytes],
 
 
 def _pefile_section(path: Path, name: str) -> bytes:
-    pe = pefile.PE(str(path))
-    section = next(s for s in pe.sections if s.Name.rstrip(b"\0") == name.encode())
-    return section.get_data()[: section.Misc_VirtualSize]
+    return pe_section(path.read_bytes(), name.encode())
 
 
 def test_every_code_object_matches_an_independent_decode(image: Path) -> None:
