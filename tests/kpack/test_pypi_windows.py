@@ -4,7 +4,8 @@ Its ROCm DLLs were linked by the Windows HIP SDK (not by our fixtures): ``.hip_f
 CCOB v3 zstd bundles for up to 22 ISAs, ``.hipFatB`` wrappers, base relocations. Oracles:
 ``pefile`` (headers, warnings, checksum, base relocations, exports, imports), ``llvm-readobj
 --coff`` and a bundle decoder written from the spec for the code objects, ``pip install
---platform win_amd64`` for the split wheels.
+--platform win_amd64`` for the split wheels, and Wine's PE loader running the DLLs' own HIP
+registration (``tests/kpack/wine_probe.py``) for what the runtime is handed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import struct
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from email.parser import Parser
 from pathlib import Path
 
@@ -26,6 +28,7 @@ import kpack.tools.split_python_wheels as spw
 from kpack.resolve import resolve_binary
 from kpack.transform import extract_kernels, transform_binary
 from tests.kpack.bundle_fixtures import read_kpack_by_spec
+from tests.kpack.wine_probe import WineProbe
 from tests.pypi_inputs import (
     BITSANDBYTES_WIN,
     Digests,
@@ -234,3 +237,44 @@ def test_the_real_windows_wheel_splits(bnb: tuple[Path, list[Path]], tmp_path: P
     assert {p.name: p.read_bytes() for p in again.iterdir()} == {
         p.name: p.read_bytes() for p in out.iterdir()
     }
+
+
+@pytest.fixture(scope="module")
+def wine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WineProbe]:
+    probe = WineProbe(tmp_path_factory.mktemp("wine"))
+    yield probe
+    probe.close()
+
+
+def test_a_pe_loader_hands_the_hip_runtime_the_marker(
+    bnb: tuple[Path, list[Path]], wine: WineProbe, tmp_path: Path
+) -> None:
+    """Wine loads each real DLL, fat and transformed, at a base other than its preferred
+    one; its static constructors register every wrapper with the (stub) HIP runtime. Fat:
+    HIPF pointers at the bundles. Transformed: HIPK, co_index in order, every pointer at
+    the one marker, rebased like the original, the marker's bytes behind it."""
+    for dll in bnb[1]:
+        thin = tmp_path / dll.name
+        transform_binary(dll, thin, kernel_name="bitsandbytes/" + dll.name,
+                         search_paths=["bitsandbytes_@GFXARCH@.kpack"])  # fmt: skip
+        for path in (dll, thin):
+            data = path.read_bytes()
+            pe = _pe(data)
+            load = wine.load(data, dll.name)
+            assert load.reserved == pe.OPTIONAL_HEADER.ImageBase != load.base > 0, load
+            wrappers = _wrappers(pe)
+            assert len(load.registrations) == len(wrappers) == 2
+            sections = _sections(pe)
+            for i, got in enumerate(load.registrations):
+                rva = got.binary - load.base
+                if path is dll:
+                    assert (got.magic, got.reserved1) == (HIPF, 0)
+                    assert rva == wrappers[i][2] - pe.OPTIONAL_HEADER.ImageBase
+                    assert sections[b".hip_fat"].contains_rva(rva)
+                    assert got.head[:4] == b"CCOB"
+                else:
+                    assert (got.magic, got.reserved1) == (HIPK, i)
+                    assert rva == sections[b".kpackrf"].VirtualAddress
+                    marker = sections[b".kpackrf"].get_data()
+                    assert got.head == marker[:48]
+                assert got.head == pe.get_data(rva, 48)
