@@ -21,6 +21,7 @@ from pathlib import Path
 
 from kpack._split_output import copy_file, copy_meta
 from kpack.archive import KernelInput, KpackSummary, Scheme, write_kpack
+from kpack.bundle import CodeObjectRef
 from kpack.databases import base_arch
 from kpack.errors import BundleError
 from kpack.transform import AlreadyTransformed, ExtractedKernel, stream_kernels, transform_binary
@@ -85,25 +86,67 @@ class FatOutcome:
 def run_fat_job(job: FatJob, keep_views: bool = False) -> FatOutcome:
     """Transform one fat binary and spool its in-scope kernels.
 
-    The transform parses every bundle once and hands back the code objects it found
-    through each wrapper's pointer (zero-copy views of the mapped input for plain
-    bundles), so nothing is decoded twice. In a worker process everything goes to the
-    spool; in-process (``keep_views``) such views are kept as they are and only decoded
-    (CCOB) kernels are spooled, which saves writing and re-reading the device code.
+    The transform checks every bundle in full, decoding compressed ones as a stream; the
+    in-scope code objects it decodes are spooled right then, so nothing is decoded twice.
+    Plain bundles' code objects are zero-copy views of the mapped input: in a worker
+    process they are spooled afterwards; in-process (``keep_views``) they are kept as they
+    are, which saves writing and re-reading them.
     """
     log.info("splitting %s (%d bytes)", job.kernel_name, job.size)
-    try:
-        plan = transform_binary(
-            job.source, job.dest, kernel_name=job.kernel_name, search_paths=[job.search_path]
-        )
-    except AlreadyTransformed as exc:
-        copy_file(job.source, job.dest, job.mode)
-        note = f"{job.kernel_name}: already transformed, passed through unchanged ({exc.message})"
-        return FatOutcome(job, (), 0, 0, (note,), passed_through=True)
+    with _DecodedSpool(job.spool, job.scope) as spooler:
+        try:
+            plan = transform_binary(
+                job.source, job.dest, kernel_name=job.kernel_name,
+                search_paths=[job.search_path], decoded=spooler.sink,
+            )  # fmt: skip
+        except AlreadyTransformed as exc:
+            copy_file(job.source, job.dest, job.mode)
+            note = (
+                f"{job.kernel_name}: already transformed, passed through unchanged ({exc.message})"
+            )
+            return FatOutcome(job, (), 0, 0, (note,), passed_through=True)
     copy_meta(job.source, job.dest, job.mode)
-    kernels, skipped = _spool_kernels(job, plan.kernels, keep_views)
+    kernels, skipped = _spool_kernels(job, plan.kernels, keep_views, spooler.ranges)
     notes = tuple(f"{job.kernel_name}: {n}" for n in plan.notes)
     return FatOutcome(job, kernels, skipped, plan.removed_bytes, notes)
+
+
+Location = tuple[int, int, str]  # ExtractedKernel.location: bundle offset, offset, target
+_Write = Callable[[bytes | memoryview], object]
+
+
+class _DecodedSpool:
+    """A :data:`~kpack.bundle.BundleSink` that appends the in-scope code objects of
+    compressed bundles to a spool file as the transform's check decodes them."""
+
+    def __init__(self, path: Path, scope: frozenset[str] | None) -> None:
+        self.path = path
+        self.scope = scope
+        self.ranges: dict[Location, tuple[int, int]] = {}
+        self._out = open(path, "wb")  # noqa: SIM115 - closed by __exit__
+
+    def __enter__(self) -> _DecodedSpool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._out.close()
+
+    def sink(
+        self, bundle: int, ref: CodeObjectRef
+    ) -> Callable[[bytes | memoryview], object] | None:
+        if self.scope is not None and base_arch(ref.target) not in self.scope:
+            return None
+        location = (bundle, ref.offset, ref.target)
+        if location in self.ranges:
+            return None
+        out, start = self._out, self._out.tell()
+        self.ranges[location] = (start, 0)
+
+        def write(data: bytes | memoryview) -> None:
+            out.write(data)
+            self.ranges[location] = (start, out.tell() - start)
+
+        return write
 
 
 def _mapped_view(data: bytes | memoryview | None) -> memoryview | None:
@@ -111,10 +154,13 @@ def _mapped_view(data: bytes | memoryview | None) -> memoryview | None:
 
 
 def _spool_kernels(
-    job: FatJob, kernels: Sequence[ExtractedKernel], keep_views: bool
+    job: FatJob,
+    kernels: Sequence[ExtractedKernel],
+    keep_views: bool,
+    spooled: dict[Location, tuple[int, int]],
 ) -> tuple[tuple[SpooledKernel, ...], int]:
-    """Spool in-scope kernels: each code object is written once (wrappers that share a
-    bundle share its range), compressed bundles are decoded as a stream."""
+    """Spool in-scope kernels not yet in ``spooled``: each code object is written once
+    (wrappers that share a bundle share its range)."""
     _check_unique(kernels, job.source)
     wanted: list[ExtractedKernel] = []
     skipped = 0
@@ -123,23 +169,28 @@ def _spool_kernels(
             skipped += 1
             continue
         wanted.append(kernel)
-    return spool_kernels(wanted, job.spool, keep_views=keep_views), skipped
+    return spool_kernels(wanted, job.spool, keep_views=keep_views, spooled=spooled), skipped
 
 
 def spool_kernels(
-    kernels: Sequence[ExtractedKernel], spool: Path, *, keep_views: bool
+    kernels: Sequence[ExtractedKernel],
+    spool: Path,
+    *,
+    keep_views: bool,
+    spooled: dict[Location, tuple[int, int]] | None = None,
 ) -> tuple[SpooledKernel, ...]:
-    """Write ``kernels`` to the file ``spool`` (created), each code object once; with
-    ``keep_views``, kernels of plain bundles stay zero-copy views of the mapped input."""
+    """Write ``kernels`` to the file ``spool``, each code object once; with ``keep_views``,
+    kernels of plain bundles stay zero-copy views of the mapped input. ``spooled`` holds
+    the ranges of kernels already in ``spool`` (it is appended to then, else created)."""
     wanted = list(kernels)
-    views: dict[tuple[int, int, str], memoryview] = {}
+    views: dict[Location, memoryview] = {}
     for kernel in wanted:
         view = _mapped_view(kernel.data) if keep_views else None
         if view is not None:
             views[kernel.location] = view
-    ranges: dict[tuple[int, int, str], tuple[int, int]] = {}
+    ranges: dict[Location, tuple[int, int]] = dict(spooled or {})
     dropper = _PageDropper()
-    with open(spool, "wb") as out:
+    with open(spool, "ab" if spooled is not None else "wb") as out:
 
         def sink(kernel: ExtractedKernel) -> Callable[[bytes | memoryview], object]:
             start = out.tell()
@@ -152,23 +203,24 @@ def spool_kernels(
             ranges[kernel.location] = (start, 0)
             return write
 
-        stream_kernels([k for k in wanted if k.location not in views], sink)
+        rest = [k for k in wanted if k.location not in views and k.location not in ranges]
+        stream_kernels(rest, sink)
     dropper.drop()
-    spooled: list[SpooledKernel] = []
+    spooled_kernels: list[SpooledKernel] = []
     for kernel in wanted:
         view = views.get(kernel.location)
         if view is not None:
-            spooled.append(
+            spooled_kernels.append(
                 SpooledKernel(
                     kernel.index, kernel.target, kernel.triple, spool, 0, view.nbytes, view
                 )
             )
         else:
             offset, size = ranges[kernel.location]
-            spooled.append(
+            spooled_kernels.append(
                 SpooledKernel(kernel.index, kernel.target, kernel.triple, spool, offset, size)
             )
-    return tuple(spooled)
+    return tuple(spooled_kernels)
 
 
 class _PageDropper:

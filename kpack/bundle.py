@@ -30,6 +30,7 @@ __all__ = [
     "MAX_UNCOMPRESSED",
     "PLAIN_MAGIC",
     "Bundle",
+    "BundleSink",
     "CodeObject",
     "CodeObjectRef",
     "IndexedBundle",
@@ -252,6 +253,8 @@ class IndexedBundle:
 
 #: Called once per device code object: a ``write`` for its bytes, or ``None`` to skip it.
 Sink = Callable[[CodeObjectRef], Callable[[bytes | memoryview], object] | None]
+#: A :data:`Sink` that also learns the section offset of the bundle the object is in.
+BundleSink = Callable[[int, CodeObjectRef], Callable[[bytes | memoryview], object] | None]
 
 
 class _ChunkReader:
@@ -407,11 +410,25 @@ def _index(view: memoryview, offset: int, name: str) -> IndexedBundle:
     return IndexedBundle(plain.offset, plain.end, None, None, refs)
 
 
-def index_bundles(buf: Buffer, *, name: str) -> Iterator[IndexedBundle]:
+def index_bundles(
+    buf: Buffer, *, name: str, decoded: BundleSink | None = None
+) -> Iterator[IndexedBundle]:
     """Walk a ``.hip_fatbin`` section like :func:`iter_bundles`, checking every bundle in
     full, but keep no decoded bytes: a compressed bundle is decoded as a stream, chunk by
-    chunk, and its code objects are read again with :func:`stream_code_objects`."""
-    return _walk(buf, name, _index)
+    chunk. Its code objects go to ``decoded`` (with the bundle's offset) as they are
+    decoded, if given, so that a caller that wants them need not decode again; else they
+    are read again with :func:`stream_code_objects`. Plain bundles' code objects are
+    zero-copy views (``CodeObjectRef.data``) and never go to ``decoded``."""
+    if decoded is None:
+        return _walk(buf, name, _index)
+
+    def index(view: memoryview, offset: int, name: str) -> IndexedBundle:
+        if view[offset : offset + 4] != CCOB_MAGIC:
+            return _index(view, offset, name)
+        ctx = Ctx(name, f"bundle at offset {offset:#x}")
+        return _index_ccob(view, offset, ctx, lambda ref: decoded(offset, ref))
+
+    return _walk(buf, name, index)
 
 
 def stream_code_objects(

@@ -42,7 +42,13 @@ from kpack._transform_scan import (
     resolve_pointers,
 )
 from kpack._transform_verify import verify_transform
-from kpack.bundle import CodeObjectRef, IndexedBundle, index_bundles, stream_code_objects
+from kpack.bundle import (
+    BundleSink,
+    CodeObjectRef,
+    IndexedBundle,
+    index_bundles,
+    stream_code_objects,
+)
 from kpack.elf._edit import ElfEdit
 from kpack.elf._format import ELF_MAGIC, ET_REL
 from kpack.elf._read import Reader, open_reader, read_ident
@@ -245,8 +251,11 @@ def encode_marker(kernel_name: str, search_paths: Sequence[str]) -> bytes:
     return hipfmt.encode_marker(kernel_name, search_paths, error=TransformError)
 
 
-def plan_transform(path: Path, *, kernel_name: str, search_paths: Sequence[str]) -> TransformPlan:
-    """Plan and verify the transform of ``path`` (kpack.md §3 steps 1-8); write nothing."""
+def plan_transform(
+    path: Path, *, kernel_name: str, search_paths: Sequence[str], decoded: BundleSink | None = None
+) -> TransformPlan:
+    """Plan and verify the transform of ``path`` (kpack.md §3 steps 1-8); write nothing.
+    The code objects of compressed bundles go to ``decoded`` as the check decodes them."""
     path = Path(path)
     if isinstance(search_paths, str):
         raise TransformError("search_paths must be a sequence of strings, not one string")
@@ -255,7 +264,7 @@ def plan_transform(path: Path, *, kernel_name: str, search_paths: Sequence[str])
     expected: dict[str, Any] = {"kpack_search_paths": list(paths), "kernel_name": kernel_name}
     with open_reader(path) as reader:
         fat, pointers = _scan(reader, path)
-        kernels = _extract(fat, pointers)
+        kernels = _extract(fat, pointers, decoded)
         try:
             laid = lay_out(reader, fat, pointers, marker)
         except ElfError as exc:
@@ -288,9 +297,15 @@ def plan_host_transform(
 
 
 def transform_binary(
-    src: Path, dest: Path, *, kernel_name: str, search_paths: Sequence[str]
+    src: Path,
+    dest: Path,
+    *,
+    kernel_name: str,
+    search_paths: Sequence[str],
+    decoded: BundleSink | None = None,
 ) -> TransformPlan | PeTransformPlan:
-    """Plan, verify and write the transform of ``src`` to ``dest`` as a new file.
+    """Plan, verify and write the transform of ``src`` to ``dest`` as a new file; the code
+    objects of compressed bundles go to ``decoded`` as the check decodes them.
 
     ``dest`` is written to a temporary sibling and renamed into place, so a hard link
     at ``dest`` (or ``dest`` being ``src`` itself) is replaced, never written through.
@@ -298,8 +313,12 @@ def transform_binary(
     if _is_pe(Path(src)):
         from kpack.pe import transform_pe  # a PE image: its own layout, same contract
 
-        return transform_pe(src, dest, kernel_name=kernel_name, search_paths=search_paths)
-    plan = plan_transform(Path(src), kernel_name=kernel_name, search_paths=search_paths)
+        return transform_pe(
+            src, dest, kernel_name=kernel_name, search_paths=search_paths, decoded=decoded
+        )
+    plan = plan_transform(
+        Path(src), kernel_name=kernel_name, search_paths=search_paths, decoded=decoded
+    )
     plan.edit.write_to(Path(dest), replace_source=True)
     for note in plan.notes:
         log.info("%s: %s", dest, note)
@@ -354,10 +373,12 @@ def check_transformable(
         raise TransformError(f"{segment} is empty; nothing points at {fatbin}", path=path)
 
 
-def _extract(fat: FatLayout, pointers: Sequence[Pointer]) -> list[ExtractedKernel]:
+def _extract(
+    fat: FatLayout, pointers: Sequence[Pointer], decoded: BundleSink | None = None
+) -> list[ExtractedKernel]:
     """§3 step 1: each wrapper's bundle, from its original pointer."""
     shdr = fat.fatbin_shdr
-    section, name, bundles = _bundles(fat)
+    section, name, bundles = _bundles(fat, decoded)
     targets: list[tuple[int, int, str]] = []
     for pointer in pointers:
         where = f"{SEGMENT} wrapper {pointer.index} points at {pointer.value:#x}"
@@ -410,17 +431,20 @@ def kernels_of_wrappers(
     return kernels
 
 
-def _bundles(fat: FatLayout) -> tuple[memoryview, str, dict[int, IndexedBundle]]:
+def _bundles(
+    fat: FatLayout, decoded: BundleSink | None = None
+) -> tuple[memoryview, str, dict[int, IndexedBundle]]:
     shdr = fat.fatbin_shdr
-    return index_section(fat.path, shdr.sh_offset, shdr.sh_size, FATBIN)
+    return index_section(fat.path, shdr.sh_offset, shdr.sh_size, FATBIN, decoded)
 
 
 def index_section(
-    path: Path, offset: int, size: int, section_name: str
+    path: Path, offset: int, size: int, section_name: str, decoded: BundleSink | None = None
 ) -> tuple[memoryview, str, dict[int, IndexedBundle]]:
     """Every bundle of the device-code section at ``offset``/``size`` of ``path`` by
     section offset, read through an ``mmap`` and checked in full; compressed bundles are
-    decoded as a stream and not kept."""
+    decoded as a stream and not kept (their code objects go to ``decoded`` on the way,
+    see :func:`~kpack.bundle.index_bundles`)."""
     if not size:
         return memoryview(b""), "", {}
     try:
@@ -435,7 +459,7 @@ def index_section(
     view = memoryview(mapped)[offset : offset + size]
     name = f"{os.fspath(path)}:{section_name}"
     try:
-        bundles = {b.offset: b for b in index_bundles(view, name=name)}
+        bundles = {b.offset: b for b in index_bundles(view, name=name, decoded=decoded)}
     except BundleError as exc:
         raise TransformError(
             f"{section_name} is malformed: {exc.message}", path=path, problems=exc.problems

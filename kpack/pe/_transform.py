@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kpack import hipfmt
+from kpack.bundle import BundleSink
 from kpack.errors import PeError, TransformError
 from kpack.hipfmt import HIPF, HIPK, PE_FATBIN, PE_MARKER, PE_SEGMENT, WRAPPER, RawWrapper
 from kpack.pe._image import (
@@ -337,9 +338,10 @@ def _align(value: int, alignment: int) -> int:
 
 
 def plan_pe_transform(
-    path: Path, *, kernel_name: str, search_paths: Sequence[str]
+    path: Path, *, kernel_name: str, search_paths: Sequence[str], decoded: BundleSink | None = None
 ) -> PeTransformPlan:
-    """Plan the transform of the PE image ``path``; write nothing."""
+    """Plan the transform of the PE image ``path``; write nothing. The code objects of
+    compressed bundles go to ``decoded`` as the check decodes them."""
     path = Path(path)
     marker = hipfmt.encode_marker(kernel_name, search_paths, error=TransformError)
     with _mapped(path) as data:
@@ -349,7 +351,7 @@ def plan_pe_transform(
         targets = _checked(fat)
         # the kernels keep views of their own mapping (plain bundles), beyond this one
         section, name, bundles = index_section(
-            path, fat.fatbin.raw_offset, fat.fatbin.file_bytes(), PE_FATBIN
+            path, fat.fatbin.raw_offset, fat.fatbin.file_bytes(), PE_FATBIN, decoded
         )
         kernels = kernels_of_wrappers(path, PE_FATBIN, section, name, bundles, targets)
         plan = _plan(fat, data, marker, kernel_name, tuple(search_paths), tuple(kernels))
@@ -537,10 +539,17 @@ def _verify(output: _Output, plan: PeTransformPlan) -> None:
 
 
 def transform_pe(
-    src: Path, dest: Path, *, kernel_name: str, search_paths: Sequence[str]
+    src: Path,
+    dest: Path,
+    *,
+    kernel_name: str,
+    search_paths: Sequence[str],
+    decoded: BundleSink | None = None,
 ) -> PeTransformPlan:
     """Plan, write and check the transform of the PE image ``src`` into ``dest``."""
-    plan = plan_pe_transform(Path(src), kernel_name=kernel_name, search_paths=search_paths)
+    plan = plan_pe_transform(
+        Path(src), kernel_name=kernel_name, search_paths=search_paths, decoded=decoded
+    )
     write_pe_transform(plan, Path(dest))
     return plan
 

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from email.parser import Parser
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from elftools.elf.elffile import ELFFile
 from packaging.requirements import Requirement
 
 import kpack.tools.split_python_wheels as spw
+from kpack import _bundle_ccob
+from kpack._split_work import FatJob, run_fat_job
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.transform import extract_kernels, transform_binary
 from tests.kpack.bundle_fixtures import read_kpack_by_spec
@@ -260,3 +263,33 @@ def test_gpu_targets_keep_the_generic_code_their_agents_run(
     _, kernels = read_kpack_by_spec(archives[0].read_bytes())
     expected = sum((independent_code_objects(so) for so in fat), collections.Counter())
     assert len(kernels) == sum(n for (t, _), n in expected.items() if t == "gfx9-4-generic")
+
+
+@pytest.mark.parametrize("keep_views", [True, False], ids=["in-process", "worker"])
+def test_each_compressed_bundle_is_decoded_once_while_splitting(
+    plugin: tuple[Path, list[Path]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    keep_views: bool,
+) -> None:  # fmt: skip
+    """The transform's full check decodes every CCOB bundle; the kernels are spooled from
+    that same decode, not from a second one, and come out byte-identical."""
+    decodes: collections.Counter[int] = collections.Counter()
+    real = _bundle_ccob.Decoding.chunks
+
+    def counting(self: _bundle_ccob.Decoding) -> Iterator[bytes]:
+        decodes[self._data_start] += 1
+        return real(self)
+
+    monkeypatch.setattr(_bundle_ccob.Decoding, "chunks", counting)
+    for number, so in enumerate(plugin[1]):
+        decodes.clear()
+        job = FatJob("jax_plugin", so.name, so, tmp_path / f"{number}.so", 0o644,
+                     so.stat().st_size, so.name, "x_@GFXARCH@.kpack",
+                     tmp_path / f"{number}.spool", None)  # fmt: skip
+        outcome = run_fat_job(job, keep_views=keep_views)
+        assert decodes and set(decodes.values()) == {1}, (so.name, decodes)
+        spool = job.spool.read_bytes()
+        ours: Digests = collections.Counter()
+        for k in outcome.kernels:
+            data = bytes(k.view) if k.view is not None else spool[k.offset : k.offset + k.size]
+            ours[(k.target, hashlib.sha256(data).hexdigest())] += 1
+        assert ours == independent_code_objects(so), so.name
