@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kpack._split_output import copy_file, copy_meta
 from kpack.archive import KernelInput, KpackSummary, Scheme, write_kpack
-from kpack.bundle import CodeObjectRef
+from kpack.bundle import BundleSink, CodeObjectRef
 from kpack.databases import base_arch
 from kpack.errors import BundleError
 from kpack.transform import AlreadyTransformed, ExtractedKernel, stream_kernels, transform_binary
@@ -93,11 +93,11 @@ def run_fat_job(job: FatJob, keep_views: bool = False) -> FatOutcome:
     are, which saves writing and re-reading them.
     """
     log.info("splitting %s (%d bytes)", job.kernel_name, job.size)
-    with _DecodedSpool(job.spool, job.scope) as spooler:
+    with _Spool(job.spool) as spool:
         try:
             plan = transform_binary(
                 job.source, job.dest, kernel_name=job.kernel_name,
-                search_paths=[job.search_path], decoded=spooler.sink,
+                search_paths=[job.search_path], decoded=spool.decoded_sink(job.scope),
             )  # fmt: skip
         except AlreadyTransformed as exc:
             copy_file(job.source, job.dest, job.mode)
@@ -105,8 +105,8 @@ def run_fat_job(job: FatJob, keep_views: bool = False) -> FatOutcome:
                 f"{job.kernel_name}: already transformed, passed through unchanged ({exc.message})"
             )
             return FatOutcome(job, (), 0, 0, (note,), passed_through=True)
-    copy_meta(job.source, job.dest, job.mode)
-    kernels, skipped = _spool_kernels(job, plan.kernels, keep_views, spooler.ranges)
+        copy_meta(job.source, job.dest, job.mode)
+        kernels, skipped = _spool_kernels(job, plan.kernels, keep_views, spool)
     notes = tuple(f"{job.kernel_name}: {n}" for n in plan.notes)
     return FatOutcome(job, kernels, skipped, plan.removed_bytes, notes)
 
@@ -115,28 +115,22 @@ Location = tuple[int, int, str]  # ExtractedKernel.location: bundle offset, offs
 _Write = Callable[[bytes | memoryview], object]
 
 
-class _DecodedSpool:
-    """A :data:`~kpack.bundle.BundleSink` that appends the in-scope code objects of
-    compressed bundles to a spool file as the transform's check decodes them."""
+class _Spool:
+    """A spool file being written: each code object once, its range recorded by location."""
 
-    def __init__(self, path: Path, scope: frozenset[str] | None) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self.scope = scope
         self.ranges: dict[Location, tuple[int, int]] = {}
         self._out = open(path, "wb")  # noqa: SIM115 - closed by __exit__
 
-    def __enter__(self) -> _DecodedSpool:
+    def __enter__(self) -> _Spool:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._out.close()
 
-    def sink(
-        self, bundle: int, ref: CodeObjectRef
-    ) -> Callable[[bytes | memoryview], object] | None:
-        if self.scope is not None and base_arch(ref.target) not in self.scope:
-            return None
-        location = (bundle, ref.offset, ref.target)
+    def writer(self, location: Location) -> _Write | None:
+        """Where the bytes at ``location`` go, appended; ``None`` if they are spooled already."""
         if location in self.ranges:
             return None
         out, start = self._out, self._out.tell()
@@ -148,18 +142,26 @@ class _DecodedSpool:
 
         return write
 
+    def decoded_sink(self, scope: frozenset[str] | None) -> BundleSink:
+        """A sink for the transform's decode: the in-scope code objects of compressed
+        bundles are spooled as they are checked."""
+
+        def sink(bundle: int, ref: CodeObjectRef) -> _Write | None:
+            if scope is not None and base_arch(ref.target) not in scope:
+                return None
+            return self.writer((bundle, ref.offset, ref.target))
+
+        return sink
+
 
 def _mapped_view(data: bytes | memoryview | None) -> memoryview | None:
     return data if isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap) else None
 
 
 def _spool_kernels(
-    job: FatJob,
-    kernels: Sequence[ExtractedKernel],
-    keep_views: bool,
-    spooled: dict[Location, tuple[int, int]],
+    job: FatJob, kernels: Sequence[ExtractedKernel], keep_views: bool, spool: _Spool
 ) -> tuple[tuple[SpooledKernel, ...], int]:
-    """Spool in-scope kernels not yet in ``spooled``: each code object is written once
+    """Spool in-scope kernels not yet in ``spool``: each code object is written once
     (wrappers that share a bundle share its range)."""
     _check_unique(kernels, job.source)
     wanted: list[ExtractedKernel] = []
@@ -169,58 +171,61 @@ def _spool_kernels(
             skipped += 1
             continue
         wanted.append(kernel)
-    return spool_kernels(wanted, job.spool, keep_views=keep_views, spooled=spooled), skipped
+    return _spool_into(wanted, spool, keep_views), skipped
 
 
 def spool_kernels(
-    kernels: Sequence[ExtractedKernel],
-    spool: Path,
-    *,
-    keep_views: bool,
-    spooled: dict[Location, tuple[int, int]] | None = None,
+    kernels: Sequence[ExtractedKernel], spool: Path, *, keep_views: bool
 ) -> tuple[SpooledKernel, ...]:
-    """Write ``kernels`` to the file ``spool``, each code object once; with ``keep_views``,
-    kernels of plain bundles stay zero-copy views of the mapped input. ``spooled`` holds
-    the ranges of kernels already in ``spool`` (it is appended to then, else created)."""
+    """Write ``kernels`` to the file ``spool`` (created), each code object once; with
+    ``keep_views``, kernels of plain bundles stay zero-copy views of the mapped input."""
+    with _Spool(spool) as out:
+        return _spool_into(kernels, out, keep_views)
+
+
+def _spool_into(
+    kernels: Sequence[ExtractedKernel], spool: _Spool, keep_views: bool
+) -> tuple[SpooledKernel, ...]:
+    """Append the ``kernels`` not in ``spool`` yet (compressed bundles decoded as a
+    stream); with ``keep_views``, kernels of plain bundles stay zero-copy views."""
     wanted = list(kernels)
     views: dict[Location, memoryview] = {}
     for kernel in wanted:
         view = _mapped_view(kernel.data) if keep_views else None
         if view is not None:
             views[kernel.location] = view
-    ranges: dict[Location, tuple[int, int]] = dict(spooled or {})
     dropper = _PageDropper()
-    with open(spool, "ab" if spooled is not None else "wb") as out:
 
-        def sink(kernel: ExtractedKernel) -> Callable[[bytes | memoryview], object]:
-            start = out.tell()
+    def sink(kernel: ExtractedKernel) -> _Write | None:
+        write = spool.writer(kernel.location)
+        if write is None:
+            return None
+        source = kernel.section if kernel.data is None else kernel.data
 
-            def write(data: bytes | memoryview) -> None:
-                out.write(data)
-                dropper.add(kernel.section if kernel.data is None else kernel.data, len(data))
-                ranges[kernel.location] = (start, out.tell() - start)
+        def tracked(data: bytes | memoryview) -> None:
+            write(data)
+            dropper.add(source, len(data))
 
-            ranges[kernel.location] = (start, 0)
-            return write
+        return tracked
 
-        rest = [k for k in wanted if k.location not in views and k.location not in ranges]
-        stream_kernels(rest, sink)
+    rest = [k for k in wanted if k.location not in views and k.location not in spool.ranges]
+    stream_kernels(rest, sink)  # only what the transform's decode did not spool already
     dropper.drop()
-    spooled_kernels: list[SpooledKernel] = []
+    spooled: list[SpooledKernel] = []
     for kernel in wanted:
         view = views.get(kernel.location)
         if view is not None:
-            spooled_kernels.append(
+            spooled.append(
                 SpooledKernel(
-                    kernel.index, kernel.target, kernel.triple, spool, 0, view.nbytes, view
+                    kernel.index, kernel.target, kernel.triple, spool.path, 0, view.nbytes, view
                 )
             )
         else:
-            offset, size = ranges[kernel.location]
-            spooled_kernels.append(
-                SpooledKernel(kernel.index, kernel.target, kernel.triple, spool, offset, size)
+            offset, size = spool.ranges[kernel.location]
+            spooled.append(
+                SpooledKernel(kernel.index, kernel.target, kernel.triple, spool.path, offset, size)
             )
-    return tuple(spooled_kernels)
+    return tuple(spooled)
 
 
 class _PageDropper:
