@@ -11,7 +11,10 @@ packed relocations) raise :class:`TransformError`.
 
 from __future__ import annotations
 
+import bisect
 import struct
+import sys
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -55,8 +58,7 @@ _WINDOW = 1 << 20
 
 
 class Rela(NamedTuple):
-    """One ``Elf64_Rela`` and where it is stored in the file (a tuple: a large library
-    has hundreds of thousands)."""
+    """One ``Elf64_Rela`` and where it is stored in the file."""
 
     file_offset: int
     r_offset: int
@@ -70,14 +72,40 @@ class Rela(NamedTuple):
 
 @dataclass(frozen=True)
 class Relocations:
-    """Every dynamic relocation of a file."""
+    """Every dynamic relocation of a file. RELA entries are held as three columns (a large
+    library has hundreds of thousands; one object each would cost more than reading them)."""
 
-    rela: tuple[Rela, ...]  # DT_RELA then DT_JMPREL, each entry once
+    r_offset: array[int]  # "Q"
+    r_info: array[int]  # "Q": symbol << 32 | type
+    r_addend: array[int]  # "q"
+    runs: tuple[tuple[int, int], ...]  # (first entry, its file offset); entries step by 24
     relr: tuple[int, ...]  # addresses relocated by DT_RELR, ascending
 
-    def rela_by_offset(self) -> dict[int, Rela]:
-        """``r_offset`` -> entry, built once (a later entry for the same place wins)."""
-        return {r.r_offset: r for r in self.rela}
+    def __len__(self) -> int:
+        return len(self.r_offset)
+
+    def entry(self, index: int) -> Rela:
+        """Entry ``index`` (in file order: DT_RELA then DT_JMPREL, each stored entry once)."""
+        first, file_offset = self.runs[bisect.bisect_right(self.runs, (index, 1 << 64)) - 1]
+        info = self.r_info[index]
+        return Rela(
+            file_offset + (index - first) * _RELA.size,
+            self.r_offset[index],
+            info & 0xFFFFFFFF,
+            info >> 32,
+            self.r_addend[index],
+        )
+
+    def find(self, places: Iterable[int]) -> dict[int, Rela]:
+        """The entry relocating each of ``places`` that has one (a later entry for the same
+        place wins, as it would when applied)."""
+        wanted = set(places)
+        found: dict[int, int] = {}
+        if wanted:
+            for index, r_offset in enumerate(self.r_offset):
+                if r_offset in wanted:
+                    found[r_offset] = index
+        return {place: self.entry(index) for place, index in found.items()}
 
 
 def read_relocations(reader: Reader, layout: ElfLayout) -> Relocations:
@@ -89,23 +117,55 @@ def read_relocations(reader: Reader, layout: ElfLayout) -> Relocations:
         )
     if tags.intersection(_ANDROID_PACKED):
         raise TransformError("Android packed relocations are unsupported", path=reader.name)
-    tables: list[list[Rela]] = []
+    if layout.dyn_value(DT_RELAENT) not in (None, _RELA.size):
+        raise ElfError(
+            f"DT_RELAENT is {layout.dyn_value(DT_RELAENT)}, expected 24", path=reader.name
+        )
+    tables: list[tuple[int, bytes]] = []
     for start_tag, size_tag in ((DT_RELA, DT_RELASZ), (DT_JMPREL, DT_PLTRELSZ)):
         start, size = layout.dyn_value(start_tag), layout.dyn_value(size_tag)
         if start is None or not size:
             continue
         if start_tag == DT_JMPREL and layout.dyn_value(DT_PLTREL) not in (None, DT_RELA):
             raise TransformError("DT_JMPREL table is not RELA; unsupported", path=reader.name)
-        tables.append(_read_rela(reader, layout, start, size))
-    if len(tables) == 1:  # one table: its entries are distinct and in file order already
-        sorted_rela = tuple(tables[0])
-    else:  # DT_JMPREL may lie inside DT_RELA: each stored entry once, in file order
-        entries: dict[int, Rela] = {}
-        for table in tables:
-            for rela in table:
-                entries.setdefault(rela.file_offset, rela)
-        sorted_rela = tuple(sorted(entries.values()))
-    return Relocations(sorted_rela, read_relr(reader, layout))
+        tables.append(_read_table(reader, layout, start, size, _RELA.size, "RELA table"))
+    return _columns(_disjoint(tables, reader.name), read_relr(reader, layout))
+
+
+def _disjoint(tables: list[tuple[int, bytes]], name: str) -> list[tuple[int, bytes]]:
+    """Each stored entry once, in file order: DT_JMPREL may lie inside DT_RELA (or overlap
+    its end); a table overlapping another out of step with its entries is malformed."""
+    if len(tables) < 2:
+        return tables
+    out: list[tuple[int, bytes]] = []
+    end = 0
+    for base, raw in sorted(tables):
+        if base < end:
+            overlap = end - base
+            if overlap % _RELA.size:
+                raise ElfError(
+                    f"RELA tables overlap at {base:#x} out of step with their 24-byte entries",
+                    path=name,
+                )
+            base, raw = end, raw[overlap:]
+        if raw:
+            out.append((base, raw))
+            end = base + len(raw)
+    return out
+
+
+def _columns(tables: list[tuple[int, bytes]], relr: tuple[int, ...]) -> Relocations:
+    words: array[int] = array("Q")
+    signed: array[int] = array("q")
+    runs: list[tuple[int, int]] = []
+    for base, raw in tables:
+        runs.append((len(words) // 3, base))
+        words.frombytes(raw)
+        signed.frombytes(raw)
+    if sys.byteorder != "little":  # ELF64 LE on a big-endian host
+        words.byteswap()
+        signed.byteswap()
+    return Relocations(words[0::3], words[1::3], signed[2::3], tuple(runs), relr)
 
 
 def read_relr(reader: Reader, layout: ElfLayout) -> tuple[int, ...]:
@@ -172,19 +232,6 @@ def read_words(reader: Reader, layout: ElfLayout, addresses: Iterable[int]) -> d
             window = (offset, reader.read_at(offset, size, "relocated data"))
         (out[address],) = struct.unpack_from("<Q", window[1], offset - window[0])
     return out
-
-
-def _read_rela(reader: Reader, layout: ElfLayout, start: int, size: int) -> list[Rela]:
-    if layout.dyn_value(DT_RELAENT) not in (None, _RELA.size):
-        raise ElfError(
-            f"DT_RELAENT is {layout.dyn_value(DT_RELAENT)}, expected 24", path=reader.name
-        )
-    base, raw = _read_table(reader, layout, start, size, _RELA.size, "RELA table")
-    step = _RELA.size
-    return [
-        Rela(base + i * step, r_offset, info & 0xFFFFFFFF, info >> 32, addend)
-        for i, (r_offset, info, addend) in enumerate(_RELA.iter_unpack(raw))
-    ]
 
 
 def _read_table(

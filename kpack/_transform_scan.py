@@ -169,7 +169,7 @@ def relocation_kind(fat: FatLayout, relr: tuple[int, ...]) -> RelocationKind:
 
 def resolve_pointers(reader: Reader, fat: FatLayout, relocs: Relocations) -> tuple[Pointer, ...]:
     """Each wrapper's original bundle address, from RELA, RELR or the in-place value."""
-    by_offset = relocs.rela_by_offset()
+    by_offset = relocs.find(w.pointer_vaddr for w in fat.wrappers)
     found = {w.index: by_offset.get(w.pointer_vaddr) for w in fat.wrappers}
     symbols = read_symbol_values(
         reader, fat.layout, (r.r_sym for r in found.values() if r is not None)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-import struct
+import sys
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -51,7 +52,7 @@ __all__ = ["verify_transform"]
 log = logging.getLogger(__name__)
 
 _SAMPLE = 64
-_SYM_SHNDX = struct.Struct("<6xH16x")  # st_shndx of an Elf64_Sym
+_SYM_SIZE = 24  # an Elf64_Sym; its st_shndx is the 16-bit word at byte 6
 #: Relocation types whose value is a symbol's address (not a TLS offset or a size).
 _ADDRESS_TYPES = frozenset({R_X86_64_64, 5, 6, 7})  # 64, COPY, GLOB_DAT, JUMP_SLOT
 
@@ -212,7 +213,7 @@ def _relocations(
     reader: Reader, after: ElfLayout, fat: FatLayout, laid: LaidOut, pointers: Sequence[Pointer]
 ) -> list[str]:
     relocs = read_relocations(reader, after)
-    by_offset = relocs.rela_by_offset()
+    by_offset = relocs.find(w.pointer_vaddr for w in fat.wrappers)
     relr = set(relocs.relr)
     problems = []
     for wrapper, pointer in zip(fat.wrappers, pointers, strict=True):
@@ -233,12 +234,25 @@ def _relocations(
 def _into_old_range(
     reader: Reader, after: ElfLayout, fat: FatLayout, relocs: Relocations
 ) -> list[str]:
-    """Step 5: no relocation of any type writes into or points into the old section."""
+    """Step 5: no relocation of any type writes into or points into the old section.
+
+    The columns are scanned for candidates (a place in the range, an addend in it, or a
+    symbol-relative entry landing in it); each candidate is then judged by its type.
+    """
     shdr = fat.fatbin_shdr
     lo, hi = shdr.sh_addr, shdr.sh_addr + shdr.sh_size
-    symbols = read_symbol_values(reader, after, (r.r_sym for r in relocs.rela if r.r_sym))
+    infos, addends = relocs.r_info, relocs.r_addend
+    candidates = {i for i, place in enumerate(relocs.r_offset) if lo <= place < hi}
+    candidates.update(i for i, addend in enumerate(addends) if lo <= addend < hi)
+    symbolic = [i for i, info in enumerate(infos) if info >> 32]
+    symbols = read_symbol_values(reader, after, {infos[i] >> 32 for i in symbolic})
+    for i in symbolic:
+        value = symbols.get(infos[i] >> 32)
+        if value is not None and lo <= value + addends[i] < hi:
+            candidates.add(i)
     problems = []
-    for r in relocs.rela:
+    for i in sorted(candidates):
+        r = relocs.entry(i)
         target: int | None = None
         if r.r_type in (R_X86_64_RELATIVE, R_X86_64_IRELATIVE) or (
             r.r_type == R_X86_64_64 and not r.r_sym
@@ -296,15 +310,31 @@ def _symbols(
         a, b = before.shdrs[old], after.shdrs[new]
         old_raw = source.read_at(a.sh_offset, a.sh_size, "symbol table")
         new_raw = result.read_at(b.sh_offset, b.sh_size, "symbol table")
-        count = len(old_raw) // _SYM_SHNDX.size
-        olds = [i for (i,) in _SYM_SHNDX.iter_unpack(old_raw[: count * _SYM_SHNDX.size])]
-        news = [i for (i,) in _SYM_SHNDX.iter_unpack(new_raw[: count * _SYM_SHNDX.size])]
-        for number, (x, y) in enumerate(zip(olds, news, strict=True)):
-            if _section_of(before, x) != _section_of(after, y):
-                name = before.section_names[old]
-                problems.append(f"{name} symbol {number}: section index {x} became {y}")
-                break
+        olds = _shndx_column(old_raw)
+        news = _shndx_column(new_raw)[: len(olds)]
+        # judge each distinct (before, after) pair once; a large .symtab has millions
+        wrong = {
+            pair
+            for pair in set(zip(olds, news, strict=True))
+            if _section_of(before, pair[0]) != _section_of(after, pair[1])
+        }
+        if wrong:
+            number, (x, y) = next(
+                (n, pair) for n, pair in enumerate(zip(olds, news, strict=True)) if pair in wrong
+            )
+            name = before.section_names[old]
+            problems.append(f"{name} symbol {number}: section index {x} became {y}")
     return problems
+
+
+def _shndx_column(raw: bytes) -> list[int]:
+    """``st_shndx`` of every whole ``Elf64_Sym`` in ``raw``."""
+    count = len(raw) // _SYM_SIZE
+    column = array("H")
+    column.frombytes(raw[: count * _SYM_SIZE])
+    if sys.byteorder != "little":
+        column.byteswap()
+    return column[3 :: _SYM_SIZE // 2].tolist()
 
 
 def _section_of(layout: ElfLayout, index: int) -> str | int:

@@ -36,8 +36,8 @@ __all__ = [
     "fetch_wheel",
     "independent_code_objects",
     "independent_pe_code_objects",
-    "pe_section",
     "independent_section_objects",
+    "pe_section",
     "pypi_wheel",
     "rocm7_bundles",
 ]

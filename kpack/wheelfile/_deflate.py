@@ -10,9 +10,10 @@ Two engines, chosen by measurement (README, "Performance"):
   chunk but the last is left open and byte-aligned (:mod:`kpack.wheelfile._join`), so
   that concatenated they form one valid deflate stream. On the 495 MB host library of
   jax-rocm7-pjrt that is 0.43x the CPU time of the standard ``zlib`` at level 6 and 0.994x
-  its size (``benchmarks/bench_deflate_engines.py``). Where no shared zlib is at hand to join the chunks (CPython on Windows), the
-  standard library's ``zlib`` streams them instead: chunk *i* > 0 primed with the last
-  32 KiB of chunk *i-1* and ended with ``Z_SYNC_FLUSH``, the last with ``Z_FINISH``.
+  its size (``benchmarks/bench_deflate_engines.py``). Where no shared zlib is at hand to
+  join the chunks (CPython on Windows), the standard library's ``zlib`` streams them
+  instead: chunk *i* > 0 primed with the last 32 KiB of chunk *i-1* and ended with
+  ``Z_SYNC_FLUSH``, the last with ``Z_FINISH``.
   zlib-ng streams too, but its output is larger (level 6: +2.8 % on that library, +6.2 %
   on Debian's librocsparse) or slower (level 9: 1.12x the time of zlib).
 
