@@ -26,7 +26,13 @@ from pathlib import Path, PurePosixPath
 from kpack._split_plan import SplitOptions, SplitPlan, plan_split
 from kpack._split_scan import Kind, StageEntry
 from kpack._split_scan import scan_artifact as scan_split_artifact
-from kpack._split_work import ArchiveJob, KernelEntry, spool_kernels, write_archives
+from kpack._split_work import (
+    ArchiveJob,
+    KernelEntry,
+    frame_level,
+    spool_kernels,
+    write_archives,
+)
 from kpack.archive import Scheme
 from kpack.artifact_names import ArtifactId, is_isa_target
 from kpack.databases import load_handlers
@@ -315,7 +321,11 @@ def write_planned_archives(plan: KpackSplitPlan, root: Path, *, jobs: int) -> No
                 spool = Path(spool_dir) / f"{number:05d}.spool"
                 kernels = content.transform.kernels
                 for kernel, sk in zip(
-                    kernels, spool_kernels(kernels, spool, keep_views=True), strict=True
+                    kernels,
+                    spool_kernels(
+                        kernels, spool, keep_views=True, level=frame_level(_SCHEME, _LEVEL)
+                    ),
+                    strict=True,
                 ):
                     spooled[(fat.kernel_name, kernel.index, kernel.target)] = (
                         fat.stage,

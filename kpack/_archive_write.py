@@ -3,11 +3,17 @@
 Private to :mod:`kpack.archive`, which validates the input and builds the TOC. Kernels are
 compressed on a small thread pool (zstandard releases the GIL) with at most ``2 * jobs``
 frames in flight, and written in ordinal order, so the output does not depend on ``jobs``.
+
+Every frame is made the same way, by zstd's streaming compressor with the size pledged
+(:class:`FrameWriter`): a kernel compressed whole here and one compressed piece by piece
+while it is decoded (the splitter's spool) get the same bytes, so a frame made early is
+stored as it is. (zstd's one-shot compressor gives other bytes for the same input.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import struct
 import tempfile
@@ -15,6 +21,7 @@ import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -29,27 +36,100 @@ BLOB_ALIGNMENT = 64
 _HEADER = struct.Struct("<4sIQ")
 _U32 = struct.Struct("<I")
 
-Payload = bytes | memoryview
+
+@dataclass(frozen=True)
+class ZstdFrame:
+    """A code object already compressed as an archive stores it (by :class:`FrameWriter`
+    at ``level``): ``size`` is the code object's size."""
+
+    frame: bytes | memoryview
+    size: int
+    level: int
 
 
-def _compressed(payloads: Sequence[Payload], level: int, jobs: int) -> Iterator[bytes]:
-    """zstd frames (content size, no checksum, no dictionary) for ``payloads``, in order."""
+Payload = bytes | memoryview | ZstdFrame
+
+
+def compressor(level: int) -> zstandard.ZstdCompressor:
+    """The compressor of every frame: content size in the header, no checksum."""
+    return zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
+
+
+class FrameWriter:
+    """Compress one code object of ``size`` bytes into ``out`` as it arrives in pieces; the
+    frame is complete (and :attr:`done`) once ``size`` bytes were written."""
+
+    def __init__(self, cctx: zstandard.ZstdCompressor, out: BinaryIO, size: int) -> None:
+        self._writer = cctx.stream_writer(out, size=size, closefd=False)
+        self._left = size
+        self.done = False
+        if size == 0:
+            self._finish()
+
+    def write(self, data: bytes | memoryview) -> None:
+        size = memoryview(data).nbytes
+        if size > self._left:
+            raise ArchiveError(f"{size} bytes written with {self._left} left of the code object")
+        self._writer.write(data)
+        self._left -= size
+        if self._left == 0:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._writer.flush(zstandard.FLUSH_FRAME)
+        self.done = True
+
+
+def compress_frame(cctx: zstandard.ZstdCompressor, data: bytes | memoryview) -> bytes:
+    """The frame of ``data``, made as :class:`FrameWriter` makes it."""
+    out = io.BytesIO()
+    size = memoryview(data).nbytes
+    writer = FrameWriter(cctx, out, size)
+    if size:
+        writer.write(data)
+    return out.getvalue()
+
+
+def payload_size(data: Payload) -> int:
+    """The code object's size."""
+    return data.size if isinstance(data, ZstdFrame) else memoryview(data).nbytes
+
+
+def plain(data: Payload) -> bytes | memoryview:
+    """The code object itself (a frame is decoded)."""
+    if not isinstance(data, ZstdFrame):
+        return data
+    try:
+        decoded: bytes = zstandard.ZstdDecompressor().decompress(
+            data.frame, max_output_size=max(data.size, 1)
+        )
+    except zstandard.ZstdError as exc:
+        raise ArchiveError(f"a precompressed kernel frame does not decode: {exc}") from None
+    if len(decoded) != data.size:
+        raise ArchiveError(
+            f"a precompressed kernel frame holds {len(decoded)} bytes, not {data.size}"
+        )
+    return decoded
+
+
+def _compressed(payloads: Sequence[Payload], level: int, jobs: int) -> Iterator[bytes | memoryview]:
+    """zstd frames (content size, no checksum, no dictionary) for ``payloads``, in order;
+    a payload compressed already at ``level`` is its own frame."""
     local = threading.local()
 
-    def compress(data: Payload) -> bytes:
+    def compress(data: Payload) -> bytes | memoryview:
+        if isinstance(data, ZstdFrame) and data.level == level:
+            return data.frame
         cctx = getattr(local, "cctx", None)
         if cctx is None:
-            cctx = local.cctx = zstandard.ZstdCompressor(
-                level=level, write_content_size=True, write_checksum=False
-            )
-        frame: bytes = cctx.compress(data)
-        return frame
+            cctx = local.cctx = compressor(level)
+        return compress_frame(cctx, plain(data))
 
     if jobs <= 1:
         yield from map(compress, payloads)
         return
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kpack-zstd")
-    pending: deque[Future[bytes]] = deque()
+    pending: deque[Future[bytes | memoryview]] = deque()
     try:
         for data in payloads:
             pending.append(pool.submit(compress, data))
@@ -67,13 +147,13 @@ def _write_zstd(
     out.write(_U32.pack(len(payloads)))
     size = _U32.size
     for frame in _compressed(payloads, level, jobs):
-        size += _U32.size + len(frame)
+        size += _U32.size + memoryview(frame).nbytes
         if size > max_blob:
             raise ArchiveError(
                 f"the zstd blob would exceed {max_blob} bytes, the C runtime's limit",
                 path=path,
             )
-        out.write(_U32.pack(len(frame)))
+        out.write(_U32.pack(memoryview(frame).nbytes))
         out.write(frame)
     return {"zstd_offset": BLOB_ALIGNMENT, "zstd_size": size}
 
@@ -81,10 +161,12 @@ def _write_zstd(
 def _write_none(out: BinaryIO, payloads: Sequence[Payload]) -> dict[str, object]:
     blobs = []
     offset = BLOB_ALIGNMENT
-    for data in payloads:
+    for payload in payloads:
+        data = plain(payload)
+        size = memoryview(data).nbytes
         out.write(data)
-        blobs.append({"offset": offset, "size": len(data)})
-        offset += len(data)
+        blobs.append({"offset": offset, "size": size})
+        offset += size
     return {"blobs": blobs}
 
 

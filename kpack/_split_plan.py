@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpack._split_scan import ArtifactScan, Kind, StageEntry
-from kpack._split_work import FatJob
+from kpack._split_work import FatJob, frame_level
 from kpack.archive import SCHEMES, Scheme
 from kpack.artifact_names import ArtifactId, is_isa_target
 from kpack.databases import DatabaseMatch, Handler, base_arch
@@ -173,6 +173,7 @@ def fat_jobs(
                 search_path=search,
                 spool=spool_dir / f"{number:05d}.spool",
                 scope=options.kernel_scope,
+                level=frame_level(options.scheme, options.level),
             )
         )
     return jobs

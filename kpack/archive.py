@@ -27,6 +27,7 @@ import zstandard
 from kpack import _archive_write
 from kpack._archive_read import Limits, load
 from kpack._archive_toc import SCHEMES, ArchiveEntry, Toc
+from kpack._archive_write import ZstdFrame, payload_size
 from kpack.errors import ArchiveError
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "KpackArchive",
     "KpackSummary",
     "Scheme",
+    "ZstdFrame",
     "write_kpack",
 ]
 
@@ -59,11 +61,13 @@ Scheme = Literal["none", "zstd-per-kernel"]
 
 @dataclass(frozen=True)
 class KernelInput:
-    """One code object to store: ``binary_key`` is ``<path>#<N>``, ``target`` a target id."""
+    """One code object to store: ``binary_key`` is ``<path>#<N>``, ``target`` a target id;
+    ``data`` is the code object, or its frame compressed already (stored as it is when the
+    archive is written at its level)."""
 
     binary_key: str
     target: str
-    data: bytes | memoryview
+    data: bytes | memoryview | ZstdFrame
     metadata: Mapping[str, str] | None = None
 
 
@@ -83,12 +87,26 @@ def _kernel_problems(kernel: KernelInput) -> list[str]:
         problems.append(f"{where}: binary_key must be '<forward-slash path>#<N>'")
     if not isinstance(kernel.target, str) or not _TARGET.fullmatch(kernel.target):
         problems.append(f"{where}: target is not a target id such as 'gfx942:xnack+'")
-    if not isinstance(kernel.data, bytes | memoryview):
-        problems.append(f"{where}: data must be bytes or memoryview")
+    if isinstance(kernel.data, ZstdFrame):
+        declared = _frame_size(kernel.data.frame)
+        if declared != kernel.data.size:
+            problems.append(
+                f"{where}: its zstd frame declares {declared} bytes, not {kernel.data.size}"
+            )
+    elif not isinstance(kernel.data, bytes | memoryview):
+        problems.append(f"{where}: data must be bytes, memoryview or ZstdFrame")
     meta = kernel.metadata
     if meta is not None and not all(isinstance(x, str) for kv in meta.items() for x in kv):
         problems.append(f"{where}: metadata must map str to str")
     return problems
+
+
+def _frame_size(frame: bytes | memoryview) -> int | None:
+    try:
+        size: int = zstandard.frame_content_size(frame)
+    except zstandard.ZstdError:
+        return None
+    return size
 
 
 def _check_kernels(kernels: Sequence[KernelInput], path: Path) -> None:
@@ -115,7 +133,7 @@ def _toc(ordered: Sequence[KernelInput], group: str, family: str, scheme: str) -
         entry: dict[str, object] = {
             "type": "hsaco",
             "ordinal": ordinal,
-            "original_size": memoryview(kernel.data).nbytes,
+            "original_size": payload_size(kernel.data),
         }
         if kernel.metadata is not None:
             entry["metadata"] = dict(kernel.metadata)
@@ -159,7 +177,7 @@ def write_kpack(
         path, payloads, toc, scheme=scheme, level=level, jobs=jobs, max_blob=MAX_ZSTD_BLOB
     )
     arches = tuple(sorted({k.target for k in ordered}))
-    original = sum(memoryview(d).nbytes for d in payloads)
+    original = sum(payload_size(d) for d in payloads)
     log.info(
         "wrote %s: %d kernels, %d -> %d bytes (%s)", path, len(ordered), original, size, scheme
     )

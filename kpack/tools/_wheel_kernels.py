@@ -15,6 +15,7 @@ from kpack._split_work import (
     ArchiveJob,
     FatJob,
     FatOutcome,
+    frame_level,
     group_by_target,
     remove_spools,
     run_fat_jobs,
@@ -60,7 +61,7 @@ def split_binaries(
         fat_jobs.append(
             FatJob(plan.overlay_root.rstrip("/"), fat.kernel_name, source_root / fat.entry.arcname,
                    dest, mode, fat.entry.size, fat.kernel_name, fat.search_path,
-                   spool_dir / f"{number}.spool", None)
+                   spool_dir / f"{number}.spool", None, frame_level(scheme, level))
         )  # fmt: skip
     outcomes = run_fat_jobs(fat_jobs, jobs)
     try:

@@ -8,6 +8,7 @@ rocm-kpack's writers lay them out (insertion-order ordinals, optional ``compress
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import random
 import re
@@ -30,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kpack import archive
+from kpack._archive_write import FrameWriter, compressor
 from kpack.archive import KernelInput, KpackArchive, write_kpack
 from kpack.bundle import iter_bundles
 from kpack.errors import ArchiveError
@@ -623,3 +625,59 @@ def test_property_real_archive_reader(
             kp.verify()
     except ArchiveError:
         pass
+
+
+# --- kernels compressed before the archive is written (the splitter's spool) ----------------
+
+
+def _frame_in_pieces(data: bytes, level: int, piece: int) -> archive.ZstdFrame:
+    """``data`` compressed as the splitter's spool does it: fed piece by piece."""
+    out = io.BytesIO()
+    writer = FrameWriter(compressor(level), out, len(data))
+    for start in range(0, len(data), piece):
+        writer.write(data[start : start + piece])
+    assert writer.done
+    return archive.ZstdFrame(out.getvalue(), len(data), level)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("frame_level", [3, 9])
+def test_precompressed_kernels_give_the_same_archive(
+    tmp_path: Path, scheme: Scheme, frame_level: int
+) -> None:
+    """A frame made piece by piece is stored as it is at its level and recompressed (or, for
+    ``none``, decoded) otherwise: the archive's bytes are those of the plain kernels."""
+    plain = sample_kernels()
+    framed = [
+        KernelInput(k.binary_key, k.target, _frame_in_pieces(bytes(k.data), frame_level, 4099),
+                    k.metadata)
+        for k in plain
+    ]  # fmt: skip
+    a, b = tmp_path / "plain.kpack", tmp_path / "framed.kpack"
+    write_kpack(a, plain, group_name="g", gfx_arch_family="gfx942", scheme=scheme, level=3)
+    write_kpack(b, framed, group_name="g", gfx_arch_family="gfx942", scheme=scheme, level=3)
+    assert a.read_bytes() == b.read_bytes()
+    _, kernels = read_kpack_by_spec(b.read_bytes())
+    assert sorted(kernels.values()) == sorted(bytes(k.data) for k in plain)
+    if scheme == "zstd-per-kernel" and frame_level == 3:  # stored as made, not recompressed
+        blob = b.read_bytes()
+        assert all(f.frame in blob for f in (k.data for k in framed))  # type: ignore[union-attr]
+
+
+def test_frames_are_independent_of_how_the_code_object_arrives() -> None:
+    data = kernel_bytes(7, 3 << 20)
+    frames = {
+        _frame_in_pieces(data, 3, piece).frame for piece in (1, 4096, 65537, 1 << 20, len(data))
+    }
+    assert len(frames) == 1
+    assert zstandard.ZstdDecompressor().decompress(frames.pop()) == data
+    assert _frame_in_pieces(b"", 3, 1).frame == _frame_in_pieces(b"", 3, 7).frame
+
+
+def test_precompressed_frame_that_lies_about_its_size_is_refused(tmp_path: Path) -> None:
+    good = _frame_in_pieces(b"\x7fELF" + bytes(300), 3, 50)
+    wrong = archive.ZstdFrame(good.frame, good.size + 1, 3)
+    with pytest.raises(ArchiveError, match="declares 304 bytes, not 305"):
+        write_kpack(tmp_path / "x.kpack", [KernelInput("a#0", "gfx942", wrong)],
+                    group_name="g", gfx_arch_family="gfx942")  # fmt: skip
+    assert not list(tmp_path.iterdir())

@@ -20,6 +20,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
+import zstandard
 from elftools.elf.elffile import ELFFile
 from packaging.requirements import Requirement
 
@@ -265,13 +266,15 @@ def test_gpu_targets_keep_the_generic_code_their_agents_run(
     assert len(kernels) == sum(n for (t, _), n in expected.items() if t == "gfx9-4-generic")
 
 
+@pytest.mark.parametrize("level", [None, 3], ids=["raw", "frames"])
 @pytest.mark.parametrize("keep_views", [True, False], ids=["in-process", "worker"])
 def test_each_compressed_bundle_is_decoded_once_while_splitting(
     plugin: tuple[Path, list[Path]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    keep_views: bool,
+    keep_views: bool, level: int | None,
 ) -> None:  # fmt: skip
     """The transform's full check decodes every CCOB bundle; the kernels are spooled from
-    that same decode, not from a second one, and come out byte-identical."""
+    that same decode, not from a second one, and come out byte-identical (as themselves,
+    or as zstd frames that decode to them)."""
     decodes: collections.Counter[int] = collections.Counter()
     real = _bundle_ccob.Decoding.chunks
 
@@ -284,12 +287,18 @@ def test_each_compressed_bundle_is_decoded_once_while_splitting(
         decodes.clear()
         job = FatJob("jax_plugin", so.name, so, tmp_path / f"{number}.so", 0o644,
                      so.stat().st_size, so.name, "x_@GFXARCH@.kpack",
-                     tmp_path / f"{number}.spool", None)  # fmt: skip
+                     tmp_path / f"{number}.spool", None, level)  # fmt: skip
         outcome = run_fat_job(job, keep_views=keep_views)
         assert decodes and set(decodes.values()) == {1}, (so.name, decodes)
         spool = job.spool.read_bytes()
         ours: Digests = collections.Counter()
         for k in outcome.kernels:
             data = bytes(k.view) if k.view is not None else spool[k.offset : k.offset + k.size]
+            if k.level is not None and k.view is None:
+                assert k.level == level and zstandard.frame_content_size(data) == k.original_size
+                data = zstandard.ZstdDecompressor().decompress(data)
+            assert len(data) == k.original_size
             ours[(k.target, hashlib.sha256(data).hexdigest())] += 1
+        if level is not None:  # the device code is not written out whole
+            assert len(spool) * 2 < sum(k.original_size for k in outcome.kernels if k.view is None)
         assert ours == independent_code_objects(so), so.name
