@@ -25,14 +25,17 @@ import hashlib
 import io
 import logging
 import lzma
+import queue
 import stat
 import struct
+import threading
 import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from kpack.errors import PackagingError, UnsafePathError
 from kpack.safepath import Root, safe_relpath
@@ -42,6 +45,8 @@ __all__ = ["DEFAULT_LIMITS", "InputWheel", "Limits", "WheelEntry", "open_wheel"]
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
+_READ_AHEAD_MIN = 16 << 20  # members this large are inflated on a second thread
+_READ_AHEAD_CHUNKS = 4
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 _WEAK = {"md5", "sha1"}
 # Everything zipfile (and the codecs under it) raises on a damaged archive.
@@ -269,7 +274,8 @@ def _extract(archive: zipfile.ZipFile, info: zipfile.ZipInfo, root: Root, path: 
         archive.open(info) as src,
         root.open_write(info.filename, what="member", mode=mode) as out,
     ):
-        while chunk := src.read(_CHUNK):
+        chunks = _read_ahead(src) if info.file_size >= _READ_AHEAD_MIN else _read(src)
+        for chunk in chunks:
             produced += len(chunk)
             if produced > info.file_size:
                 raise PackagingError(
@@ -285,6 +291,49 @@ def _extract(archive: zipfile.ZipFile, info: zipfile.ZipInfo, root: Root, path: 
         )
     root.join(info.filename).chmod(mode)
     return digest.digest()
+
+
+def _read(src: IO[bytes]) -> Iterator[bytes]:
+    while chunk := src.read(_CHUNK):
+        yield chunk
+
+
+def _read_ahead(src: IO[bytes]) -> Iterator[bytes]:
+    """The chunks of ``src``, read (inflated, CRC-checked) on a second thread while the
+    caller hashes and writes the ones before: both sides release the GIL, so a large member
+    costs about the longer of the two instead of their sum. At most a few chunks wait; an
+    error on the reading side is raised here; stopping early stops the reader."""
+    ready: queue.Queue[bytes | BaseException | None] = queue.Queue(_READ_AHEAD_CHUNKS)
+    stop = threading.Event()
+
+    def put(item: bytes | BaseException | None) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def reader() -> None:
+        try:
+            while chunk := src.read(_CHUNK):
+                if not put(chunk):
+                    return
+            put(None)
+        except BaseException as exc:  # handed to the caller, raised there
+            put(exc)
+
+    thread = threading.Thread(target=reader, name="wheel-inflate", daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _verify_record(root: Path, record_name: str, sha256: dict[str, bytes], path: Path) -> None:

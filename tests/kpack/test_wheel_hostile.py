@@ -6,8 +6,10 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+import threading
 import zipfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,11 +19,22 @@ from test_split_wheels import _assert_no_output, _options
 from wheel_fixtures import make_plain_wheel
 
 from kpack.errors import PackagingError
+from kpack.tools import _wheel_source
 from kpack.tools import split_python_wheels as spw
 from kpack.tools._wheel_source import Limits
 
 NAME = "torch-2.9.0-py3-none-linux_x86_64.whl"
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True, params=["inline", "read-ahead"])
+def inflate(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test twice: members inflated inline, and (as large members are) on a second
+    thread, which must stop with the failure and leave no thread behind."""
+    if request.param == "read-ahead":
+        monkeypatch.setattr(_wheel_source, "_READ_AHEAD_MIN", 0)
+    yield
+    assert not [t for t in threading.enumerate() if t.name == "wheel-inflate"]
 
 
 @pytest.fixture(scope="module")
