@@ -2,33 +2,24 @@
 
 Layout (``artifact-tree.md``): ``<root>/{name}_{component}_{target}/artifact_manifest.txt``
 lists stage directories; everything below a stage directory is addressed by its install
-relpath. The scan validates the tree and refuses anything that would escape it.
+relpath. The scan validates the tree and refuses anything that would escape it. Each
+artifact is walked by :mod:`kpack.artifact_tree`, the walker and entry model that
+``kpack split-artifacts`` uses too; the split of a fat artifact classifies these same
+entries instead of walking the artifact again.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
-import os
-import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kpack.artifact_names import (
-    COMPONENTS,
-    ArtifactId,
-    Component,
-    check_manifest_line,
-    check_stage_dir,
-    check_symlink,
-    read_manifest,
-)
+from kpack.artifact_names import COMPONENTS, ArtifactId, Component, check_manifest_line
+from kpack.artifact_tree import Artifact, Entry, EntryKind, read_stages, walk_stages
 from kpack.errors import ArtifactError
 from kpack.jsonfile import load_json_object
-
-from .planned import PlannedContent
 
 __all__ = [
     "COMPONENTS",
@@ -53,35 +44,6 @@ DIST_INFO_RELPATH = "share/therock/dist_info.json"
 _ARCHIVE_SUFFIXES = (".tar.zst", ".tar.xz")
 
 
-class EntryKind(enum.Enum):
-    FILE = "file"
-    DIR = "dir"
-    SYMLINK = "symlink"
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One path below a stage directory."""
-
-    relpath: str
-    kind: EntryKind
-    source: Path = field(compare=False)
-    artifact: ArtifactId
-    stage: str
-    link: str | None = None
-    size: int = 0
-    mode: int = 0o644
-    planned: PlannedContent | None = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class Artifact:
-    id: ArtifactId
-    path: Path
-    stages: tuple[str, ...]
-    entries: tuple[Entry, ...]
-
-
 @dataclass(frozen=True)
 class Catalog:
     root: Path
@@ -103,48 +65,6 @@ class Catalog:
     def targets(self) -> tuple[str, ...]:
         """Non-generic targets found on disk, sorted."""
         return tuple(sorted({a.id.target for a in self.artifacts} - {"generic"}))
-
-
-def _read_stage_list(artifact_dir: Path) -> tuple[str, ...]:
-    manifest, stages = read_manifest(artifact_dir)
-    for stage in stages:
-        if not check_stage_dir(artifact_dir, stage, manifest):
-            raise ArtifactError(f"stage directory {stage!r} does not exist", path=manifest)
-    return stages
-
-
-def _link_entry(stage_dir: Path, path: Path, relpath: str, common: dict[str, Any]) -> Entry:
-    target = check_symlink(stage_dir, path)
-    return Entry(relpath=relpath, kind=EntryKind.SYMLINK, link=target, **common)
-
-
-def _walk_stage(artifact: ArtifactId, stage: str, stage_dir: Path) -> list[Entry]:
-    entries: list[Entry] = []
-    pending = [(stage_dir, "")]
-    while pending:
-        directory, prefix = pending.pop()
-        with os.scandir(directory) as it:
-            children = sorted(it, key=lambda e: e.name)
-        for child in children:
-            relpath = f"{prefix}{child.name}"
-            path = Path(child.path)
-            st = child.stat(follow_symlinks=False)
-            common: dict[str, Any] = {"source": path, "artifact": artifact, "stage": stage}
-            if stat.S_ISLNK(st.st_mode):
-                entries.append(_link_entry(stage_dir, path, relpath, common))
-            elif stat.S_ISDIR(st.st_mode):
-                entries.append(Entry(relpath=relpath, kind=EntryKind.DIR, **common))
-                pending.append((path, relpath + "/"))
-            elif stat.S_ISREG(st.st_mode):
-                mode = stat.S_IMODE(st.st_mode)
-                entries.append(
-                    Entry(
-                        relpath=relpath, kind=EntryKind.FILE, size=st.st_size, mode=mode, **common
-                    )
-                )
-            else:
-                raise ArtifactError("not a regular file, directory or symlink", path=path)
-    return sorted(entries, key=lambda e: e.relpath)
 
 
 def _load_therock_manifest(root: Path) -> tuple[Path, Mapping[str, Any], bool]:
@@ -175,9 +95,8 @@ def scan_artifact(path: Path) -> Artifact:
             f"(component one of {', '.join(COMPONENTS)})",
             path=path,
         )
-    stages = _read_stage_list(path)
-    entries = [e for s in stages for e in _walk_stage(art_id, s, path / s)]
-    return Artifact(art_id, path, stages, tuple(entries))
+    stages = read_stages(path)
+    return Artifact(art_id, path, stages, walk_stages(path, stages, art_id))
 
 
 def _triage(root: Path) -> tuple[list[Path], list[str], list[str]]:

@@ -24,8 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from kpack._split_plan import SplitOptions, SplitPlan, plan_split
-from kpack._split_scan import Kind, StageEntry
-from kpack._split_scan import scan_artifact as scan_split_artifact
+from kpack._split_scan import Kind, StageEntry, classify_entries
 from kpack._split_work import (
     ArchiveJob,
     KernelEntry,
@@ -39,11 +38,11 @@ from kpack.databases import load_handlers
 from kpack.errors import ArtifactError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH, search_path
+from kpack.planned import PlannedArchive, PlannedKernel, TransformedBinary
 from kpack.resolve import read_kpack_ref
 from kpack.transform import inspect_fat_binary, plan_host_transform
 
 from .artifacts import Artifact, Catalog, Entry, EntryKind
-from .planned import PlannedArchive, PlannedKernel, TransformedBinary
 
 __all__ = [
     "FatSplit",
@@ -131,7 +130,7 @@ def _dirs(art: ArtifactId, stage: str, relpath: str, source: Path) -> list[Entry
 
 def _plan_one(artifact: Artifact, options: SplitOptions) -> FatSplit | None:
     """The split of one artifact, or ``None`` if it has nothing to split."""
-    scan = scan_split_artifact(artifact.path, options.handlers)
+    scan = classify_entries(artifact.path, artifact.stages, artifact.entries, options.handlers)
     prefix = f"{artifact.id.name}_{artifact.id.component}"
     plan = plan_split(scan, prefix, options)
     if not plan.fat and not plan.databases:

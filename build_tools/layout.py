@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.elf import ElfInfo, FileKind
+from kpack.planned import PlannedContent
 
 from .artifacts import Entry, EntryKind
 from .namespace import Namespace
-from .planned import PlannedContent
 
 __all__ = ["LaidOutFile", "RuntimeLayout", "layout_device", "layout_runtime"]
 
@@ -50,7 +50,7 @@ def _copy(relpath: str, target: Entry, elf: ElfInfo | None, origin: Entry) -> La
         source=target.source,
         executable=bool(target.mode & 0o111),
         elf=elf,
-        origin=f"{origin.artifact.dirname}:{origin.relpath}",
+        origin=origin.origin,
         planned=target.planned,
     )
 
@@ -91,7 +91,7 @@ def layout_runtime(ns: Namespace, elf: Mapping[Path, ElfInfo | None]) -> Runtime
                 executable=True,
                 elf=None,
                 launcher_target=entry.link,
-                origin=f"{entry.artifact.dirname}:{entry.relpath}",
+                origin=entry.origin,
             )
         else:
             files[entry.relpath] = _copy(entry.relpath, target, info, entry)

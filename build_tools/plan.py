@@ -19,6 +19,7 @@ from kpack.artifact_names import base_target
 from kpack.elf import ElfEdit, ElfInfo, FileKind, check_rpath_edit, plan_rpath_edit
 from kpack.errors import ArtifactError, ManifestError, PackagingError
 from kpack.pe import PeTransformPlan
+from kpack.planned import PlannedArchive, PlannedContent, TransformedBinary
 
 from .artifacts import Artifact, Catalog, Entry, EntryKind
 from .elfscan import scan_files
@@ -30,7 +31,6 @@ from .manifests import Manifests, PackageKind, PackageSpec
 from .namespace import Namespace, merge
 from .options import BuildOptions
 from .payload import PayloadFile, TarEntry, TarKind
-from .planned import PlannedArchive, PlannedContent, TransformedBinary
 from .rpath import PackageFiles, derive_rpath
 
 __all__ = [
@@ -299,7 +299,7 @@ def launcher_for(packages: Sequence[RuntimePackage]) -> LauncherTemplate | None:
 def devel_namespace(
     catalog: Catalog, spec: PackageSpec, family: str | None, runtime: Sequence[RuntimePackage]
 ) -> Namespace:
-    populated = {e.artifact.name for p in runtime for e in p.namespace}
+    populated = {e.artifact.name for p in runtime for e in p.namespace if e.artifact is not None}
     selected: list[Artifact] = []
     for sel in spec.select:
         if not sel.applies(catalog.kpack_split):

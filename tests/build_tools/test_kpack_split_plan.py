@@ -14,12 +14,12 @@ from build_tools.artifacts import Artifact, EntryKind
 from build_tools.assemble import TemplateContext
 from build_tools.manifests import PackageKind
 from build_tools.plan import PlanKind
-from build_tools.planned import PlannedArchive, TransformedBinary
 from kpack._split_scan import ArtifactScan, Kind, StageEntry
 from kpack.artifact_names import ArtifactId
 from kpack.bundle import IndexedBundle
 from kpack.databases import DatabaseMatch, Handler
 from kpack.elf import ElfEdit
+from kpack.planned import PlannedArchive, TransformedBinary
 from kpack.transform import ExtractedKernel, TransformPlan
 
 ROOT = Path("/nonexistent/blas_lib_generic")
@@ -60,7 +60,14 @@ def split(monkeypatch: pytest.MonkeyPatch) -> kpack_split.FatSplit:
         "a/stage/lib/liba.so": {"gfx942": 300, "gfx9-4-generic": 200},
         "b/stage/lib/libb.so": {"gfx942": 50, "gfx90a:xnack+": 70},
     }
-    monkeypatch.setattr(kpack_split, "scan_split_artifact", lambda path, handlers: _scan())
+    artifact = Artifact(ArtifactId("blas", "lib", "generic"), ROOT, ("a/stage", "b/stage"), ())
+
+    def classify(path: Path, stages: tuple[str, ...], entries: object, handlers: object) -> object:
+        # the split classifies the catalog's entries: it does not walk the artifact again
+        assert (path, stages, entries) == (artifact.path, artifact.stages, artifact.entries)
+        return _scan()
+
+    monkeypatch.setattr(kpack_split, "classify_entries", classify)
     monkeypatch.setattr(
         kpack_split,
         "plan_host_transform",
@@ -68,7 +75,6 @@ def split(monkeypatch: pytest.MonkeyPatch) -> kpack_split.FatSplit:
             source, kernel_name, kernels[kernel_name]
         ),
     )
-    artifact = Artifact(ArtifactId("blas", "lib", "generic"), ROOT, ("a/stage", "b/stage"), ())
     options = kpack_split.SplitOptions(())
     result = kpack_split._plan_one(artifact, options)
     assert result is not None

@@ -1,9 +1,10 @@
-"""Content that a build plans but that does not exist on disk yet (kpack-split mode).
+"""Content that a plan holds but that does not exist on disk yet (a split inside the plan).
 
-A fat artifact is split inside the plan: its host binaries ship as a planned transform
-(an :class:`~kpack.elf.ElfEdit`, streamed from the input into the wheel, with any RPATH
-edit composed on top), its device code as planned ``.kpack`` archives that apply writes
-before the wheels. Catalog entries carry these values; nothing here touches the disk.
+A fat artifact is split inside the package builder's plan: its host binaries ship as a
+planned transform (an :class:`~kpack.elf.ElfEdit`, streamed from the input into the wheel,
+with any RPATH edit composed on top), its device code as planned ``.kpack`` archives that
+apply writes before the wheels. Artifact entries (:mod:`kpack.artifact_tree`) carry these
+values; nothing here touches the disk.
 """
 
 from __future__ import annotations
