@@ -13,15 +13,17 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpack._split_work import SpooledArchive
 from kpack.errors import PackagingError
 from kpack.wheelfile import Member, write_wheel
 
 from .devel import write_devel_tar
-from .kpack_split import write_planned_archives
+from .kpack_split import spool_planned_archives
 from .payload import PayloadFile
 from .plan import BuildPlan, PackagePlan, PlanKind
 from .progress import Progress
@@ -30,8 +32,8 @@ from .sdist import write_sdist
 
 __all__ = ["ARCHIVES", "Built", "apply_plan"]
 
-#: Where apply writes the planned .kpack archives, inside its temporary directory.
-ARCHIVES = "kpack-archives"
+#: Where apply spools the planned archives' kernels, inside its temporary directory.
+ARCHIVES = "kpack-spool"
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,10 @@ class Built:
     size: int
 
 
-def _member(file: PayloadFile, archives: Path) -> Member:
+Archives = Mapping[str, SpooledArchive]
+
+
+def _member(file: PayloadFile, archives: Archives) -> Member:
     return Member(arcname=file.arcname, source=file.content(archives), executable=file.executable)
 
 
@@ -62,7 +67,12 @@ def _devel_member(plan: BuildPlan, pkg: PackagePlan, work: Path) -> Member:
 
 
 def _write_package(
-    plan: BuildPlan, pkg: PackagePlan, out_dir: Path, work: Path, progress: Progress | None
+    plan: BuildPlan,
+    pkg: PackagePlan,
+    out_dir: Path,
+    work: Path,
+    archives: Archives,
+    progress: Progress | None,
 ) -> Path:
     opts = plan.options
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -71,11 +81,11 @@ def _write_package(
             out_dir,
             dist_name=pkg.dist_name,
             version=opts.version,
-            files=[_member(f, work.parent / ARCHIVES) for f in pkg.payload],
+            files=[_member(f, archives) for f in pkg.payload],
             pkg_info=pkg.metadata,
             epoch=opts.epoch,
         )
-    members = [_member(f, work.parent / ARCHIVES) for f in pkg.payload]
+    members = [_member(f, archives) for f in pkg.payload]
     if pkg.devel_tar:
         members.append(_devel_member(plan, pkg, work))
     result = write_wheel(
@@ -94,13 +104,15 @@ def _write_package(
     return result.path
 
 
-def _stage_package(plan: BuildPlan, pkg: PackagePlan, stage: Path, work: Path) -> None:
+def _stage_package(
+    plan: BuildPlan, pkg: PackagePlan, stage: Path, work: Path, archives: Archives
+) -> None:
     """``--no-build-packages``: lay the package's files out in a directory instead."""
     for file in pkg.payload:
         target = stage / file.arcname
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("wb") as out:
-            for chunk in file.iter_chunks(work.parent / ARCHIVES):
+            for chunk in file.iter_chunks(archives):
                 out.write(chunk)
         target.chmod(0o755 if file.executable else 0o644)
     if pkg.devel_tar:
@@ -130,18 +142,20 @@ def _prepare_dest(dest: Path) -> Path:
         raise PackagingError(f"destination is not writable: {exc.strerror}", path=dest) from exc
 
 
-def _write_one(plan: BuildPlan, pkg: PackagePlan, tmp: Path, progress: Progress | None) -> Built:
+def _write_one(
+    plan: BuildPlan, pkg: PackagePlan, tmp: Path, archives: Archives, progress: Progress | None
+) -> Built:
     work = Path(tempfile.mkdtemp(prefix="work-", dir=tmp))
     if plan.options.build_packages:
         out_root = tmp / "dist"
         start = time.monotonic()
-        path = _write_package(plan, pkg, out_root / pkg.subdir, work, progress)
+        path = _write_package(plan, pkg, out_root / pkg.subdir, work, archives, progress)
         size = path.stat().st_size
         if progress is not None:
             progress.package_done(path.name, size, time.monotonic() - start)
         return Built(pkg, Path("dist") / path.relative_to(out_root), size)
     stage_name = pkg.dist_name + (f"-{pkg.family}" if pkg.subdir else "")
-    _stage_package(plan, pkg, tmp / "stage" / stage_name, work)
+    _stage_package(plan, pkg, tmp / "stage" / stage_name, work, archives)
     return Built(pkg, Path(stage_name), 0)
 
 
@@ -175,17 +189,21 @@ def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]
     dest = plan.options.dest_dir
     tmp = _prepare_dest(dest)
     try:
+        archives: Archives = {}
         if plan.split is not None and plan.split.archives:
             if progress is not None:
-                progress.phase(f"writing {len(plan.split.archives)} kpack archives")
+                progress.phase(f"spooling {len(plan.split.archives)} kpack archives")
             (tmp / ARCHIVES).mkdir()
-            write_planned_archives(plan.split, tmp / ARCHIVES, jobs=plan.options.jobs)
+            archives = spool_planned_archives(plan.split, tmp / ARCHIVES, jobs=plan.options.jobs)
         packages = plan.packages
         order = sorted(range(len(packages)), key=lambda i: -packages[i].input_bytes)
         if progress is not None:
             progress.set_total(sum(p.input_bytes for p in packages))
         with ThreadPoolExecutor(max_workers=min(2, plan.options.jobs)) as pool:
-            futures = {i: pool.submit(_write_one, plan, packages[i], tmp, progress) for i in order}
+            futures = {
+                i: pool.submit(_write_one, plan, packages[i], tmp, archives, progress)
+                for i in order
+            }
             built = [futures[i].result() for i in range(len(packages))]
         if plan.options.build_packages:
             _write_report(plan, built, tmp)

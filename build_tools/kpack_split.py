@@ -7,8 +7,8 @@ plan, :func:`kpack.transform.plan_transform` per binary) and replaced in the cat
 the artifacts the split would write, as values: host binaries carry their planned
 transform, archives their planned kernels, database files move to ``P_<base arch>``.
 Nothing is written here: ``--dry-run`` prints :meth:`KpackSplitPlan.describe`, and apply
-writes the archives (:func:`write_planned_archives`) and streams each transformed binary
-once, straight into its wheel.
+spools the kernels (:func:`spool_planned_archives`), then streams each archive and each
+transformed binary once, straight into its wheel.
 
 The reference packages every fat library into a device wheel and leaves the libraries
 wheel empty; we split instead, and refuse a tree that mixes both forms for one artifact.
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import posixpath
-import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -28,9 +27,10 @@ from kpack._split_scan import Kind, StageEntry, classify_entries
 from kpack._split_work import (
     ArchiveJob,
     KernelEntry,
+    SpooledArchive,
     frame_level,
+    lay_out_archives,
     spool_kernels,
-    write_archives,
 )
 from kpack.archive import Scheme
 from kpack.artifact_names import ArtifactId, is_isa_target
@@ -49,7 +49,7 @@ __all__ = [
     "KpackSplitPlan",
     "check_archive_references",
     "plan_fat_splits",
-    "write_planned_archives",
+    "spool_planned_archives",
 ]
 
 log = logging.getLogger(__name__)
@@ -308,48 +308,48 @@ def _as_generic(artifact: Artifact) -> Artifact:
     return Artifact(generic, artifact.path, artifact.stages, entries)
 
 
-def write_planned_archives(plan: KpackSplitPlan, root: Path, *, jobs: int) -> None:
-    """Write every planned archive to ``root/<key>``: kernels spooled per binary (a
-    compressed bundle decoded once, as a stream), then one archive per target."""
-    for split in plan.splits:
+def spool_planned_archives(
+    plan: KpackSplitPlan, spool_dir: Path, *, jobs: int
+) -> dict[str, SpooledArchive]:
+    """Spool every planned archive's kernels below ``spool_dir`` (each kernel as its
+    archive frame, a compressed bundle decoded once, as a stream) and lay the archives
+    out, by key. They stream from the spools straight into their wheels, never written
+    as files of their own: ``spool_dir`` must outlive the wheels."""
+    laid: dict[str, SpooledArchive] = {}
+    level = frame_level(_SCHEME, _LEVEL)
+    for number, split in enumerate(plan.splits):
         if not split.archives:
             continue
-        with tempfile.TemporaryDirectory(prefix="spool-", dir=root) as spool_dir:
-            spooled: dict[tuple[str, int, str], KernelEntry] = {}
-            for number, (fat, content) in enumerate(split.transformed):
-                spool = Path(spool_dir) / f"{number:05d}.spool"
-                kernels = content.transform.kernels
-                for kernel, sk in zip(
-                    kernels,
-                    spool_kernels(
-                        kernels, spool, keep_views=True, level=frame_level(_SCHEME, _LEVEL)
-                    ),
-                    strict=True,
-                ):
-                    spooled[(fat.kernel_name, kernel.index, kernel.target)] = (
-                        fat.stage,
-                        fat.kernel_name,
-                        sk,
-                    )
-            jobs_ = []
-            for archive in split.archives:
-                path = root / archive.key
-                path.parent.mkdir(parents=True, exist_ok=True)
-                entries = tuple(
+        spooled: dict[tuple[str, int, str], KernelEntry] = {}
+        for index, (fat, content) in enumerate(split.transformed):
+            spool = spool_dir / f"{number:04d}-{index:05d}.spool"
+            kernels = content.transform.kernels
+            written = spool_kernels(kernels, spool, keep_views=True, level=level, threads=jobs)
+            for kernel, sk in zip(kernels, written, strict=True):
+                spooled[(fat.kernel_name, kernel.index, kernel.target)] = (
+                    fat.stage,
+                    fat.kernel_name,
+                    sk,
+                )
+        archive_jobs = [
+            ArchiveJob(
+                archive.target,
+                Path(archive.key),
+                tuple(
                     spooled[(k.kernel_name, k.kernel.index, k.kernel.target)]
                     for k in archive.kernels
-                )
-                jobs_.append(ArchiveJob(archive.target, path, entries))
-            summaries = write_archives(
-                jobs_, prefix=split.plan.prefix, scheme=_SCHEME, level=_LEVEL, workers=jobs
+                ),
             )
-            for job, summary in zip(jobs_, summaries, strict=True):
-                log.info(
-                    "wrote %s: %d kernels, %d bytes",
-                    job.path.name,
-                    summary.kernel_count,
-                    summary.size,
-                )
+            for archive in split.archives
+        ]
+        for archive in lay_out_archives(
+            archive_jobs, prefix=split.plan.prefix, scheme=_SCHEME, level=_LEVEL
+        ):
+            laid[str(archive.path)] = archive
+            log.info(
+                "%s: %d kernels, %d bytes", archive.path.name, archive.kernel_count, archive.size
+            )
+    return laid
 
 
 def check_archive_references(catalog: Catalog, names: Sequence[str]) -> None:

@@ -9,10 +9,11 @@ before the packages (:attr:`PayloadFile.archive`, found under the apply's archiv
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpack._split_work import SpooledArchive
 from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
 from kpack.pe import PeTransformPlan
@@ -49,25 +50,29 @@ class PayloadFile:
     @classmethod
     def planned_archive(cls, arcname: str, key: str, *, size: int) -> PayloadFile:
         """``size`` is the archive's uncompressed kernel bytes (its real size is known once
-        apply has written it)."""
+        apply has spooled its kernels)."""
         return cls(arcname, size, False, archive=key)
 
-    def content(self, archives: Path | None = None) -> Path | bytes | Callable[[], Iterator[bytes]]:
-        """A content source for the archive writers; ``archives`` is where apply wrote the
-        planned archives."""
+    def content(
+        self, archives: Mapping[str, SpooledArchive] | None = None
+    ) -> Path | bytes | Callable[[], Iterator[bytes | memoryview]]:
+        """A content source for the archive writers; ``archives`` are the planned archives
+        by key, as apply laid them out."""
         if self.data is not None:
             return self.data
         if self.edit is not None:
             return self.edit.iter_chunks
         if self.archive is not None:
-            if archives is None:
-                raise PackagingError("planned archive was not written", path=self.arcname)
-            return archives / self.archive
+            if archives is None or self.archive not in archives:
+                raise PackagingError("planned archive was not spooled", path=self.arcname)
+            return archives[self.archive].chunks
         if self.source is None:
             raise PackagingError("payload file has no content", path=self.arcname)
         return self.source
 
-    def iter_chunks(self, archives: Path | None = None) -> Iterator[bytes]:
+    def iter_chunks(
+        self, archives: Mapping[str, SpooledArchive] | None = None
+    ) -> Iterator[bytes | memoryview]:
         content = self.content(archives)
         if isinstance(content, bytes):
             yield content

@@ -19,7 +19,7 @@ import struct
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +34,7 @@ MAGIC = b"KPAK"
 VERSION = 1
 BLOB_ALIGNMENT = 64
 _HEADER = struct.Struct("<4sIQ")
-_U32 = struct.Struct("<I")
+U32 = struct.Struct("<I")
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def plain(data: Payload) -> bytes | memoryview:
     return decoded
 
 
-def _compressed(payloads: Sequence[Payload], level: int, jobs: int) -> Iterator[bytes | memoryview]:
+def compressed(payloads: Sequence[Payload], level: int, jobs: int) -> Iterator[bytes | memoryview]:
     """zstd frames (content size, no checksum, no dictionary) for ``payloads``, in order;
     a payload compressed already at ``level`` is its own frame."""
     local = threading.local()
@@ -141,19 +141,24 @@ def _compressed(payloads: Sequence[Payload], level: int, jobs: int) -> Iterator[
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def header(toc_offset: int) -> bytes:
+    """The archive header, zero-padded to the blob area."""
+    return _HEADER.pack(MAGIC, VERSION, toc_offset).ljust(BLOB_ALIGNMENT, b"\0")
+
+
 def _write_zstd(
     out: BinaryIO, payloads: Sequence[Payload], level: int, jobs: int, max_blob: int, path: Path
 ) -> dict[str, object]:
-    out.write(_U32.pack(len(payloads)))
-    size = _U32.size
-    for frame in _compressed(payloads, level, jobs):
-        size += _U32.size + memoryview(frame).nbytes
+    out.write(U32.pack(len(payloads)))
+    size = U32.size
+    for frame in compressed(payloads, level, jobs):
+        size += U32.size + memoryview(frame).nbytes
         if size > max_blob:
             raise ArchiveError(
                 f"the zstd blob would exceed {max_blob} bytes, the C runtime's limit",
                 path=path,
             )
-        out.write(_U32.pack(memoryview(frame).nbytes))
+        out.write(U32.pack(memoryview(frame).nbytes))
         out.write(frame)
     return {"zstd_offset": BLOB_ALIGNMENT, "zstd_size": size}
 
@@ -181,7 +186,7 @@ def _write_body(
     max_blob: int,
     path: Path,
 ) -> int:
-    out.write(_HEADER.pack(MAGIC, VERSION, 0).ljust(BLOB_ALIGNMENT, b"\0"))
+    out.write(header(0))
     if scheme == "none":
         location = _write_none(out, payloads)
     else:
@@ -205,22 +210,34 @@ def write_file(
     max_blob: int,
 ) -> int:
     """Write the archive to a temporary file next to ``path``, then rename; return its size."""
+
+    def body(out: BinaryIO) -> int:
+        return _write_body(
+            out, payloads, toc, scheme=scheme, level=level, jobs=jobs, max_blob=max_blob, path=path
+        )
+
+    return _atomic(path, body)
+
+
+def write_chunks(path: Path, chunks: Iterable[bytes | memoryview]) -> int:
+    """Write an archive streamed as ``chunks`` like :func:`write_file`; return its size."""
+
+    def body(out: BinaryIO) -> int:
+        for chunk in chunks:
+            out.write(chunk)
+        return out.tell()
+
+    return _atomic(path, body)
+
+
+def _atomic(path: Path, body: Callable[[BinaryIO], int]) -> int:
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
         raise ArchiveError(f"cannot create a temporary file: {exc}", path=path) from exc
     try:
         with os.fdopen(fd, "wb") as out:
-            size = _write_body(
-                out,
-                payloads,
-                toc,
-                scheme=scheme,
-                level=level,
-                jobs=jobs,
-                max_blob=max_blob,
-                path=path,
-            )
+            size = body(out)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except OSError as exc:

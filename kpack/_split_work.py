@@ -17,32 +17,34 @@ import mmap
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kpack._archive_write import FrameWriter, compressor
+from kpack._archive_write import FrameWriter, compressed, compressor, write_chunks
 from kpack._split_output import copy_file, copy_meta
-from kpack.archive import KernelInput, KpackSummary, Scheme, ZstdFrame, write_kpack
+from kpack.archive import KpackLayout, KpackSummary, Scheme, StoredKernel, lay_out_kpack
 from kpack.bundle import BundleSink, CodeObjectRef
 from kpack.databases import base_arch
-from kpack.errors import BundleError
+from kpack.errors import ArchiveError, BundleError
 from kpack.transform import AlreadyTransformed, ExtractedKernel, stream_kernels, transform_binary
 
 __all__ = [
     "ArchiveJob",
     "FatJob",
     "FatOutcome",
+    "SpooledArchive",
     "SpooledKernel",
     "frame_level",
     "group_by_target",
+    "lay_out_archive",
+    "lay_out_archives",
     "remove_spools",
     "run_fat_job",
     "run_fat_jobs",
     "spool_kernels",
     "write_archives",
-    "write_target_archive",
 ]
 
 log = logging.getLogger(__name__)
@@ -92,14 +94,15 @@ class FatOutcome:
     passed_through: bool = False
 
 
-def run_fat_job(job: FatJob, keep_views: bool = False) -> FatOutcome:
+def run_fat_job(job: FatJob, keep_views: bool = False, threads: int = 1) -> FatOutcome:
     """Transform one fat binary and spool its in-scope kernels.
 
     The transform checks every bundle in full, decoding compressed ones as a stream; the
     in-scope code objects it decodes are spooled right then, so nothing is decoded twice.
-    Plain bundles' code objects are zero-copy views of the mapped input: in a worker
-    process they are spooled afterwards; in-process (``keep_views``) they are kept as they
-    are, which saves writing and re-reading them.
+    Plain bundles' code objects are zero-copy views of the mapped input. With frames
+    (``job.level``) they are compressed afterwards, on ``threads`` threads, into the
+    spool; without, a worker process spools them as they are and in-process
+    (``keep_views``) they are kept as views, which saves writing and re-reading them.
     """
     log.info("splitting %s (%d bytes)", job.kernel_name, job.size)
     with _Spool(job.spool, job.level) as spool:
@@ -115,7 +118,7 @@ def run_fat_job(job: FatJob, keep_views: bool = False) -> FatOutcome:
             )
             return FatOutcome(job, (), 0, 0, (note,), passed_through=True)
         copy_meta(job.source, job.dest, job.mode)
-        kernels, skipped = _spool_kernels(job, plan.kernels, keep_views, spool)
+        kernels, skipped = _spool_kernels(job, plan.kernels, keep_views, spool, threads)
     notes = tuple(f"{job.kernel_name}: {n}" for n in plan.notes)
     return FatOutcome(job, kernels, skipped, plan.removed_bytes, notes)
 
@@ -178,6 +181,27 @@ class _Spool:
             self.ranges[location] = (start, out.tell() - start)
         return compress
 
+    def write_frames(self, kernels: Sequence[ExtractedKernel], threads: int) -> None:
+        """Append the frames of in-memory code objects not spooled yet, compressed on
+        ``threads`` threads and written in order."""
+        todo: dict[Location, ExtractedKernel] = {}
+        for kernel in kernels:
+            if kernel.location not in self._started and kernel.data is not None:
+                todo.setdefault(kernel.location, kernel)
+        if not todo or self.level is None:
+            return
+        dropper = _PageDropper()
+        payloads = [k.data for k in todo.values() if k.data is not None]
+        for (location, kernel), frame in zip(
+            todo.items(), compressed(payloads, self.level, threads), strict=True
+        ):
+            self._started.add(location)
+            start = self._out.tell()
+            self._out.write(frame)
+            self.ranges[location] = (start, memoryview(frame).nbytes)
+            dropper.add(kernel.data, kernel.size)
+        dropper.drop()
+
     def decoded_sink(self, scope: frozenset[str] | None) -> BundleSink:
         """A sink for the transform's decode: the in-scope code objects of compressed
         bundles are spooled as they are checked."""
@@ -209,7 +233,11 @@ def _mapped_view(data: bytes | memoryview | None) -> memoryview | None:
 
 
 def _spool_kernels(
-    job: FatJob, kernels: Sequence[ExtractedKernel], keep_views: bool, spool: _Spool
+    job: FatJob,
+    kernels: Sequence[ExtractedKernel],
+    keep_views: bool,
+    spool: _Spool,
+    threads: int,
 ) -> tuple[tuple[SpooledKernel, ...], int]:
     """Spool in-scope kernels not yet in ``spool``: each code object is written once
     (wrappers that share a bundle share its range)."""
@@ -221,7 +249,7 @@ def _spool_kernels(
             skipped += 1
             continue
         wanted.append(kernel)
-    return _spool_into(wanted, spool, keep_views), skipped
+    return _spool_into(wanted, spool, keep_views, threads), skipped
 
 
 def spool_kernels(
@@ -230,23 +258,28 @@ def spool_kernels(
     *,
     keep_views: bool,
     level: int | None = None,
+    threads: int = 1,
 ) -> tuple[SpooledKernel, ...]:
     """Write ``kernels`` to the file ``spool`` (created), each code object once (as its
-    zstd frame at ``level`` if given); with ``keep_views``, kernels of plain bundles stay
-    zero-copy views of the mapped input."""
+    zstd frame at ``level`` if given, compressed on ``threads`` threads); without frames
+    and with ``keep_views``, kernels of plain bundles stay zero-copy views of the mapped
+    input."""
     with _Spool(spool, level) as out:
-        return _spool_into(kernels, out, keep_views)
+        return _spool_into(kernels, out, keep_views, threads)
 
 
 def _spool_into(
-    kernels: Sequence[ExtractedKernel], spool: _Spool, keep_views: bool
+    kernels: Sequence[ExtractedKernel], spool: _Spool, keep_views: bool, threads: int = 1
 ) -> tuple[SpooledKernel, ...]:
     """Append the ``kernels`` not in ``spool`` yet (compressed bundles decoded as a
-    stream); with ``keep_views``, kernels of plain bundles stay zero-copy views."""
+    stream); without frames and with ``keep_views``, kernels of plain bundles stay
+    zero-copy views."""
     wanted = list(kernels)
     views: dict[Location, memoryview] = {}
+    if spool.level is not None:
+        spool.write_frames([k for k in wanted if k.data is not None], threads)
     for kernel in wanted:
-        view = _mapped_view(kernel.data) if keep_views else None
+        view = _mapped_view(kernel.data) if keep_views and spool.level is None else None
         if view is not None:
             views[kernel.location] = view
     dropper = _PageDropper()
@@ -347,55 +380,81 @@ def _mapped(paths: Sequence[Path]) -> Iterator[dict[Path, memoryview]]:
                 mm.close()
 
 
-def write_target_archive(
-    path: Path,
-    target: str,
-    entries: Sequence[tuple[str, str, SpooledKernel]],
-    *,
-    prefix: str,
-    scheme: Scheme,
-    level: int,
-    jobs: int,
-) -> KpackSummary:
-    """Write one target's archive; ``entries`` are ``(stage, kernel_name, kernel)``.
+@dataclass(frozen=True)
+class SpooledArchive:
+    """One target's archive, laid out from its spooled kernels and streamed from the spools
+    on demand, as often as needed: into its file (``kpack split-artifacts``) or straight
+    into the wheels that ship it (the wheel splitter, the package builder). Every kernel
+    is stored as spooled: a zstd frame at the archive's level, or (scheme ``none``) the
+    code object, from the spool or a view of the mapped input."""
 
-    Mapped input pages the kernels' views touched are dropped afterwards, so resident
-    memory stays at about one target's device code.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    spools = sorted({k.spool for _, _, k in entries if k.view is None})
-    dropper = _PageDropper()
-    with _mapped(spools) as views:
-        slices: list[memoryview] = []
-        inputs: list[KernelInput] = []
-        for stage, name, k in entries:
-            if k.view is not None:
-                data = k.view
-                dropper.add(data, 0)
-            else:
-                data = views[k.spool][k.offset : k.offset + k.size]
-                slices.append(data)
-            payload: bytes | memoryview | ZstdFrame = data
-            if k.level is not None and k.view is None:
-                payload = ZstdFrame(data, k.original_size, k.level)
-            meta = {"target": k.triple, "source_prefix": stage}
-            inputs.append(KernelInput(f"{name}#{k.index}", k.target, payload, meta))
-        try:
-            return write_kpack(
-                path,
-                inputs,
-                group_name=prefix,
-                gfx_arch_family=target,
-                scheme=scheme,
-                level=level,
-                jobs=jobs,
+    target: str
+    path: Path  # where it is written, or what it is called inside a wheel
+    layout: KpackLayout
+    blobs: tuple[SpooledKernel, ...]  # per ordinal
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.blobs)
+
+    def summary(self) -> KpackSummary:
+        return self.layout.summary(self.path)
+
+    def chunks(self) -> Iterator[bytes | memoryview]:
+        """The archive's bytes. The spools are mapped for the walk and the pages it touched
+        dropped after, so resident memory stays small whatever the archive's size."""
+        spools = sorted({k.spool for k in self.blobs if k.view is None})
+        dropper = _PageDropper()
+        with _mapped(spools) as views:
+
+            def blobs() -> Iterator[memoryview]:
+                for k in self.blobs:
+                    data = (
+                        k.view
+                        if k.view is not None
+                        else views[k.spool][k.offset : k.offset + k.size]
+                    )
+                    yield data
+                    dropper.add(data, k.size)
+
+            yield from self.layout.chunks(blobs())
+        dropper.drop()
+
+    def write(self) -> KpackSummary:
+        """Write the archive to :attr:`path` (a temporary sibling, then renamed)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_chunks(self.path, self.chunks())
+        log.info(
+            "wrote %s: %d kernels, %d -> %d bytes (%s)", self.path, self.kernel_count,
+            self.layout.original_bytes, self.size, self.layout.scheme,
+        )  # fmt: skip
+        return self.summary()
+
+
+def lay_out_archive(job: ArchiveJob, *, prefix: str, scheme: Scheme, level: int) -> SpooledArchive:
+    """Lay out ``job``'s archive from its spooled kernels (nothing is read or written)."""
+    stored: list[StoredKernel] = []
+    for stage, name, k in job.entries:
+        framed = k.level is not None and k.view is None
+        if framed != (scheme != "none") or (framed and k.level != level):
+            raise ArchiveError(
+                f"kernel {name}#{k.index} ({k.target}) was spooled "
+                f"{'as a zstd frame at level ' + str(k.level) if framed else 'uncompressed'}, "
+                f"not as a {scheme} archive at level {level} stores it",
+                path=job.path,
             )
-        finally:
-            del inputs
-            for item in slices:
-                with suppress(BufferError):
-                    item.release()
-            dropper.drop()
+        meta = {"target": k.triple, "source_prefix": stage}
+        stored.append(StoredKernel(f"{name}#{k.index}", k.target, k.size, k.original_size, meta))
+    layout = lay_out_kpack(
+        stored, path=job.path, group_name=prefix, gfx_arch_family=job.target, scheme=scheme
+    )
+    return SpooledArchive(
+        job.target, job.path, layout, tuple(job.entries[i][2] for i in layout.order)
+    )
 
 
 def remove_spools(spools: Sequence[Path]) -> None:
@@ -424,7 +483,7 @@ def run_fat_jobs(jobs: Sequence[FatJob], workers: int) -> list[FatOutcome]:
     ordered = sorted(jobs, key=lambda j: (-j.size, j.kernel_name))
     pool = _pool(workers, len(ordered))
     if pool is None:
-        outcomes = [run_fat_job(job, keep_views=True) for job in ordered]
+        outcomes = [run_fat_job(job, keep_views=True, threads=workers) for job in ordered]
     else:
         with pool:
             futures = [pool.submit(run_fat_job, job) for job in ordered]
@@ -458,29 +517,16 @@ class ArchiveJob:
     entries: tuple[KernelEntry, ...]
 
 
+def lay_out_archives(
+    jobs: Sequence[ArchiveJob], *, prefix: str, scheme: Scheme, level: int
+) -> list[SpooledArchive]:
+    """Every archive of ``jobs``, laid out, in the order given."""
+    return [lay_out_archive(j, prefix=prefix, scheme=scheme, level=level) for j in jobs]
+
+
 def write_archives(
-    jobs: Sequence[ArchiveJob], *, prefix: str, scheme: Scheme, level: int, workers: int
+    jobs: Sequence[ArchiveJob], *, prefix: str, scheme: Scheme, level: int
 ) -> list[KpackSummary]:
-    """Write every archive, in the order given. Many kernels per target: one archive at a
-    time, its kernels compressed on ``workers`` threads (memory: one target's code). Few
-    kernels per target (a single-TU library): ``workers`` archives at a time, one thread
-    each."""
-    few = all(len(j.entries) < 2 * workers for j in jobs)
-    parallel = min(workers, len(jobs)) if few else 1
-    per_archive = 1 if few else workers
-
-    def write(job: ArchiveJob) -> KpackSummary:
-        return write_target_archive(
-            job.path,
-            job.target,
-            job.entries,
-            prefix=prefix,
-            scheme=scheme,
-            level=level,
-            jobs=per_archive,
-        )
-
-    if parallel <= 1:
-        return [write(j) for j in jobs]
-    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="kpack-archive") as pool:
-        return list(pool.map(write, jobs))
+    """Write every archive to its file, in the order given: the kernels are stored as
+    spooled, so this only copies bytes."""
+    return [a.write() for a in lay_out_archives(jobs, prefix=prefix, scheme=scheme, level=level)]

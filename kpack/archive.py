@@ -16,12 +16,13 @@ from __future__ import annotations
 import logging
 import mmap
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
+import msgpack
 import zstandard
 
 from kpack import _archive_write
@@ -39,9 +40,12 @@ __all__ = [
     "ArchiveEntry",
     "KernelInput",
     "KpackArchive",
+    "KpackLayout",
     "KpackSummary",
     "Scheme",
+    "StoredKernel",
     "ZstdFrame",
+    "lay_out_kpack",
     "write_kpack",
 ]
 
@@ -80,13 +84,23 @@ class KpackSummary:
     gfx_arches: tuple[str, ...]
 
 
+def _identity_problems(
+    binary_key: object, target: object, metadata: Mapping[str, str] | None
+) -> list[str]:
+    where = f"kernel ({binary_key!r}, {target!r})"
+    problems = []
+    if not isinstance(binary_key, str) or not _KEY.fullmatch(binary_key):
+        problems.append(f"{where}: binary_key must be '<forward-slash path>#<N>'")
+    if not isinstance(target, str) or not _TARGET.fullmatch(target):
+        problems.append(f"{where}: target is not a target id such as 'gfx942:xnack+'")
+    if metadata is not None and not all(isinstance(x, str) for kv in metadata.items() for x in kv):
+        problems.append(f"{where}: metadata must map str to str")
+    return problems
+
+
 def _kernel_problems(kernel: KernelInput) -> list[str]:
     where = f"kernel ({kernel.binary_key!r}, {kernel.target!r})"
-    problems = []
-    if not isinstance(kernel.binary_key, str) or not _KEY.fullmatch(kernel.binary_key):
-        problems.append(f"{where}: binary_key must be '<forward-slash path>#<N>'")
-    if not isinstance(kernel.target, str) or not _TARGET.fullmatch(kernel.target):
-        problems.append(f"{where}: target is not a target id such as 'gfx942:xnack+'")
+    problems = _identity_problems(kernel.binary_key, kernel.target, kernel.metadata)
     if isinstance(kernel.data, ZstdFrame):
         declared = _frame_size(kernel.data.frame)
         if declared != kernel.data.size:
@@ -95,9 +109,6 @@ def _kernel_problems(kernel: KernelInput) -> list[str]:
             )
     elif not isinstance(kernel.data, bytes | memoryview):
         problems.append(f"{where}: data must be bytes, memoryview or ZstdFrame")
-    meta = kernel.metadata
-    if meta is not None and not all(isinstance(x, str) for kv in meta.items() for x in kv):
-        problems.append(f"{where}: metadata must map str to str")
     return problems
 
 
@@ -109,17 +120,9 @@ def _frame_size(frame: bytes | memoryview) -> int | None:
     return size
 
 
-def _check_kernels(kernels: Sequence[KernelInput], path: Path) -> None:
-    problems: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    for kernel in kernels:
-        problems += _kernel_problems(kernel)
-        pair = (kernel.binary_key, kernel.target)
-        if pair in seen:
-            problems.append(f"duplicate kernel {pair}")
-        seen.add(pair)
-    if len(kernels) > MAX_KERNELS:
-        problems.append(f"{len(kernels)} kernels exceed the C runtime's limit of {MAX_KERNELS}")
+def _refuse(problems: list[str], count: int, path: Path) -> None:
+    if count > MAX_KERNELS:
+        problems.append(f"{count} kernels exceed the C runtime's limit of {MAX_KERNELS}")
     if problems:
         more = [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []
         raise ArchiveError(
@@ -127,25 +130,52 @@ def _check_kernels(kernels: Sequence[KernelInput], path: Path) -> None:
         )
 
 
-def _toc(ordered: Sequence[KernelInput], group: str, family: str, scheme: str) -> dict[str, object]:
+def _duplicates(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    seen: set[tuple[str, str]] = set()
+    problems = []
+    for pair in pairs:
+        if pair in seen:
+            problems.append(f"duplicate kernel {pair}")
+        seen.add(pair)
+    return problems
+
+
+def _check_kernels(kernels: Sequence[KernelInput], path: Path) -> None:
+    problems = [p for k in kernels for p in _kernel_problems(k)]
+    problems += _duplicates([(k.binary_key, k.target) for k in kernels])
+    _refuse(problems, len(kernels), path)
+
+
+_TocRow = tuple[str, str, int, "Mapping[str, str] | None"]  # key, target, original size, meta
+
+
+def _toc(ordered: Sequence[_TocRow], group: str, family: str, scheme: str) -> dict[str, object]:
     toc: dict[str, dict[str, object]] = {}
-    for ordinal, kernel in enumerate(ordered):
-        entry: dict[str, object] = {
-            "type": "hsaco",
-            "ordinal": ordinal,
-            "original_size": payload_size(kernel.data),
-        }
-        if kernel.metadata is not None:
-            entry["metadata"] = dict(kernel.metadata)
-        toc.setdefault(kernel.binary_key, {})[kernel.target] = entry
+    for ordinal, (binary_key, target, size, metadata) in enumerate(ordered):
+        entry: dict[str, object] = {"type": "hsaco", "ordinal": ordinal, "original_size": size}
+        if metadata is not None:
+            entry["metadata"] = dict(metadata)
+        toc.setdefault(binary_key, {})[target] = entry
     return {
         "format_version": VERSION,
         "group_name": group,
         "gfx_arch_family": family,
-        "gfx_arches": sorted({k.target for k in ordered}),
+        "gfx_arches": sorted({row[1] for row in ordered}),
         "toc": toc,
         "compression_scheme": scheme,
     }
+
+
+def _check_options(
+    path: Path, scheme: str, level: int, group_name: str, gfx_arch_family: str
+) -> None:
+    if scheme not in SCHEMES:
+        raise ArchiveError(f"unknown compression scheme {scheme!r}", path=path)
+    if scheme == "zstd-per-kernel" and not 1 <= level <= 22:
+        raise ArchiveError(f"zstd level must be 1..22, got {level}", path=path)
+    for label, value in (("group_name", group_name), ("gfx_arch_family", gfx_arch_family)):
+        if not isinstance(value, str) or not value:
+            raise ArchiveError(f"{label} must be a non-empty string", path=path)
 
 
 def write_kpack(
@@ -160,18 +190,13 @@ def write_kpack(
 ) -> KpackSummary:
     """Write ``kernels`` to ``path`` (atomically: a temporary file next to it, then rename)."""
     path = Path(path)
-    if scheme not in SCHEMES:
-        raise ArchiveError(f"unknown compression scheme {scheme!r}", path=path)
-    if scheme == "zstd-per-kernel" and not 1 <= level <= 22:
-        raise ArchiveError(f"zstd level must be 1..22, got {level}", path=path)
+    _check_options(path, scheme, level, group_name, gfx_arch_family)
     if jobs < 1:
         raise ArchiveError(f"jobs must be >= 1, got {jobs}", path=path)
-    for label, value in (("group_name", group_name), ("gfx_arch_family", gfx_arch_family)):
-        if not isinstance(value, str) or not value:
-            raise ArchiveError(f"{label} must be a non-empty string", path=path)
     _check_kernels(kernels, path)
     ordered = sorted(kernels, key=lambda k: (k.binary_key, k.target))
-    toc = _toc(ordered, group_name, gfx_arch_family, scheme)
+    rows = [(k.binary_key, k.target, payload_size(k.data), k.metadata) for k in ordered]
+    toc = _toc(rows, group_name, gfx_arch_family, scheme)
     payloads = [k.data for k in ordered]
     size = _archive_write.write_file(
         path, payloads, toc, scheme=scheme, level=level, jobs=jobs, max_blob=MAX_ZSTD_BLOB
@@ -182,6 +207,111 @@ def write_kpack(
         "wrote %s: %d kernels, %d -> %d bytes (%s)", path, len(ordered), original, size, scheme
     )
     return KpackSummary(path, size, len(ordered), original, arches)
+
+
+@dataclass(frozen=True)
+class StoredKernel:
+    """A kernel as an archive will store it, known before the archive is written: its
+    ``stored_size`` bytes in the blob area (its zstd frame at the archive's level, or, in
+    scheme ``none``, the code object) stand for ``original_size`` bytes of code object."""
+
+    binary_key: str
+    target: str
+    stored_size: int
+    original_size: int
+    metadata: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class KpackLayout:
+    """An archive laid out before any of it is written (:func:`lay_out_kpack`): its size,
+    which input kernel each ordinal holds, and the bytes around the blobs. :meth:`chunks`
+    streams it, so it can go straight into a wheel or a file, as often as needed."""
+
+    path: Path  # what it is called, for messages
+    scheme: Scheme
+    order: tuple[int, ...]  # the input index of each ordinal
+    stored_sizes: tuple[int, ...]  # per ordinal
+    original_bytes: int
+    gfx_arches: tuple[str, ...]
+    head: bytes = field(repr=False)
+    toc: bytes = field(repr=False)
+    size: int = 0
+
+    def chunks(self, blobs: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:
+        """The archive's bytes, given each ordinal's stored blob, in ordinal order."""
+        yield self.head
+        count = 0
+        for blob in blobs:
+            size = memoryview(blob).nbytes
+            if count >= len(self.stored_sizes) or size != self.stored_sizes[count]:
+                raise ArchiveError(
+                    f"blob {count} holds {size} bytes, not the {self.stored_sizes[count:][:1]} "
+                    "laid out",
+                    path=self.path,
+                )
+            if self.scheme != "none":
+                yield _archive_write.U32.pack(size)
+            yield blob
+            count += 1
+        if count != len(self.stored_sizes):
+            raise ArchiveError(
+                f"{count} blobs given for {len(self.stored_sizes)} kernels", path=self.path
+            )
+        yield self.toc
+
+    def summary(self, path: Path) -> KpackSummary:
+        return KpackSummary(path, self.size, len(self.order), self.original_bytes, self.gfx_arches)
+
+
+def lay_out_kpack(
+    kernels: Sequence[StoredKernel],
+    *,
+    path: Path,
+    group_name: str,
+    gfx_arch_family: str,
+    scheme: Scheme = "zstd-per-kernel",
+) -> KpackLayout:
+    """Lay out an archive of ``kernels`` whose stored bytes exist already (frames made by
+    :class:`~kpack._archive_write.FrameWriter` at the archive's level). The bytes are those
+    :func:`write_kpack` writes for the same kernels: ordinals by ``(binary_key, target)``."""
+    path = Path(path)
+    _check_options(path, scheme, 1, group_name, gfx_arch_family)
+    problems = [p for k in kernels for p in _identity_problems(k.binary_key, k.target, k.metadata)]
+    problems += _duplicates([(k.binary_key, k.target) for k in kernels])
+    _refuse(problems, len(kernels), path)
+    order = tuple(
+        sorted(range(len(kernels)), key=lambda i: (kernels[i].binary_key, kernels[i].target))
+    )
+    ordered = [kernels[i] for i in order]
+    rows = [(k.binary_key, k.target, k.original_size, k.metadata) for k in ordered]
+    toc = _toc(rows, group_name, gfx_arch_family, scheme)
+    sizes = tuple(k.stored_size for k in ordered)
+    location: dict[str, object]
+    if scheme == "none":
+        offsets, offset = [], BLOB_ALIGNMENT
+        for size in sizes:
+            offsets.append({"offset": offset, "size": size})
+            offset += size
+        location = {"blobs": offsets}
+        area = offset - BLOB_ALIGNMENT
+        tail = b""
+    else:
+        area = _archive_write.U32.size + sum(_archive_write.U32.size + s for s in sizes)
+        if area > MAX_ZSTD_BLOB:
+            raise ArchiveError(
+                f"the zstd blob would exceed {MAX_ZSTD_BLOB} bytes, the C runtime's limit",
+                path=path,
+            )
+        location = {"zstd_offset": BLOB_ALIGNMENT, "zstd_size": area}
+        tail = _archive_write.U32.pack(len(sizes))
+    toc_bytes = msgpack.packb({**toc, **location}, use_bin_type=True)
+    head = _archive_write.header(BLOB_ALIGNMENT + area) + tail
+    return KpackLayout(
+        path, scheme, order, sizes, sum(k.original_size for k in ordered),
+        tuple(sorted({k.target for k in ordered})), head, toc_bytes,
+        BLOB_ALIGNMENT + area + len(toc_bytes),
+    )  # fmt: skip
 
 
 class KpackArchive:

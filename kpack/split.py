@@ -175,9 +175,7 @@ def _write_archives(
         name = plan.out_name(target)
         relpath = Path(name) / min(contributors[name]) / ".kpack" / f"{name}.kpack"
         jobs.append(ArchiveJob(target, staging.root / relpath, tuple(by_target[target])))
-    summaries = write_archives(
-        jobs, prefix=plan.prefix, scheme=options.scheme, level=options.level, workers=options.jobs
-    )
+    summaries = write_archives(jobs, prefix=plan.prefix, scheme=options.scheme, level=options.level)
     return [
         ArchiveOutput(
             job.target,

@@ -1,8 +1,10 @@
-"""Split the planned fat binaries and write one ``.kpack`` archive per target.
+"""Split the planned fat binaries and lay out one ``.kpack`` archive per target.
 
-The per-binary work and the archive writer are the artifact splitter's
+The per-binary work and the archive layout are the artifact splitter's
 (:mod:`kpack._split_work`): each binary is transformed into ``host_dir`` and its kernels
-spooled; the archives are then written from the spools, one target at a time.
+spooled as archive frames; each archive is then streamed from the spools straight into
+the device wheels that ship it, never written as a file of its own. The spools live in
+the work directory until the wheels are written.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from kpack._split_work import (
     ArchiveJob,
     FatJob,
     FatOutcome,
+    SpooledArchive,
     frame_level,
     group_by_target,
-    remove_spools,
+    lay_out_archives,
     run_fat_jobs,
-    write_archives,
 )
 from kpack.archive import Scheme
 from kpack.tools._wheel_plan import SplitPlan
@@ -31,11 +33,19 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ArchiveFile:
+    """One target's archive, streamed into its wheel by ``archive.chunks``."""
+
     target: str
     arcname: str
-    path: Path
-    kernels: int
-    size: int
+    archive: SpooledArchive
+
+    @property
+    def kernels(self) -> int:
+        return self.archive.kernel_count
+
+    @property
+    def size(self) -> int:
+        return self.archive.size
 
 
 @dataclass(frozen=True)
@@ -49,9 +59,10 @@ class KernelResult:
 def split_binaries(
     plan: SplitPlan, source_root: Path, work: Path, *, scheme: Scheme, level: int, jobs: int
 ) -> KernelResult:
-    """Transform every fat binary of ``plan``; write the archives below ``work``."""
-    host_dir, spool_dir, kpack_dir = work / "host", work / "spool", work / "kpack"
-    for d in (host_dir, spool_dir, kpack_dir):
+    """Transform every fat binary of ``plan`` into ``work/host`` and spool its kernels in
+    ``work/spool``, which must outlive the wheels the archives stream into."""
+    host_dir, spool_dir = work / "host", work / "spool"
+    for d in (host_dir, spool_dir):
         d.mkdir(parents=True, exist_ok=True)
     fat_jobs = []
     for number, fat in enumerate(plan.fat):
@@ -64,10 +75,7 @@ def split_binaries(
                    spool_dir / f"{number}.spool", None, frame_level(scheme, level))
         )  # fmt: skip
     outcomes = run_fat_jobs(fat_jobs, jobs)
-    try:
-        archives = _write_archives(plan, outcomes, kpack_dir, scheme, level, jobs)
-    finally:
-        remove_spools([job.spool for job in fat_jobs])
+    archives = _lay_out_archives(plan, outcomes, scheme, level)
     by_name = {o.job.kernel_name: o for o in outcomes}
     stripped: dict[str, Path] = {}
     kernels: dict[str, int] = {}
@@ -80,23 +88,17 @@ def split_binaries(
     return KernelResult(stripped, kernels, archives, tuple(notes))
 
 
-def _write_archives(
-    plan: SplitPlan, outcomes: list[FatOutcome], kpack_dir: Path, scheme: Scheme, level: int,
-    jobs: int,
-) -> tuple[ArchiveFile, ...]:  # fmt: skip
+def _lay_out_archives(
+    plan: SplitPlan, outcomes: list[FatOutcome], scheme: Scheme, level: int
+) -> tuple[ArchiveFile, ...]:
     by_target = group_by_target(outcomes)
     archive_jobs = [
-        ArchiveJob(t, kpack_dir / plan.archive_arcname(t).rsplit("/", 1)[-1], tuple(by_target[t]))
-        for t in sorted(by_target)
+        ArchiveJob(t, Path(plan.archive_arcname(t)), tuple(by_target[t])) for t in sorted(by_target)
     ]
-    summaries = write_archives(
-        archive_jobs, prefix=plan.group, scheme=scheme, level=level, workers=jobs
-    )
+    laid = lay_out_archives(archive_jobs, prefix=plan.group, scheme=scheme, level=level)
     archives = []
-    for job, summary in zip(archive_jobs, summaries, strict=True):
-        arcname = plan.archive_arcname(job.target)
-        archives.append(
-            ArchiveFile(job.target, arcname, job.path, summary.kernel_count, summary.size)
-        )
-        log.info("wrote %s: %d kernels, %d bytes", arcname, summary.kernel_count, summary.size)
+    for archive in laid:
+        arcname = plan.archive_arcname(archive.target)
+        archives.append(ArchiveFile(archive.target, arcname, archive))
+        log.info("%s: %d kernels, %d bytes", arcname, archive.kernel_count, archive.size)
     return tuple(archives)

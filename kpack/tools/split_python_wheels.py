@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack.archive import KpackArchive, Scheme
+from kpack.archive import Scheme
 from kpack.boundary import guarded
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, UsageError
@@ -158,6 +158,7 @@ def _split(
     )
     _check_windows_names(wheel, kernels.archives)
     groups = _device_groups(plan, kernels, wheel)
+    counts = {a.arcname: a.kernels for a in kernels.archives}
     moved = frozenset(d.entry.arcname for d in plan.databases)
     layout = host_layout(wheel, kernels.stripped, moved)
     _check_disjoint(layout.arcnames, groups)
@@ -168,7 +169,7 @@ def _split(
         metadata=add_headers(wheel.metadata, extras, where), jobs=options.jobs,
     )  # fmt: skip
     rows = [
-        _device_wheel(staging, wheel, key, members, host_name, version, options)
+        _device_wheel(staging, wheel, key, members, host_name, version, options, counts)
         for key, members in sorted(groups.items())
     ]
     variants = _variants(staging, wheel, layout.members, groups, extras, version, options) \
@@ -206,7 +207,7 @@ def _device_groups(
     groups: dict[str, list[Member]] = {}
     for archive in kernels.archives:
         groups.setdefault(bundle_key(archive.target), []).append(
-            Member(archive.arcname, archive.path)
+            Member(archive.arcname, archive.archive.chunks)
         )
     for db in plan.databases:  # at its install path: the host's .data dir is not theirs
         groups.setdefault(db.key, []).append(
@@ -230,18 +231,15 @@ def _check_disjoint(host: frozenset[str], groups: dict[str, list[Member]]) -> No
 
 def _device_wheel(
     staging: Path, wheel: InputWheel, key: str, members: list[Member], host: str, version: str,
-    options: SplitOptions,
+    options: SplitOptions, counts: dict[str, int],
 ) -> DeviceWheelRow:  # fmt: skip
     dist = device_dist_name(options.device_package_prefix, key)
     result = write_split_wheel(
         staging, wheel, dist_name=dist, version=version, members=members,
         metadata=device_metadata(dist, version, host, key), jobs=options.jobs,
     )  # fmt: skip
-    archives = [m for m in members if m.arcname.endswith(".kpack") and "/.kpack/" in m.arcname]
-    kernel_count = 0
-    for member in archives:
-        with KpackArchive.open(Path(str(member.source))) as archive:
-            kernel_count += len(archive)
+    archives = [m for m in members if m.arcname in counts]
+    kernel_count = sum(counts[m.arcname] for m in archives)
     return DeviceWheelRow(
         key, dist, result.path.name, level_of(key).value, kernel_count, len(archives),
         len(members) - len(archives), result.size,

@@ -30,7 +30,7 @@ __all__ = [
     "validate_arcname",
 ]
 
-ContentSource: TypeAlias = Path | bytes | Callable[[], Iterator[bytes]]
+ContentSource: TypeAlias = Path | bytes | Callable[[], Iterator[bytes | memoryview]]
 """A file to stream, literal bytes, or a factory of a chunk iterator."""
 
 # Magic numbers of formats that deflate cannot shrink further (checked on the first bytes).
@@ -214,7 +214,9 @@ def _file_pieces(handle: BinaryIO, chunk_size: int, path: Path, expected: int) -
         )
 
 
-def _generated_pieces(chunks: Iterator[bytes], chunk_size: int, arcname: str) -> Iterator[bytes]:
+def _generated_pieces(
+    chunks: Iterator[bytes | memoryview], chunk_size: int, arcname: str
+) -> Iterator[bytes]:
     buf = bytearray()
     for piece in chunks:
         if not isinstance(piece, (bytes, bytearray, memoryview)):

@@ -83,9 +83,9 @@ def test_signal_during_the_split_cleans_up(
         start_new_session=True,
     )  # fmt: skip
     try:
-        # apply writes the planned archives first, into DEST/.rocm-build-*/kpack-archives:
-        # signal once that has begun
-        _wait_for(lambda: any(dest.glob(".rocm-build-*/kpack-archives")), proc, "the split started")
+        # apply spools the planned archives' kernels first, into
+        # DEST/.rocm-build-*/kpack-spool: signal once that has begun
+        _wait_for(lambda: any(dest.glob(".rocm-build-*/kpack-spool")), proc, "the split started")
         children = _descendants(proc.pid)
         if group:
             os.killpg(proc.pid, signum)

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kpack import archive
-from kpack._archive_write import FrameWriter, compressor
+from kpack._archive_write import FrameWriter, compress_frame, compressor
 from kpack.archive import KernelInput, KpackArchive, write_kpack
 from kpack.bundle import iter_bundles
 from kpack.errors import ArchiveError
@@ -681,3 +681,54 @@ def test_precompressed_frame_that_lies_about_its_size_is_refused(tmp_path: Path)
         write_kpack(tmp_path / "x.kpack", [KernelInput("a#0", "gfx942", wrong)],
                     group_name="g", gfx_arch_family="gfx942")  # fmt: skip
     assert not list(tmp_path.iterdir())
+
+
+# --- archives laid out before they are written, streamed (into a wheel or a file) -----------
+
+
+def _stored(scheme: Scheme) -> tuple[list[archive.StoredKernel], list[bytes]]:
+    """The sample kernels as a streamed archive stores them, and their blobs."""
+    kernels, blobs = [], []
+    for k in sample_kernels():
+        data = bytes(k.data)  # type: ignore[arg-type]
+        blob = data if scheme == "none" else compress_frame(compressor(3), data)
+        kernels.append(
+            archive.StoredKernel(k.binary_key, k.target, len(blob), len(data), k.metadata)
+        )
+        blobs.append(blob)
+    return kernels, blobs
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_laid_out_archive_streams_the_bytes_write_kpack_writes(
+    tmp_path: Path, scheme: Scheme
+) -> None:
+    kernels, blobs = _stored(scheme)
+    layout = archive.lay_out_kpack(
+        kernels, path=tmp_path / "x.kpack", group_name="blas_lib", gfx_arch_family="gfx942",
+        scheme=scheme,
+    )  # fmt: skip
+    streamed = b"".join(layout.chunks(blobs[i] for i in layout.order))
+    written = write(tmp_path, sample_kernels(), "w.kpack", scheme=scheme)
+    assert streamed == written.read_bytes()
+    assert layout.size == len(streamed)
+    _, by_spec = read_kpack_by_spec(streamed)
+    assert sorted(by_spec.values()) == sorted(bytes(k.data) for k in sample_kernels())  # type: ignore[arg-type]
+
+
+def test_a_laid_out_archive_refuses_blobs_that_do_not_match(tmp_path: Path) -> None:
+    kernels, blobs = _stored("zstd-per-kernel")
+    layout = archive.lay_out_kpack(
+        kernels, path=tmp_path / "x.kpack", group_name="g", gfx_arch_family="gfx942"
+    )
+    ordered = [blobs[i] for i in layout.order]
+    with pytest.raises(ArchiveError, match="blob 0 holds"):
+        b"".join(layout.chunks([ordered[0] + b"x", *ordered[1:]]))
+    with pytest.raises(ArchiveError, match="blobs given for"):
+        b"".join(layout.chunks(ordered[:-1]))
+    twice = [kernels[0], kernels[0]]
+    with pytest.raises(ArchiveError, match="duplicate kernel"):
+        archive.lay_out_kpack(twice, path=tmp_path / "y", group_name="g", gfx_arch_family="f")
+    bad = [archive.StoredKernel("no-index", "gfx942", 1, 1)]
+    with pytest.raises(ArchiveError, match="binary_key must be"):
+        archive.lay_out_kpack(bad, path=tmp_path / "z", group_name="g", gfx_arch_family="f")
