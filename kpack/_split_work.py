@@ -1,13 +1,18 @@
-"""Per-binary work of the splitter and the archive writer (private to :mod:`kpack.split`).
+"""Per-binary work of the splitters and their archives (private to :mod:`kpack`).
 
 One job per fat binary, run in a worker process: transform the *input* straight into the
 generic output, then append the in-scope kernels the transform extracted to a per-job
 spool file (so the parent never holds the device code of the whole artifact). When the
-archives are zstd-compressed, each kernel is spooled as its archive frame, compressed
-while it is decoded: the device code is never written out whole (1.2 GB of it compresses
-to 33 MB in jax-rocm7-pjrt), and the archive writer stores the frames as they are.
-Archives are written afterwards, one target at a time, from memory-mapped spool files:
-peak memory is about one target's device code, not the whole artifact's.
+archives are zstd-compressed, each kernel is spooled as its archive frame: compressed
+while it is decoded (compressed bundles) or on the job's threads (plain ones). The
+device code is never written out whole (1.2 GB of it compresses to 33 MB in
+jax-rocm7-pjrt).
+
+Each target's archive is then laid out from its spooled kernels (:class:`SpooledArchive`)
+and streamed from the memory-mapped spools, once, to where it belongs: its file
+(``kpack split-artifacts``) or straight into the wheels that ship it (the wheel splitter,
+the package builder). Resident memory stays at a chunk, not a target's device code.
+Used by :mod:`kpack.split`, :mod:`kpack.tools.split_python_wheels` and the builder.
 """
 
 from __future__ import annotations

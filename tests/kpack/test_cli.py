@@ -79,7 +79,7 @@ def test_python_m_kpack_and_verbose_logging(tree: BlasTree, tmp_path: Path) -> N
     )
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr.splitlines() == [  # only the missing stage dir is worth a warning
-        f"WARNING kpack._split_scan: {tree.artifact}/artifact_manifest.txt: stage directory "
+        f"WARNING kpack.artifact_tree: {tree.artifact}/artifact_manifest.txt: stage directory "
         "'missing/stage' does not exist; skipped"
     ]
     assert "blas_lib_gfx94X-dcgpu -> blas_lib: 5 artifact dirs" in quiet.stdout
