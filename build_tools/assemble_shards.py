@@ -31,7 +31,6 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -62,6 +61,7 @@ from build_tools.report import (
 )
 from kpack.errors import PackagingError, UsageError
 from kpack.jsonfile import load_json_object
+from kpack.tempdirs import make_temp_dir, temp_dir_name
 
 __all__ = [
     "AssemblyPlan",
@@ -495,10 +495,10 @@ def write_assembly(plan: AssemblyPlan, output: Path, *, index: Path | None = Non
         if index_abs == out_abs or out_abs in index_abs.parents or index_abs in out_abs.parents:
             raise UsageError("--index and --output must be separate directories", path=index)
     output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp"))
+    tmp = temp_dir_name(output.parent, f".{output.name}.", ".tmp")
     index_done = False
     try:
-        _populate(plan, tmp)
+        _populate(plan, make_temp_dir(tmp))
         tmp.chmod(0o755)
         if index is not None:
             write_simple_index(tmp, index, digests={f.name: f.sha256 for f in plan.files})

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kpack._split_work import SpooledArchive
 from kpack.errors import PackagingError
+from kpack.tempdirs import make_temp_dir, temp_dir_name
 from kpack.wheelfile import Member, write_wheel
 
 from .devel import write_devel_tar
@@ -134,10 +135,10 @@ def _replace_dir(new: Path, final: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _prepare_dest(dest: Path) -> Path:
+def _prepare_dest(dest: Path, tmp: Path) -> None:
     try:
         dest.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=".rocm-build-", dir=dest))
+        make_temp_dir(tmp)
     except OSError as exc:
         raise PackagingError(f"destination is not writable: {exc.strerror}", path=dest) from exc
 
@@ -187,8 +188,9 @@ def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]
     devel tarball overlaps another's compression.
     """
     dest = plan.options.dest_dir
-    tmp = _prepare_dest(dest)
+    tmp = temp_dir_name(dest, ".rocm-build-")  # named first: cleanup covers its creation
     try:
+        _prepare_dest(dest, tmp)
         archives: Archives = {}
         if plan.split is not None and plan.split.archives:
             if progress is not None:

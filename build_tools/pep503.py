@@ -22,7 +22,6 @@ import html
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -38,6 +37,7 @@ from packaging.utils import (
 )
 
 from kpack.errors import PackagingError
+from kpack.tempdirs import make_temp_dir, temp_dir_name
 
 __all__ = [
     "ARCHIVE_SUFFIXES",
@@ -201,9 +201,9 @@ def write_simple_index(
     _check_free(index_dir)
     index = scan_dist_dir(Path(dist_dir), digests=digests)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=index_dir.parent, prefix=f".{index_dir.name}.", suffix=".tmp"))
+    tmp = temp_dir_name(index_dir.parent, f".{index_dir.name}.", ".tmp")
     try:
-        _populate(index, tmp)
+        _populate(index, make_temp_dir(tmp))
         tmp.chmod(0o755)
         with suppress(FileNotFoundError):
             index_dir.rmdir()  # empty, checked above

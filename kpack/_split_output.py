@@ -12,12 +12,12 @@ import contextlib
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 
 from kpack.errors import ArtifactError
+from kpack.tempdirs import make_temp_dir, temp_dir_name
 
 __all__ = ["Staging", "copy_file", "copy_meta", "make_dirs", "write_manifest"]
 
@@ -59,9 +59,14 @@ class Staging:
         self.protected = {os.path.realpath(p) for p in protected}
         self._created_output = not output_dir.exists()
         output_dir.mkdir(parents=True, exist_ok=True)
-        self.root = Path(tempfile.mkdtemp(prefix=".partial-", dir=output_dir))
+        self.root = temp_dir_name(output_dir, ".partial-")
 
     def __enter__(self) -> Staging:
+        try:
+            make_temp_dir(self.root)
+        except BaseException:  # __exit__ will not run: undo a directory made half-way
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
         return self
 
     def __exit__(

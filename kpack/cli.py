@@ -30,6 +30,7 @@ from kpack.pe import read_pe_fat
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.safepath import Root, safe_relpath
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
+from kpack.tempdirs import make_temp_dir, temp_dir_name
 from kpack.tools._wheel_cli import add_arguments as add_split_wheel_arguments
 from kpack.transform import extract_kernels, inspect_fat_binary
 
@@ -242,9 +243,9 @@ def cmd_extract(args: argparse.Namespace) -> int:
     _extract_destination(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     # Everything goes to a staging dir beside -o first, so a failure half-way leaves nothing.
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    staging = temp_dir_name(out.parent, f".{out.name}.partial-")
     try:
-        root = Root(staging, error=UsageError)
+        root = Root(make_temp_dir(staging), error=UsageError)
         count = 0
         for name, data in _extract_items(path, kind, args.target):
             root.write_bytes(name, data, what=f"output name from {path.name}")

@@ -23,7 +23,6 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from kpack.boundary import guarded
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, UsageError
 from kpack.safepath import windows_name_problem
+from kpack.tempdirs import make_temp_dir, temp_dir_name
 from kpack.tools._wheel_bundles import (
     bundle_key,
     device_dist_name,
@@ -118,9 +118,11 @@ def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> S
     output_dir = Path(output_dir).absolute()
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     handlers = load_handlers(options.databases)
-    work = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.work-", dir=output_dir.parent))
-    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.new-", dir=output_dir.parent))
+    work = temp_dir_name(output_dir.parent, f".{output_dir.name}.work-")
+    staging = temp_dir_name(output_dir.parent, f".{output_dir.name}.new-")
     try:
+        make_temp_dir(work)
+        make_temp_dir(staging)
         wheel = open_wheel(Path(input_wheel), work / "in", options.limits)
         plan = plan_split(wheel, options.overlay_root, handlers)
         if plan.empty:

@@ -87,7 +87,7 @@ def test_python_m_kpack_and_verbose_logging(tree: BlasTree, tmp_path: Path) -> N
         [*cmd, str(tmp_path / "v"), "-v"], capture_output=True, text=True, cwd=REPO, check=False
     )
     assert loud.returncode == 0, loud.stderr
-    assert "INFO kpack.split:" in loud.stderr and "INFO kpack.archive: wrote" in loud.stderr
+    assert "INFO kpack.split:" in loud.stderr and "INFO kpack._split_work: wrote" in loud.stderr
     helped = subprocess.run(
         [sys.executable, "-m", "kpack", "--help"],
         capture_output=True,
