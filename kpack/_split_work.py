@@ -24,16 +24,25 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 from kpack._archive_write import FrameWriter, compressed, compressor, write_chunks
 from kpack._split_output import copy_file, copy_meta
 from kpack.archive import KpackLayout, KpackSummary, Scheme, StoredKernel, lay_out_kpack
 from kpack.bundle import BundleSink, CodeObjectRef
 from kpack.databases import base_arch
+from kpack.elf import ElfEdit
 from kpack.errors import ArchiveError, BundleError
-from kpack.transform import AlreadyTransformed, ExtractedKernel, stream_kernels, transform_binary
+from kpack.transform import (
+    AlreadyTransformed,
+    ExtractedKernel,
+    TransformPlan,
+    plan_host_transform,
+    stream_kernels,
+    transform_binary,
+)
 
 __all__ = [
     "ArchiveJob",
@@ -43,6 +52,8 @@ __all__ = [
     "SpooledKernel",
     "frame_level",
     "group_by_target",
+    "host_size",
+    "host_source",
     "lay_out_archive",
     "lay_out_archives",
     "remove_spools",
@@ -62,7 +73,7 @@ class FatJob:
     stage: str
     relpath: str
     source: Path
-    dest: Path
+    dest: Path | None  # None: not written; the outcome's content streams the result
     mode: int
     size: int
     kernel_name: str
@@ -97,6 +108,24 @@ class FatOutcome:
     removed_bytes: int
     notes: tuple[str, ...]
     passed_through: bool = False
+    #: The host binary to ship when the job has no ``dest``: a verified edit streamed
+    #: from the input, or the input itself (passed through).
+    content: HostContent | None = None
+
+
+if TYPE_CHECKING:
+    from kpack.pe import PeTransformPlan  # PE support loads on use
+
+HostContent: TypeAlias = "ElfEdit | PeTransformPlan | Path"
+
+
+def host_size(content: HostContent) -> int:
+    return content.stat().st_size if isinstance(content, Path) else content.size
+
+
+def host_source(content: HostContent) -> Path | Callable[[], Iterator[bytes]]:
+    """``content`` as a member source for the wheel writer."""
+    return content if isinstance(content, Path) else content.iter_chunks
 
 
 def run_fat_job(job: FatJob, keep_views: bool = False, threads: int = 1) -> FatOutcome:
@@ -110,22 +139,34 @@ def run_fat_job(job: FatJob, keep_views: bool = False, threads: int = 1) -> FatO
     (``keep_views``) they are kept as views, which saves writing and re-reading them.
     """
     log.info("splitting %s (%d bytes)", job.kernel_name, job.size)
+    content: HostContent | None = None
     with _Spool(job.spool, job.level) as spool:
+        sink = spool.decoded_sink(job.scope)
         try:
-            plan = transform_binary(
-                job.source, job.dest, kernel_name=job.kernel_name,
-                search_paths=[job.search_path], decoded=spool.decoded_sink(job.scope),
-            )  # fmt: skip
+            if job.dest is None:  # planned and verified, streamed later: never written here
+                plan = plan_host_transform(
+                    job.source, kernel_name=job.kernel_name, search_paths=[job.search_path],
+                    decoded=sink,
+                )  # fmt: skip
+                content = (
+                    plan.edit if isinstance(plan, TransformPlan) else replace(plan, kernels=())
+                )
+            else:
+                plan = transform_binary(
+                    job.source, job.dest, kernel_name=job.kernel_name,
+                    search_paths=[job.search_path], decoded=sink,
+                )  # fmt: skip
+                copy_meta(job.source, job.dest, job.mode)
         except AlreadyTransformed as exc:
-            copy_file(job.source, job.dest, job.mode)
+            if job.dest is not None:
+                copy_file(job.source, job.dest, job.mode)
             note = (
                 f"{job.kernel_name}: already transformed, passed through unchanged ({exc.message})"
             )
-            return FatOutcome(job, (), 0, 0, (note,), passed_through=True)
-        copy_meta(job.source, job.dest, job.mode)
+            return FatOutcome(job, (), 0, 0, (note,), passed_through=True, content=job.source)
         kernels, skipped = _spool_kernels(job, plan.kernels, keep_views, spool, threads)
     notes = tuple(f"{job.kernel_name}: {n}" for n in plan.notes)
-    return FatOutcome(job, kernels, skipped, plan.removed_bytes, notes)
+    return FatOutcome(job, kernels, skipped, plan.removed_bytes, notes, content=content)
 
 
 def frame_level(scheme: Scheme, level: int) -> int | None:

@@ -286,14 +286,22 @@ def plan_transform(
 
 
 def plan_host_transform(
-    path: Path, *, kernel_name: str, search_paths: Sequence[str]
+    path: Path,
+    *,
+    kernel_name: str,
+    search_paths: Sequence[str],
+    decoded: BundleSink | None = None,
 ) -> TransformPlan | PeTransformPlan:
     """:func:`plan_transform` for an ELF file, the PE transform for a Windows image."""
     if _is_pe(Path(path)):
         from kpack.pe import plan_pe_transform
 
-        return plan_pe_transform(Path(path), kernel_name=kernel_name, search_paths=search_paths)
-    return plan_transform(Path(path), kernel_name=kernel_name, search_paths=search_paths)
+        return plan_pe_transform(
+            Path(path), kernel_name=kernel_name, search_paths=search_paths, decoded=decoded
+        )
+    return plan_transform(
+        Path(path), kernel_name=kernel_name, search_paths=search_paths, decoded=decoded
+    )
 
 
 def transform_binary(

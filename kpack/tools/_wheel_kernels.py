@@ -17,6 +17,7 @@ from kpack._split_work import (
     ArchiveJob,
     FatJob,
     FatOutcome,
+    HostContent,
     SpooledArchive,
     frame_level,
     group_by_target,
@@ -24,6 +25,7 @@ from kpack._split_work import (
     run_fat_jobs,
 )
 from kpack.archive import Scheme
+from kpack.errors import PackagingError
 from kpack.tools._wheel_plan import SplitPlan
 
 __all__ = ["ArchiveFile", "KernelResult", "split_binaries"]
@@ -50,7 +52,7 @@ class ArchiveFile:
 
 @dataclass(frozen=True)
 class KernelResult:
-    stripped: dict[str, Path]  # arcname -> transformed file
+    stripped: dict[str, HostContent]  # arcname -> the transformed binary, streamed
     kernels: dict[str, int]  # arcname -> kernels moved out
     archives: tuple[ArchiveFile, ...]
     notes: tuple[str, ...]
@@ -59,30 +61,31 @@ class KernelResult:
 def split_binaries(
     plan: SplitPlan, source_root: Path, work: Path, *, scheme: Scheme, level: int, jobs: int
 ) -> KernelResult:
-    """Transform every fat binary of ``plan`` into ``work/host`` and spool its kernels in
-    ``work/spool``, which must outlive the wheels the archives stream into."""
-    host_dir, spool_dir = work / "host", work / "spool"
-    for d in (host_dir, spool_dir):
-        d.mkdir(parents=True, exist_ok=True)
+    """Plan and verify the transform of every fat binary of ``plan`` and spool its kernels
+    in ``work/spool``. Nothing else is written: the host binaries stream from the extracted
+    input and the archives from the spools, straight into the wheels, so the input and
+    ``work/spool`` must outlive them."""
+    spool_dir = work / "spool"
+    spool_dir.mkdir(parents=True, exist_ok=True)
     fat_jobs = []
     for number, fat in enumerate(plan.fat):
-        dest = host_dir / fat.entry.arcname
-        dest.parent.mkdir(parents=True, exist_ok=True)
         mode = 0o755 if fat.entry.executable else 0o644
         fat_jobs.append(
             FatJob(plan.overlay_root.rstrip("/"), fat.kernel_name, source_root / fat.entry.arcname,
-                   dest, mode, fat.entry.size, fat.kernel_name, fat.search_path,
+                   None, mode, fat.entry.size, fat.kernel_name, fat.search_path,
                    spool_dir / f"{number}.spool", None, frame_level(scheme, level))
         )  # fmt: skip
     outcomes = run_fat_jobs(fat_jobs, jobs)
     archives = _lay_out_archives(plan, outcomes, scheme, level)
     by_name = {o.job.kernel_name: o for o in outcomes}
-    stripped: dict[str, Path] = {}
+    stripped: dict[str, HostContent] = {}
     kernels: dict[str, int] = {}
     notes: list[str] = []
     for fat in plan.fat:
         outcome = by_name[fat.kernel_name]
-        stripped[fat.entry.arcname] = outcome.job.dest
+        if outcome.content is None:  # pragma: no cover - a job without dest always has one
+            raise PackagingError("no transformed content", path=fat.entry.arcname)
+        stripped[fat.entry.arcname] = outcome.content
         kernels[fat.entry.arcname] = len(outcome.kernels)
         notes += outcome.notes
     return KernelResult(stripped, kernels, archives, tuple(notes))

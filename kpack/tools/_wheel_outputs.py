@@ -14,6 +14,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from kpack._split_work import HostContent, host_source
 from kpack.errors import PackagingError
 from kpack.tools._wheel_source import InputWheel
 from kpack.wheelfile import Member, WheelResult, write_wheel
@@ -40,15 +41,18 @@ def dist_info_name(name: str, version: str) -> str:
     return f"{canonicalize_name(name).replace('-', '_')}-{Version(version)}.dist-info"
 
 
-def host_layout(wheel: InputWheel, stripped: dict[str, Path], moved: frozenset[str]) -> HostLayout:
+def host_layout(
+    wheel: InputWheel, stripped: dict[str, HostContent], moved: frozenset[str]
+) -> HostLayout:
     """Every input member but the moved database files and the regenerated dist-info
-    files; stripped binaries from their transformed copies."""
+    files; stripped binaries streamed from their verified transforms."""
     members = []
     regenerated = {f"{wheel.dist_info}/{n}" for n in _REGENERATED}
     for entry in wheel.entries:
         if entry.arcname in moved or entry.arcname in regenerated:
             continue
-        source = stripped.get(entry.arcname, wheel.root / entry.arcname)
+        content = stripped.get(entry.arcname)
+        source = wheel.root / entry.arcname if content is None else host_source(content)
         members.append(Member(entry.arcname, source, executable=entry.executable))
     return HostLayout(tuple(members))
 

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpack._split_work import host_size
 from kpack.archive import Scheme
 from kpack.boundary import guarded
 from kpack.databases import load_handlers
@@ -177,7 +178,7 @@ def _split(
     variants = _variants(staging, wheel, layout.members, groups, extras, version, options) \
         if options.variant else ()  # fmt: skip
     libraries = tuple(
-        LibraryRow(f.entry.arcname, f.entry.size, kernels.stripped[f.entry.arcname].stat().st_size,
+        LibraryRow(f.entry.arcname, f.entry.size, host_size(kernels.stripped[f.entry.arcname]),
                    kernels.kernels[f.entry.arcname])
         for f in plan.fat
     )  # fmt: skip
