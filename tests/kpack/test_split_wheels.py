@@ -437,3 +437,29 @@ def _members(wheel: Path) -> dict[str, bytes]:
 
 def _record(wheel: Path) -> str:
     return next(n for n in _members(wheel) if n.endswith(".dist-info/RECORD"))
+
+
+def test_only_the_input_and_the_spools_touch_the_disk_before_the_wheels(
+    fat_wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Host binaries stream from their transform and archives from the spools, straight
+    into the wheels: when the first wheel is written, the work dir holds only the extracted
+    input and the spools, and the spools hold compressed frames, not the device code."""
+    out = tmp_path / "split" / "out"
+    seen: dict[Path, int] = {}
+    real = spw.write_split_wheel
+
+    def first_look(*args: object, **kwargs: object) -> object:
+        if not seen:
+            work = next(out.parent.glob(".out.work-*"))
+            seen.update({p.relative_to(work): p.stat().st_size for p in work.rglob("*")
+                         if p.is_file()})  # fmt: skip
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(spw, "write_split_wheel", first_look)
+    report = spw.split_wheel(fat_wheel, out, _options(jobs=2))
+    assert seen and {p.parts[0] for p in seen} == {"in", "spool"}, sorted(seen)
+    spooled = sum(size for p, size in seen.items() if p.parts[0] == "spool")
+    device_code = sum(r.original - r.stripped for r in report.libraries)
+    assert 0 < spooled < device_code / 2
+    assert not list(out.parent.glob(".out.*"))  # and the work dir is gone afterwards
