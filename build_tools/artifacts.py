@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kpack.artifact_names import COMPONENTS, ArtifactId, Component, check_manifest_line
 from kpack.artifact_tree import Artifact, Entry, EntryKind, read_stages, walk_stages
 from kpack.errors import ArtifactError
+from kpack.file_facts import FactsTable
 from kpack.jsonfile import load_json_object
 
 __all__ = [
@@ -46,12 +47,16 @@ _ARCHIVE_SUFFIXES = (".tar.zst", ".tar.xz")
 
 @dataclass(frozen=True)
 class Catalog:
+    """The scanned tree. ``facts`` holds each file's header facts (ELF dynamic facts,
+    device code), read once per file for the whole build by whoever asks first."""
+
     root: Path
     manifest_path: Path
     manifest: Mapping[str, Any]
     kpack_split: bool
     artifacts: tuple[Artifact, ...]
     notices: tuple[str, ...] = ()
+    facts: FactsTable = field(default_factory=FactsTable, compare=False, repr=False)
 
     def select(
         self, names: Iterable[str], components: Iterable[str], targets: Iterable[str]

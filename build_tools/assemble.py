@@ -18,7 +18,6 @@ from kpack.elf import ElfInfo
 from kpack.generic_targets import generic_table
 
 from .artifacts import Catalog
-from .elfscan import scan_files
 from .kpack_split import KpackSplitPlan
 from .manifests import ConsoleScript, Manifests, PackageKind, PackageSpec
 from .options import BuildOptions
@@ -252,7 +251,7 @@ def _devel_plan(
         return None
     ns = devel_namespace(catalog, spec, family, scope)
     elf.update(
-        scan_files(
+        catalog.facts.scan(
             (e.source for e in ns if needs_elf_scan(e) and e.source not in elf), jobs=options.jobs
         )
     )

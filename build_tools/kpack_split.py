@@ -36,11 +36,12 @@ from kpack.archive import Scheme
 from kpack.artifact_names import ArtifactId, is_isa_target
 from kpack.databases import load_handlers
 from kpack.errors import ArtifactError
+from kpack.file_facts import FactsTable
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH, search_path
 from kpack.planned import PlannedArchive, PlannedKernel, TransformedBinary
 from kpack.resolve import read_kpack_ref
-from kpack.transform import inspect_fat_binary, plan_host_transform
+from kpack.transform import plan_host_transform
 
 from .artifacts import Artifact, Catalog, Entry, EntryKind
 
@@ -128,9 +129,14 @@ def _dirs(art: ArtifactId, stage: str, relpath: str, source: Path) -> list[Entry
     ]
 
 
-def _plan_one(artifact: Artifact, options: SplitOptions) -> FatSplit | None:
+def _plan_one(
+    artifact: Artifact, options: SplitOptions, facts: FactsTable | None = None
+) -> FatSplit | None:
     """The split of one artifact, or ``None`` if it has nothing to split."""
-    scan = classify_entries(artifact.path, artifact.stages, artifact.entries, options.handlers)
+    scan = classify_entries(
+        artifact.path, artifact.stages, artifact.entries, options.handlers,
+        fat_of=(facts if facts is not None else FactsTable()).fat,
+    )  # fmt: skip
     prefix = f"{artifact.id.name}_{artifact.id.component}"
     plan = plan_split(scan, prefix, options)
     if not plan.fat and not plan.databases:
@@ -248,7 +254,8 @@ def plan_fat_splits(
         if not unsplit and (artifact.id.target != "generic" or artifact.id.name not in wanted):
             continue
         handlers = load_handlers(split_databases.get(artifact.id.name, ()))
-        split = _plan_one(artifact, SplitOptions(tuple(handlers), scheme=_SCHEME, level=_LEVEL))
+        options = SplitOptions(tuple(handlers), scheme=_SCHEME, level=_LEVEL)
+        split = _plan_one(artifact, options, catalog.facts)
         if split is None:
             if unsplit:
                 relabeled[artifact.id.dirname] = _as_generic(artifact)
@@ -371,7 +378,7 @@ def check_archive_references(catalog: Catalog, names: Sequence[str]) -> None:
         for entry in artifact.entries:
             if entry.kind is not EntryKind.FILE or entry.planned is not None:
                 continue  # a planned transform references its planned archives
-            info = inspect_fat_binary(entry.source)  # ELF or PE
+            info = catalog.facts.fat(entry.source)  # ELF or PE
             if info is None or not info.already_transformed:
                 continue
             ref = read_kpack_ref(entry.source)

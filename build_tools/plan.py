@@ -22,7 +22,6 @@ from kpack.pe import PeTransformPlan
 from kpack.planned import PlannedArchive, PlannedContent, TransformedBinary
 
 from .artifacts import Artifact, Catalog, Entry, EntryKind
-from .elfscan import scan_files
 from .globs import GlobSet
 from .kpack_split import KpackSplitPlan
 from .launcher import LauncherTemplate, compile_launcher
@@ -179,7 +178,7 @@ def _runtime_package(
 ) -> RuntimePackage:
     ns = _runtime_namespace(catalog, spec, family)
     elf.update(
-        scan_files(
+        catalog.facts.scan(
             (e.source for e in ns if needs_elf_scan(e) and e.source not in elf),
             jobs=options.jobs,
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,12 +83,18 @@ def classify_entries(
     stages: tuple[str, ...],
     entries: Sequence[Entry],
     handlers: Sequence[Handler],
+    *,
+    fat_of: Callable[[Path], FatBinaryInfo | None] = inspect_fat_binary,
 ) -> ArtifactScan:
-    """The split's view of walked entries: each file's device code read from its headers."""
-    return ArtifactScan(artifact_dir, stages, tuple(_classify(e, handlers) for e in entries))
+    """The split's view of walked entries: each file's device code read from its headers
+    by ``fat_of`` (the builder passes its catalog's facts table, read once per file)."""
+    classified = tuple(_classify(e, handlers, fat_of) for e in entries)
+    return ArtifactScan(artifact_dir, stages, classified)
 
 
-def _classify(entry: Entry, handlers: Sequence[Handler]) -> StageEntry:
+def _classify(
+    entry: Entry, handlers: Sequence[Handler], fat_of: Callable[[Path], FatBinaryInfo | None]
+) -> StageEntry:
     stage, relpath, path, mode = entry.stage, entry.relpath, entry.source, entry.mode
     if entry.kind is EntryKind.DIR:
         return StageEntry(stage, relpath, Kind.DIR, path, mode)
@@ -99,7 +105,7 @@ def _classify(entry: Entry, handlers: Sequence[Handler]) -> StageEntry:
         )
     if entry.kind is EntryKind.SYMLINK:
         return StageEntry(stage, relpath, Kind.SYMLINK, path, mode, link=entry.link)
-    fat = inspect_fat_binary(path)
+    fat = fat_of(path)
     if fat is None:
         return StageEntry(stage, relpath, Kind.PLAIN, path, mode, entry.size)
     if fat.already_transformed:

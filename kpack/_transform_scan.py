@@ -100,9 +100,11 @@ def elf_type(reader: Reader) -> int:
     return int.from_bytes(reader.read_at(16, 2, "e_type"), "little")
 
 
-def read_fat_layout(reader: Reader, path: Path) -> FatLayout | None:
+def read_fat_layout(
+    reader: Reader, path: Path, layout: ElfLayout | None = None
+) -> FatLayout | None:
     """The fat-binary facts of an ELF64 LE file; ``None`` without ``.hip_fatbin``."""
-    layout = read_layout(reader)
+    layout = read_layout(reader) if layout is None else layout
     fatbin = layout.section_index(FATBIN)
     if fatbin is None:
         return None

@@ -51,7 +51,7 @@ from kpack.bundle import (
 )
 from kpack.elf._edit import ElfEdit
 from kpack.elf._format import ELF_MAGIC, ET_REL
-from kpack.elf._read import Reader, open_reader, read_ident
+from kpack.elf._read import ElfLayout, Reader, open_reader, read_ident
 from kpack.errors import BundleError, ElfError, TransformError
 from kpack.hipfmt import FATBIN, HIPK, MARKER, MAX_MARKER_SIZE, SEGMENT
 
@@ -67,6 +67,7 @@ __all__ = [
     "check_transformable",
     "encode_marker",
     "extract_kernels",
+    "fat_binary_info",
     "index_section",
     "inspect_fat_binary",
     "kernels_of_wrappers",
@@ -183,16 +184,23 @@ def inspect_fat_binary(path: Path) -> FatBinaryInfo | None:
     if _is_pe(path):
         return _inspect_pe(path)
     with open_reader(path) as reader:
-        if not is_elf64le(reader):
-            log.debug("%s: not an ELF64 little-endian file", path)
-            return None
-        if elf_type(reader) == ET_REL:
-            log.debug("%s: relocatable object; its device code stays for the link", path)
-            return None
-        fat = read_fat_layout(reader, path)
-        if fat is None:
-            return None
-        relr = read_relr(reader, fat.layout)
+        return fat_binary_info(reader, path)
+
+
+def fat_binary_info(
+    reader: Reader, path: Path, layout: ElfLayout | None = None
+) -> FatBinaryInfo | None:
+    """:func:`inspect_fat_binary` of an open ELF file (given its ``layout`` if read)."""
+    if not is_elf64le(reader):
+        log.debug("%s: not an ELF64 little-endian file", path)
+        return None
+    if elf_type(reader) == ET_REL:
+        log.debug("%s: relocatable object; its device code stays for the link", path)
+        return None
+    fat = read_fat_layout(reader, path, layout)
+    if fat is None:
+        return None
+    relr = read_relr(reader, fat.layout)
     shdr = fat.fatbin_shdr
     return FatBinaryInfo(
         path,

@@ -89,14 +89,15 @@ def scan_elf(path: Path) -> ElfInfo | None:
         return scan_reader(reader, path)
 
 
-def scan_reader(reader: Reader, path: Path) -> ElfInfo | None:
-    """:func:`scan_elf` on an already open reader (also used to check planned edits)."""
+def scan_reader(reader: Reader, path: Path, layout: ElfLayout | None = None) -> ElfInfo | None:
+    """:func:`scan_elf` on an already open reader (also used to check planned edits), given
+    its ``layout`` if read already."""
     ident = read_ident(reader)
     if ident[:4] != ELF_MAGIC:
         return None
     if not _is_elf64le(ident, reader):
         return ElfInfo(path, FileKind.OTHER, None, (), None, None, None, False)
-    layout = read_layout(reader)
+    layout = read_layout(reader) if layout is None else layout
     strings = _DynStrings(reader, layout)
     soname = _one(strings.values(DT_SONAME))
     rpath = _one(strings.values(DT_RPATH))

@@ -346,6 +346,32 @@ def test_transformed_binaries_are_streamed_once_into_their_wheel(
     assert _digests(dist) == _digests(fat_dist)
 
 
+def test_each_file_is_read_once_and_archives_go_straight_into_wheels(
+    fat_tree: Path, fat_dist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One scan, one model: each file's headers are read once for the whole build (the
+    split's classification, the RPATH rules and the archive-reference check all ask the
+    catalog's facts table), and no .kpack is written as a file on the way to its wheel."""
+    from kpack import _archive_write, _split_work, file_facts
+
+    reads: collections.Counter[Path] = collections.Counter()
+    real = file_facts.read_facts
+
+    def counting(path: Path) -> file_facts.FileFacts:
+        reads[path] += 1
+        return real(path)
+
+    def refuse(*args: object, **kwargs: object) -> int:
+        raise AssertionError(f"an archive was written to a file: {args[:1]}")
+
+    monkeypatch.setattr(file_facts, "read_facts", counting)
+    monkeypatch.setattr(_archive_write, "write_file", refuse)
+    monkeypatch.setattr(_split_work, "write_chunks", refuse)
+    dist = build_dist(fat_tree, tmp_path / "out")
+    assert len(reads) > 20 and set(reads.values()) == {1}, reads.most_common(3)
+    assert _digests(dist) == _digests(fat_dist)
+
+
 def _family_named(fat_tree: Path, tmp_path: Path, family: str) -> Path:
     """The fat tree as TheRock writes ``artifacts-unsplit/``: every target-specific
     component (lib, dev, doc, test) carries the family name instead of ``generic``."""

@@ -62,7 +62,9 @@ def split(monkeypatch: pytest.MonkeyPatch) -> kpack_split.FatSplit:
     }
     artifact = Artifact(ArtifactId("blas", "lib", "generic"), ROOT, ("a/stage", "b/stage"), ())
 
-    def classify(path: Path, stages: tuple[str, ...], entries: object, handlers: object) -> object:
+    def classify(
+        path: Path, stages: tuple[str, ...], entries: object, handlers: object, **kw: object
+    ) -> object:
         # the split classifies the catalog's entries: it does not walk the artifact again
         assert (path, stages, entries) == (artifact.path, artifact.stages, artifact.entries)
         return _scan()
