@@ -7,6 +7,9 @@ per ordinal (``zstd-per-kernel``).
 
 :func:`write_kpack` sorts kernels by ``(binary_key, target)`` before assigning ordinals, so
 the bytes depend only on the set of kernels; it refuses archives the C runtime cannot load.
+When every kernel is stored already (a frame made at the archive's level, or a code object
+for ``none``), :func:`lay_out_kpack` computes the whole archive but its blobs up front, so
+it can be streamed (into a wheel) with the same bytes :func:`write_kpack` writes.
 :class:`KpackArchive` maps the file and decompresses one kernel at a time. Every problem is
 an :class:`~kpack.errors.ArchiveError` naming the file and the field.
 """
