@@ -17,6 +17,7 @@ from kpack._split_work import SpooledArchive
 from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
 from kpack.pe import PeTransformPlan
+from kpack.wheelfile import Generated
 
 __all__ = ["PayloadFile", "TarEntry", "TarKind"]
 
@@ -61,11 +62,11 @@ class PayloadFile:
         if self.data is not None:
             return self.data
         if self.edit is not None:
-            return self.edit.iter_chunks
+            return Generated(self.edit.size, self.edit.iter_chunks)
         if self.archive is not None:
             if archives is None or self.archive not in archives:
                 raise PackagingError("planned archive was not spooled", path=self.arcname)
-            return archives[self.archive].chunks
+            return archives[self.archive].source()
         if self.source is None:
             raise PackagingError("payload file has no content", path=self.arcname)
         return self.source

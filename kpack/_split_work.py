@@ -43,6 +43,7 @@ from kpack.transform import (
     stream_kernels,
     transform_binary,
 )
+from kpack.wheelfile import Generated
 
 __all__ = [
     "ArchiveJob",
@@ -123,9 +124,9 @@ def host_size(content: HostContent) -> int:
     return content.stat().st_size if isinstance(content, Path) else content.size
 
 
-def host_source(content: HostContent) -> Path | Callable[[], Iterator[bytes]]:
+def host_source(content: HostContent) -> Path | Generated:
     """``content`` as a member source for the wheel writer."""
-    return content if isinstance(content, Path) else content.iter_chunks
+    return content if isinstance(content, Path) else Generated(content.size, content.iter_chunks)
 
 
 def run_fat_job(job: FatJob, keep_views: bool = False, threads: int = 1) -> FatOutcome:
@@ -449,6 +450,10 @@ class SpooledArchive:
 
     def summary(self) -> KpackSummary:
         return self.layout.summary(self.path)
+
+    def source(self) -> Generated:
+        """The archive as a member source for the wheel writer."""
+        return Generated(self.size, self.chunks)
 
     def chunks(self) -> Iterator[bytes | memoryview]:
         """The archive's bytes. The spools are mapped for the walk and the pages it touched

@@ -210,7 +210,7 @@ def _device_groups(
     groups: dict[str, list[Member]] = {}
     for archive in kernels.archives:
         groups.setdefault(bundle_key(archive.target), []).append(
-            Member(archive.arcname, archive.archive.chunks)
+            Member(archive.arcname, archive.archive.source())
         )
     for db in plan.databases:  # at its install path: the host's .data dir is not theirs
         groups.setdefault(db.key, []).append(

@@ -6,13 +6,21 @@ This is a lower layer: :mod:`build_tools` and :mod:`kpack.tools` both write thro
 
 from __future__ import annotations
 
-from kpack.wheelfile._member import ContentSource, Member, open_regular, open_source, read_all
+from kpack.wheelfile._member import (
+    ContentSource,
+    Generated,
+    Member,
+    open_regular,
+    open_source,
+    read_all,
+)
 from kpack.wheelfile._names import normalize_dist_name, normalize_version, wheel_filename
 from kpack.wheelfile._output import atomic_output, resolve_epoch
 from kpack.wheelfile._wheel import WheelResult, write_wheel
 
 __all__ = [
     "ContentSource",
+    "Generated",
     "Member",
     "WheelResult",
     "atomic_output",

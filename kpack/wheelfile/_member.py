@@ -22,6 +22,7 @@ from kpack.errors import PackagingError
 
 __all__ = [
     "ContentSource",
+    "Generated",
     "Member",
     "SourceStream",
     "looks_compressed",
@@ -30,8 +31,23 @@ __all__ = [
     "validate_arcname",
 ]
 
+
+@dataclass(frozen=True)
+class Generated:
+    """Content made on demand (a transformed binary streamed from its input, an archive
+    from its spools) whose ``size`` is known before it is made: the writers plan for it
+    as for a file, and a factory that yields another size is an error."""
+
+    size: int
+    chunks: Callable[[], Iterator[bytes | memoryview]]
+
+    def __call__(self) -> Iterator[bytes | memoryview]:
+        return self.chunks()
+
+
 ContentSource: TypeAlias = Path | bytes | Callable[[], Iterator[bytes | memoryview]]
-"""A file to stream, literal bytes, or a factory of a chunk iterator."""
+"""A file to stream, literal bytes, or a factory of a chunk iterator (:class:`Generated`
+when its size is known)."""
 
 # Magic numbers of formats that deflate cannot shrink further (checked on the first bytes).
 _COMPRESSED_MAGIC: tuple[bytes, ...] = (
@@ -145,6 +161,10 @@ def open_source(member: Member, chunk_size: int) -> Iterator[SourceStream]:
         with open_regular(member, source, buffering=0) as (size, handle):
             pieces = _file_pieces(handle, chunk_size, source, size)
             yield SourceStream(size, _with_last(pieces))
+    elif isinstance(source, Generated):
+        pieces = _counted(_generated_pieces(source(), chunk_size, member.arcname), source.size,
+                          member.arcname)  # fmt: skip
+        yield SourceStream(source.size, _with_last(pieces))
     else:
         pieces = _generated_pieces(source(), chunk_size, member.arcname)
         yield SourceStream(None, _with_last(pieces))
@@ -211,6 +231,21 @@ def _file_pieces(handle: BinaryIO, chunk_size: int, path: Path, expected: int) -
             f"file changed while being read ({expected} bytes at open, "
             f"{'more than ' if grew else ''}{total} read)",
             path=path,
+        )
+
+
+def _counted(pieces: Iterator[bytes], size: int, arcname: str) -> Iterator[bytes]:
+    total = 0
+    for piece in pieces:
+        total += len(piece)
+        if total > size:
+            break
+        yield piece
+    if total != size:
+        raise PackagingError(
+            f"generated content gave {'more than ' if total > size else ''}{total} bytes, "
+            f"not the {size} declared",
+            path=arcname,
         )
 
 

@@ -24,7 +24,7 @@ from kpack.errors import PackagingError
 from kpack.wheelfile import Member, WheelResult, wheel_filename, write_wheel
 from kpack.wheelfile import _deflate as _archive_deflate
 from kpack.wheelfile import _zip as _zipwrite
-from kpack.wheelfile._deflate import CHUNK_SIZE, deflate_chunk, deflate_whole
+from kpack.wheelfile._deflate import CHUNK_SIZE, WHOLE_MAX, deflate_chunk, deflate_whole
 
 TAG = "py3-none-linux_x86_64"
 NAME = "rocm-sdk-core"
@@ -649,3 +649,35 @@ def test_single_1_31_gb_member_stays_under_400_mb(
 def record_rows_for(zf: zipfile.ZipFile) -> list[list[str]]:
     name = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
     return list(csv.reader(io.StringIO(zf.read(name).decode())))
+
+
+# --- generated content of a known size ---------------------------------------------------
+
+
+def test_generated_content_of_known_size_is_written_like_a_file(tmp_path: Path) -> None:
+    """A large member made on demand with its size declared gives the bytes of the same
+    content from a file, and is streamed (its size is planned, not discovered)."""
+    from kpack.wheelfile import Generated
+
+    data = elf_like(WHOLE_MAX + 3 * CHUNK_SIZE + 5)
+    (tmp_path / "lib.so").write_bytes(data)
+
+    def pieces() -> Iterator[bytes | memoryview]:
+        view = memoryview(data)
+        for start in range(0, len(data), 999_983):
+            yield view[start : start + 999_983]
+
+    from_file = build(tmp_path / "a", [Member("rocm_sdk_core/lib.so", tmp_path / "lib.so")])
+    made = build(tmp_path / "b", [Member("rocm_sdk_core/lib.so", Generated(len(data), pieces))])
+    assert made.path.read_bytes() == from_file.path.read_bytes()
+
+
+@pytest.mark.parametrize("delta", [-1, 1])
+def test_generated_content_of_another_size_is_refused(tmp_path: Path, delta: int) -> None:
+    from kpack.wheelfile import Generated
+
+    data = b"x" * 1000
+    member = Member("rocm_sdk_core/x.bin", Generated(len(data) + delta, lambda: iter([data])))
+    with pytest.raises(PackagingError, match="declared"):
+        build(tmp_path / "out", [member])
+    assert not list((tmp_path / "out").glob("*.whl"))
