@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ArchiveFile:
-    """One target's archive, streamed into its wheel by ``archive.chunks``."""
+    """One target's archive, streamed into its wheels by ``archive.source()``."""
 
     target: str
     arcname: str
