@@ -129,13 +129,11 @@ def _dirs(art: ArtifactId, stage: str, relpath: str, source: Path) -> list[Entry
     ]
 
 
-def _plan_one(
-    artifact: Artifact, options: SplitOptions, facts: FactsTable | None = None
-) -> FatSplit | None:
+def _plan_one(artifact: Artifact, options: SplitOptions, facts: FactsTable) -> FatSplit | None:
     """The split of one artifact, or ``None`` if it has nothing to split."""
     scan = classify_entries(
         artifact.path, artifact.stages, artifact.entries, options.handlers,
-        fat_of=(facts if facts is not None else FactsTable()).fat,
+        fat_of=facts.fat,
     )  # fmt: skip
     prefix = f"{artifact.id.name}_{artifact.id.component}"
     plan = plan_split(scan, prefix, options)

@@ -11,7 +11,6 @@ file.
 from __future__ import annotations
 
 import enum
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +21,6 @@ from kpack.databases import DatabaseMatch, Handler, match_database
 from kpack.transform import FatBinaryInfo, inspect_fat_binary
 
 __all__ = ["ArtifactScan", "Kind", "StageEntry", "classify_entries", "scan_artifact"]
-
-log = logging.getLogger(__name__)
 
 
 class Kind(enum.Enum):

@@ -19,6 +19,7 @@ from kpack.artifact_names import ArtifactId
 from kpack.bundle import IndexedBundle
 from kpack.databases import DatabaseMatch, Handler
 from kpack.elf import ElfEdit
+from kpack.file_facts import FactsTable
 from kpack.planned import PlannedArchive, TransformedBinary
 from kpack.transform import ExtractedKernel, TransformPlan
 
@@ -78,7 +79,7 @@ def split(monkeypatch: pytest.MonkeyPatch) -> kpack_split.FatSplit:
         ),
     )
     options = kpack_split.SplitOptions(())
-    result = kpack_split._plan_one(artifact, options)
+    result = kpack_split._plan_one(artifact, options, FactsTable())
     assert result is not None
     return result
 

@@ -49,6 +49,14 @@ def _payload(wheel: Path) -> dict[str, bytes]:
         return {n: zf.read(n) for n in zf.namelist() if ".dist-info/" not in n}
 
 
+def _python_in(site: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` with ``site`` as argv[1] and working directory; it must succeed."""
+    out = subprocess.run([sys.executable, "-c", code, str(site)], cwd=site, capture_output=True,
+                         text=True, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 def test_kpack_split_windows_tree(bundles: list[bytes], tmp_path: Path, windows: None) -> None:
     tree = tmp_path / "artifacts"
     fat = write_windows_tree(tree, bundles, kpack=True, family="gfx110X-all")
@@ -133,9 +141,7 @@ def test_kpack_split_windows_tree(bundles: list[bytes], tmp_path: Path, windows:
         "print(json.dumps({'binaries': r.binaries, 'targets': r.targets,\n"
         "                  'lookups': r.lookups, 'failures': r.message() if r.failures else ''}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(site)], cwd=site, capture_output=True,
-                         text=True, check=False)  # fmt: skip
-    assert out.returncode == 0, out.stderr
+    out = _python_in(site, code)
     result = json.loads(out.stdout)
     assert result["failures"] == ""
     assert sorted(result["binaries"]) == [
@@ -149,9 +155,7 @@ def test_kpack_split_windows_tree(bundles: list[bytes], tmp_path: Path, windows:
         "print([p.relative_to(sys.argv[1]).as_posix()\n"
         "       for p in _library.find_libraries('amdhip64', 'rocrand')])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(site)], cwd=site, capture_output=True,
-                         text=True, check=False)  # fmt: skip
-    assert out.returncode == 0, out.stderr
+    out = _python_in(site, code)
     assert out.stdout.strip() == (
         "['_rocm_sdk_core/bin/amdhip64_7.dll', '_rocm_sdk_libraries/bin/rocrand.dll']"
     )
