@@ -45,6 +45,9 @@ class Reader:
     run: RunFn
     ours: tuple[type[BaseException], ...]
     seeds: Callable[[], Sequence[bytes]]
+    #: tokens a random mutation would not find by chance (hash names, RECORD syntax, target
+    #: names, header keywords): inserted or written over the input as one of the mutations
+    tokens: Sequence[bytes] = ()
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,11 @@ class Stats:
 class Mutator:
     """Deterministic mutations of ``seeds`` (same seed number, same inputs)."""
 
-    def __init__(self, seeds: Sequence[bytes], seed: int) -> None:
+    def __init__(self, seeds: Sequence[bytes], seed: int, tokens: Sequence[bytes] = ()) -> None:
         if not seeds:
             raise ValueError("no seeds")
         self.seeds = [bytes(s) for s in seeds]
+        self.tokens = [bytes(t) for t in tokens if t]
         self.rng = random.Random(seed)
 
     def __iter__(self) -> Iterator[bytes]:
@@ -90,8 +94,13 @@ class Mutator:
     def _one(self, buf: bytearray) -> None:
         rng = self.rng
         n = len(buf)
-        op = rng.randrange(8)
-        if n == 0 or op == 0:  # insert random bytes
+        op = rng.randrange(10 if self.tokens else 8)
+        if op >= 8:  # a dictionary token, inserted or written over what is there
+            token = rng.choice(self.tokens)
+            at = rng.randint(0, n)
+            end = at if op == 8 else at + len(token)
+            buf[at:end] = token
+        elif n == 0 or op == 0:  # insert random bytes
             at = rng.randint(0, n)
             buf[at:at] = rng.randbytes(rng.choice((1, 2, 4, 8, 64)))
         elif op == 1:  # flip a bit
@@ -203,7 +212,7 @@ def fuzz(
         for number, reader in enumerate(readers):
             stats = Stats(reader.name)
             seeds = list(reader.seeds())
-            inputs = iter(Mutator(seeds, seed * 1000 + number))
+            inputs = iter(Mutator(seeds, seed * 1000 + number, reader.tokens))
             start = time.perf_counter()
             for index in range(count):
                 data = seeds[index] if index < len(seeds) else next(inputs)
