@@ -26,6 +26,7 @@ import io
 import logging
 import lzma
 import queue
+import re
 import stat
 import struct
 import threading
@@ -48,7 +49,13 @@ _CHUNK = 1 << 20
 _READ_AHEAD_MIN = 16 << 20  # members this large are inflated on a second thread
 _READ_AHEAD_CHUNKS = 4
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
-_WEAK = {"md5", "sha1"}
+#: RECORD hash names accepted: guaranteed by every ``hashlib``, with a fixed digest of at
+#: least 256 bits (PEP 427: sha256 or stronger). ``md5``, ``sha1``, ``sha224`` and the
+#: variable-length ``shake_*`` are refused.
+RECORD_HASHES = frozenset(
+    n for n in hashlib.algorithms_guaranteed if hashlib.new(n).digest_size >= 32
+)
+_URLSAFE_B64 = re.compile(r"[A-Za-z0-9_-]*")
 # Everything zipfile (and the codecs under it) raises on a damaged archive.
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
@@ -375,6 +382,46 @@ def _verify_record(root: Path, record_name: str, sha256: dict[str, bytes], path:
         raise PackagingError(f"bad RECORD ({record_name})", path=path, problems=problems)
 
 
+class _BadHash(ValueError):
+    """A RECORD hash field that cannot be checked (its message is the problem)."""
+
+
+def _claimed_digest(hash_field: str) -> tuple[str, bytes]:
+    """``(algorithm, digest)`` of a RECORD hash field ``<name>=<urlsafe base64, no padding>``."""
+    algorithm, _, encoded = hash_field.partition("=")
+    if algorithm not in RECORD_HASHES:
+        allowed = ", ".join(sorted(RECORD_HASHES))
+        raise _BadHash(f"hash algorithm {algorithm[:40]!r} is not allowed (use {allowed})")
+    size = hashlib.new(algorithm).digest_size
+    text = encoded.rstrip("=")
+    try:
+        if not _URLSAFE_B64.fullmatch(text):
+            raise ValueError(text)
+        digest = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:
+        raise _BadHash(
+            f"malformed {algorithm} digest {encoded[:100]!r} (not urlsafe base64)"
+        ) from None
+    if len(digest) != size:
+        raise _BadHash(
+            f"malformed {algorithm} digest {encoded[:100]!r} ({len(digest)} bytes, "
+            f"{algorithm} has {size})"
+        )
+    return algorithm, digest
+
+
+def _file_digest(path: Path, algorithm: str) -> bytes:
+    digest = hashlib.new(algorithm)
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.digest()
+
+
+def _b64(digest: bytes) -> str:
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
 def _check_row(
     root: Path, record_name: str, arcname: str, hash_field: str, size_field: str,
     sha256: dict[str, bytes],
@@ -382,19 +429,19 @@ def _check_row(
     if arcname == record_name or arcname.endswith(_SIGNATURES):
         return []
     problems = []
-    algorithm, _, encoded = hash_field.partition("=")
-    if encoded:  # a row without a hash (`path,,size`) is accepted, as pip accepts it
-        if algorithm in _WEAK or algorithm not in hashlib.algorithms_guaranteed:
-            return [f"{arcname}: hash algorithm {algorithm!r} is not allowed"]
+    if hash_field:  # a row without a hash (`path,,size`) is accepted, as pip accepts it
+        try:
+            algorithm, claimed = _claimed_digest(hash_field)
+        except _BadHash as exc:
+            return [f"{arcname}: {exc}"]
         if algorithm == "sha256":
             digest = sha256[arcname]
         else:
-            digest = hashlib.new(algorithm, (root / arcname).read_bytes()).digest()
-        actual = base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-        if encoded.rstrip("=") != actual:
-            problems.append(f"{arcname}: {algorithm} mismatch (RECORD {encoded}, file {actual})")
-    elif hash_field:
-        return [f"{arcname}: malformed hash field {hash_field!r}"]
+            digest = _file_digest(root / arcname, algorithm)
+        if claimed != digest:
+            problems.append(
+                f"{arcname}: {algorithm} mismatch (RECORD {_b64(claimed)}, file {_b64(digest)})"
+            )
     size = (root / arcname).stat().st_size
     if size_field and size_field != str(size):
         problems.append(f"{arcname}: size mismatch (RECORD {size_field}, file {size})")

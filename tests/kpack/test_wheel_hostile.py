@@ -3,21 +3,24 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import struct
 import subprocess
 import sys
 import threading
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_split_wheels import _assert_no_output, _options
-from wheel_fixtures import make_plain_wheel
+from wheel_fixtures import make_plain_wheel, record_name, rewrite_zip
 
+from kpack import cli
 from kpack.errors import PackagingError
 from kpack.tools import _wheel_source
 from kpack.tools import split_python_wheels as spw
@@ -208,3 +211,100 @@ def test_mutated_wheels_raise_only_our_error(
 def test_zlib_level_sanity() -> None:
     # the bomb fixture above relies on deflate compressing zeros about 1000:1
     assert len(zlib.compress(bytes(64 << 20), 6)) < (64 << 20) // 900
+
+
+# --- RECORD hash fields -----------------------------------------------------------------------
+
+MEMBER = "torch/__init__.py"
+SPLIT = ["split-wheel", "--overlay-root", "torch/", "--device-package-prefix", "amd-torch-device"]
+
+
+def _snapshot(root: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() if p.is_file() else None
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def _with_hash(plain: bytes, tmp_path: Path, hash_field: Callable[[bytes], str]) -> bytes:
+    """``plain`` with MEMBER's RECORD hash field replaced by ``hash_field(member bytes)``."""
+    source = tmp_path / "source.whl"
+    source.write_bytes(plain)
+
+    def edit(members: dict[str, bytes]) -> dict[str, bytes]:
+        name = record_name(members)
+        rows = [line.split(",") for line in members[name].decode().splitlines()]
+        field = hash_field(members[MEMBER])
+        rows = [[r[0], field, r[2]] if r[0] == MEMBER else r for r in rows]
+        members[name] = "".join(",".join(r) + "\n" for r in rows).encode()
+        return members
+
+    return rewrite_zip(source, tmp_path / "edited.whl", edit).read_bytes()
+
+
+def _digest(algorithm: str, data: bytes, size: int | None = None) -> str:
+    h = hashlib.new(algorithm, data)
+    raw = h.digest(size) if size is not None else h.digest()  # type: ignore[call-arg]
+    return f"{algorithm}=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "size"),
+    [
+        ("shake_128", 32),
+        ("shake_256", 64),
+        ("md5", None),
+        ("sha1", None),
+        ("sha224", None),
+        ("whirlpool", None),
+        ("", None),
+    ],
+)
+def test_unsupported_record_hash(plain: bytes, tmp_path: Path, algorithm: str, size: int) -> None:
+    if algorithm in hashlib.algorithms_guaranteed:
+        data = _with_hash(plain, tmp_path, lambda b: _digest(algorithm, b, size))
+    else:
+        data = _with_hash(plain, tmp_path, lambda b: f"{algorithm}=" + "A" * 43)
+    problem = f"{MEMBER}: hash algorithm {algorithm!r} is not allowed"
+    _fails(tmp_path, data, "bad RECORD", problem, "(use blake2b, blake2s, sha256, sha384")
+
+
+@pytest.mark.parametrize(
+    ("field", "problem"),
+    [
+        ("sha256=AAAA", "malformed sha256 digest 'AAAA' (3 bytes, sha256 has 32)"),
+        ("sha256=" + "A" * 42, "(31 bytes, sha256 has 32)"),
+        ("sha512=" + "A" * 43, "(32 bytes, sha512 has 64)"),
+        ("sha256=" + "+" * 43, "not urlsafe base64"),
+        ("sha256=" + "A" * 41, "not urlsafe base64"),
+        ("sha256=" + "\u00e9" * 43, "not urlsafe base64"),
+        ("sha256=", "malformed sha256 digest ''"),
+    ],
+)
+def test_malformed_record_digest(plain: bytes, tmp_path: Path, field: str, problem: str) -> None:
+    _fails(tmp_path, _with_hash(plain, tmp_path, lambda b: field), f"{MEMBER}: ", problem)
+
+
+@pytest.mark.parametrize("algorithm", ["sha512", "sha384", "sha3_256", "blake2b", "blake2s"])
+def test_strong_record_hashes_verify(plain: bytes, tmp_path: Path, algorithm: str) -> None:
+    wheel = tmp_path / NAME
+    wheel.write_bytes(_with_hash(plain, tmp_path, lambda b: _digest(algorithm, b)))
+    report = spw.split_wheel(wheel, tmp_path / "out", _options())
+    assert report.unchanged
+    wrong = _with_hash(plain, tmp_path, lambda b: _digest(algorithm, b + b"x"))
+    _fails(tmp_path / "out", wrong, f"{MEMBER}: {algorithm} mismatch (RECORD ")
+
+
+def test_shake_record_hash_on_the_command_line(
+    plain: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheel = tmp_path / "in" / NAME
+    wheel.parent.mkdir()
+    wheel.write_bytes(_with_hash(plain, tmp_path, lambda b: _digest("shake_128", b, 32)))
+    before = _snapshot(tmp_path)
+    rc = cli.main([*SPLIT, "--input", str(wheel), "--output-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.count("\n") == 1 and err.startswith(f"error: {wheel}: bad RECORD ("), err
+    assert f"{MEMBER}: hash algorithm 'shake_128' is not allowed" in err
+    assert _snapshot(tmp_path) == before
