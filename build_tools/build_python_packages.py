@@ -302,9 +302,14 @@ def _plan_and_apply(
 ) -> int:
     from build_tools.assemble import plan_build
     from build_tools.build import apply_plan
-    from build_tools.guards import check_required_packages, check_windows_names
+    from build_tools.guards import (
+        check_member_names,
+        check_required_packages,
+        check_windows_names,
+    )
 
     plan = plan_build(catalog, manifests, options, split)
+    check_member_names(plan.packages, windows=options.windows)
     if catalog.kpack_split:
         check_required_packages(catalog, options, plan.packages)
     if options.windows:

@@ -7,13 +7,16 @@ from collections.abc import Sequence
 from kpack.artifact_names import base_target
 from kpack.errors import ArtifactError, PackagingError
 from kpack.generic_targets import generic_table
-from kpack.safepath import windows_name_problem
+from kpack.pe import PeTransformPlan
+from kpack.safepath import case_collisions, is_utf8, shown_name, windows_name_problem
 
 from .artifacts import Catalog, EntryKind
 from .options import BuildOptions
+from .payload import PayloadFile, TarKind
 from .plan import PackagePlan, PlanKind, device_targets
 
 __all__ = [
+    "check_member_names",
     "check_no_symlinks",
     "check_required_packages",
     "check_targets_present",
@@ -75,16 +78,60 @@ def check_windows_names(plans: Sequence[PackagePlan]) -> None:
     install wrong.
     """
     problems = [
-        f"{plan.dist_name}: {file.arcname} ({why})"
+        f"{plan.dist_name}: {name} ({why})"
         for plan in plans
-        for file in plan.payload
-        if (why := windows_name_problem(file.arcname)) is not None
+        for name in _member_names(plan)
+        if (why := windows_name_problem(name)) is not None
     ]
     if problems:
         raise PackagingError(
             "a Windows package set holds names Windows file systems reject",
             problems=problems,
         )
+
+
+def _member_names(plan: PackagePlan) -> list[str]:
+    """Every name one package installs: its files and its devel tarball's members."""
+    return [*(f.arcname for f in plan.payload), *(e.arcname for e in plan.devel_tar)]
+
+
+def _source(file: PayloadFile | None) -> str:
+    if file is None:
+        return ""
+    edit = file.edit
+    path = edit.source if isinstance(edit, PeTransformPlan) else edit.path if edit else file.source
+    return f" (from {shown_name(str(path))})" if path is not None else ""
+
+
+def check_member_names(plans: Sequence[PackagePlan], *, windows: bool) -> None:
+    """Every name a package installs, in the wheel or in its devel tarball (and a tarball
+    symlink's target), must be valid UTF-8: a wheel cannot carry another name, and
+    ``rocm-sdk init`` could not create it. In a Windows package set, no two names of one
+    package may differ only in case: NTFS would keep one file for both."""
+    problems: list[str] = []
+    for plan in plans:
+        files = [
+            *((f.arcname, f) for f in plan.payload),
+            *((e.arcname, e.file) for e in plan.devel_tar),
+        ]
+        links = [e.link for e in plan.devel_tar if e.kind is TarKind.SYMLINK]
+        problems += [
+            f"{plan.dist_name}: {shown_name(name)}{_source(file)} is not valid UTF-8"
+            for name, file in files
+            if not is_utf8(name)
+        ]
+        problems += [
+            f"{plan.dist_name}: symlink target {shown_name(link)} is not valid UTF-8"
+            for link in links
+            if not is_utf8(link)
+        ]
+        if windows:
+            problems += [
+                f"{plan.dist_name}: {pair} differ only in case (one file on Windows)"
+                for pair in case_collisions(name for name, _ in files)
+            ]
+    if problems:
+        raise PackagingError("package member names that cannot be installed", problems=problems)
 
 
 def check_no_symlinks(catalog: Catalog) -> None:

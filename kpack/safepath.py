@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
@@ -27,10 +27,14 @@ __all__ = [
     "MAX_PATH_BYTES",
     "MAX_SYMLINK_HOPS",
     "Root",
+    "case_collisions",
+    "is_utf8",
     "resolve_in_tree",
     "safe_component",
     "safe_relpath",
+    "shown_name",
     "windows_name_problem",
+    "windows_platform",
 ]
 
 #: The longest file name (one path component) Linux and Windows file systems accept, in bytes.
@@ -305,3 +309,48 @@ def windows_name_problem(path: str) -> str | None:
         if part.split(".", 1)[0].upper() in _WINDOWS_RESERVED or part.endswith((".", " ")):
             return "a reserved or dotted name"
     return None
+
+
+def windows_platform(tag: str) -> bool:
+    """Whether the wheel tag (``py3-none-win_amd64``, a compressed ``win32.win_amd64``, or a
+    bare platform tag) names a Windows platform (``win32``, ``win_amd64``, ``win_arm64``)."""
+    platforms = tag.rsplit("-", 1)[-1].split(".")
+    return any(p == "win32" or p.startswith("win_") for p in platforms)
+
+
+def is_utf8(name: str) -> bool:
+    """Whether ``name`` (decoded with ``surrogateescape``, as :func:`os.fsdecode` does) is
+    valid UTF-8: the only names a wheel, a tarball member list or RECORD can carry as is."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(name: str) -> str:
+    """``name`` for a message: bytes that are not UTF-8 shown as ``\\xff``."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that no byte decodes to
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def case_collisions(names: Iterable[str]) -> list[str]:
+    """Names among the ``/``-separated relative ``names`` that differ only in case
+    (:meth:`str.casefold`), file or directory: one file on a case-insensitive file system
+    such as Windows' NTFS, where one would overwrite the other. Each collision once, as
+    ``'Foo.py' and 'foo.py'`` (for two directories, only the directories)."""
+    # one entry per directory level: (parent's id, folded name) -> (spelling, own id)
+    seen: dict[tuple[int, str], tuple[str, int]] = {}
+    found: dict[str, None] = {}
+    for name in names:
+        parent, path = 0, ""
+        for part in name.split("/"):
+            spelling, node = seen.setdefault((parent, part.casefold()), (part, len(seen) + 1))
+            if spelling != part:
+                found[f"'{shown_name(path + spelling)}' and '{shown_name(path + part)}'"] = None
+                break
+            parent, path = node, f"{path}{part}/"
+    return list(found)

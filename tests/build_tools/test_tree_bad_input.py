@@ -299,6 +299,75 @@ def test_source_date_epoch_beyond_2106(
     _fails(tree, tmp_path / "out", capsys, "SOURCE_DATE_EPOCH", "after 2106-02-07")
 
 
+# --- names ----------------------------------------------------------------------------------
+
+
+def _add_bytes_file(tree: Path, dirname: str, stage: str, rel: bytes, data: bytes = b"x") -> Path:
+    """A file whose name holds bytes that are not UTF-8 (as a Linux file system allows)."""
+    art = add_artifact(tree, dirname, stage, {"include/ok.h": b"ok"})
+    path = os.path.join(os.fsencode(art / stage), rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    return Path(os.fsdecode(path))
+
+
+def _dest_with_dist(tmp_path: Path) -> Path:
+    dest = tmp_path / "out"
+    (dest / "dist").mkdir(parents=True)
+    (dest / "dist" / "previous.whl").write_bytes(b"old")
+    return dest
+
+
+@pytest.mark.parametrize(
+    ("rel", "package", "arcname"),
+    [
+        # lib/cmake is excluded from core: the file goes into the devel tarball only
+        (
+            b"lib/cmake/hip/bad\xff.cmake",
+            "rocm-sdk-devel",
+            "_rocm_sdk_devel/lib/cmake/hip/bad\\xff",
+        ),
+        (b"include/bad\xff.h", "rocm-sdk-core", "_rocm_sdk_core/include/bad\\xff.h"),
+    ],
+)
+def test_a_file_name_that_is_not_utf8(
+    tree: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    rel: bytes,
+    package: str,
+    arcname: str,
+) -> None:
+    """Refused wherever it would go (a wheel cannot hold it; ``rocm-sdk init`` could not
+    create it from the devel tarball), naming the package, the member and the file."""
+    source = _add_bytes_file(tree, "core-hip_dev_generic", "core/clr/stage", rel)
+    shown = str(source).replace("\udcff", "\\xff")
+    err = _fails(
+        tree,
+        _dest_with_dist(tmp_path),
+        capsys,
+        "package member names that cannot be installed",
+        f"{package}: {arcname}",
+        f"(from {shown}) is not valid UTF-8",
+    )
+    assert "\\udcff" not in err
+
+
+def test_a_devel_symlink_whose_target_is_not_utf8(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _add_bytes_file(tree, "core-hip_dev_generic", "core/clr/stage", b"lib/cmake/b\xff")
+    os.symlink(os.fsencode(source.name), os.path.join(os.fsencode(source.parent), b"link"))
+    err = _fails(
+        tree,
+        _dest_with_dist(tmp_path),
+        capsys,
+        "rocm-sdk-devel: symlink target b\\xff is not valid UTF-8",
+    )
+    assert "rocm-sdk-devel: _rocm_sdk_devel/lib/cmake/b\\xff (from" in err
+
+
 # --- the machine fails ----------------------------------------------------------------------
 
 

@@ -196,6 +196,55 @@ def test_feature_qualified_archives_are_refused_on_windows(
     assert not (dest / "dist").exists()
 
 
+def test_names_differing_only_in_case_are_refused_on_windows(
+    tmp_path: Path,
+    windows: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Foo.py`` and ``foo.py`` are one file on NTFS: a Windows package (its wheel or its
+    devel tarball) holding both is one error naming both, and nothing is written."""
+    from build_tools.build_python_packages import main
+    from tests.kpack.bundle_fixtures import sample_bundle
+
+    tree = tmp_path / "artifacts"
+    write_windows_tree(tree, [sample_bundle(["gfx1100"])] * 2, kpack=False, family="gfx110X-all")
+    stage = tree / "core-hip_lib_generic/core/clr/stage/share/hip"
+    stage.mkdir(parents=True)
+    (stage / "Foo.py").write_text("a = 1\n")
+    (stage / "foo.py").write_text("a = 2\n")
+    cmake = tree / "core-hip_dev_generic/core/clr/stage/lib/cmake/hip"
+    cmake.mkdir(parents=True)
+    (cmake / "hip-config.cmake").write_text("# a\n")
+    (cmake / "HIP-Config.cmake").write_text("# b\n")
+    dest = tmp_path / "out"
+    (dest / "dist").mkdir(parents=True)
+    (dest / "dist" / "previous.whl").write_bytes(b"old")
+    rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", VERSION])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err, err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [
+        "error: package member names that cannot be installed"
+    ], err
+    assert (
+        "  - rocm-sdk-core: '_rocm_sdk_core/share/hip/Foo.py' and '_rocm_sdk_core/share/hip/"
+        "foo.py' differ only in case (one file on Windows)" in err.splitlines()
+    ), err
+    assert (
+        "  - rocm-sdk-devel: '_rocm_sdk_devel/lib/cmake/hip/HIP-Config.cmake' and "
+        "'_rocm_sdk_devel/lib/cmake/hip/hip-config.cmake' differ only in case (one file on "
+        "Windows)" in err.splitlines()
+    ), err
+    assert sorted(p.name for p in dest.iterdir()) == ["dist"]
+    assert [p.name for p in (dest / "dist").iterdir()] == ["previous.whl"]
+    # the same tree for Linux keeps both (a case-sensitive file system holds both)
+    monkeypatch.delenv("ROCM_SDK_WHEEL_PLATFORM_TAG")
+    dist = build_dist(tree, tmp_path / "linux")
+    with zipfile.ZipFile(next(dist.glob("rocm_sdk_core-*.whl"))) as zf:
+        names = zf.namelist()
+    assert {"_rocm_sdk_core/share/hip/Foo.py", "_rocm_sdk_core/share/hip/foo.py"} <= set(names)
+
+
 def test_symlinks_in_a_windows_tree_are_refused(
     bundles: list[bytes], tmp_path: Path, windows: None, capsys: pytest.CaptureFixture[str]
 ) -> None:

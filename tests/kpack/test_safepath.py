@@ -164,3 +164,61 @@ def test_windows_name_problem(path: str, why: str | None) -> None:
     from kpack.safepath import windows_name_problem
 
     assert windows_name_problem(path) == why
+
+
+@pytest.mark.parametrize(
+    ("names", "found"),
+    [
+        (["Foo.py", "foo.py"], ["'Foo.py' and 'foo.py'"]),
+        (["a/B/x", "a/b/y", "a/b/z"], ["'a/B' and 'a/b'"]),  # the directories, once
+        (["A", "a/x"], ["'A' and 'a'"]),  # a file and a directory
+        (["Stra\u00dfe.py", "strasse.py"], ["'Stra\u00dfe.py' and 'strasse.py'"]),  # casefold
+        (["x/y", "x/y", "X1/y", "x/Y1"], []),  # exact duplicates are another check's
+        (["bad\udcff", "BAD\udcff"], ["'bad\\xff' and 'BAD\\xff'"]),
+    ],
+)
+def test_case_collisions(names: list[str], found: list[str]) -> None:
+    from kpack.safepath import case_collisions
+
+    assert case_collisions(names) == found
+
+
+def test_case_collisions_are_linear_in_the_names() -> None:
+    import time
+
+    from kpack.safepath import case_collisions
+
+    deep = ["/".join(["d"] * 2000) + f"/{i}" for i in range(500)]  # 4 KB names
+    start = time.perf_counter()
+    assert case_collisions(deep) == []
+    assert time.perf_counter() - start < 2.0
+
+
+def test_utf8_names_and_how_they_are_shown() -> None:
+    from kpack.safepath import is_utf8, shown_name
+
+    raw = os.fsdecode(b"include/bad\xff\xfe.h")
+    assert not is_utf8(raw) and is_utf8("caf\u00e9.h")
+    assert shown_name(raw) == "include/bad\\xff\\xfe.h"
+    assert shown_name("caf\u00e9.h") == "caf\u00e9.h"
+    assert shown_name("\ud800") == "\\ud800"  # a surrogate no byte decodes to
+
+
+@pytest.mark.parametrize(
+    ("tag", "windows"),
+    [
+        ("py3-none-win_amd64", True),
+        ("cp311-cp311-win32", True),
+        ("py3-none-win_arm64", True),
+        ("py3-none-manylinux_2_28_x86_64.win_amd64", True),
+        ("win_amd64", True),
+        ("py3-none-linux_x86_64", False),
+        ("py3-none-any", False),
+        ("cp311-cp311-macosx_11_0_arm64", False),
+        ("py3-winx-linux_x86_64", False),
+    ],
+)
+def test_windows_platform(tag: str, windows: bool) -> None:
+    from kpack.safepath import windows_platform
+
+    assert windows_platform(tag) is windows
