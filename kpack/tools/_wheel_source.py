@@ -39,13 +39,14 @@ from pathlib import Path
 from typing import IO
 
 from kpack.errors import PackagingError, UnsafePathError
-from kpack.safepath import Root, safe_relpath
+from kpack.safepath import Root, case_collisions, safe_relpath, windows_platform
 
 __all__ = ["DEFAULT_LIMITS", "InputWheel", "Limits", "WheelEntry", "open_wheel"]
 
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
+_FLAG_UTF8 = 0x800
 _READ_AHEAD_MIN = 16 << 20  # members this large are inflated on a second thread
 _READ_AHEAD_CHUNKS = 4
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
@@ -100,6 +101,11 @@ def _zip_errors(path: Path, member: str | None = None) -> Iterator[None]:
         yield
     except PackagingError:
         raise
+    except UnicodeDecodeError as exc:  # a name flagged as UTF-8 that is not
+        shown = _shown_bytes(exc.object) if isinstance(exc.object, bytes) else "?"
+        raise PackagingError(
+            f"damaged wheel{where}: member name {shown} is not valid UTF-8", path=path
+        ) from None
     except _ZIP_ERRORS as exc:
         if isinstance(exc, zipfile.BadZipFile):
             what = "corrupt member data" if member else "not a valid zip file"
@@ -182,7 +188,7 @@ def open_wheel(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> Input
     root = Root(dest, error=PackagingError)
     try:
         with _zip_errors(path), zipfile.ZipFile(path) as archive:
-            infos = _members(archive, path)
+            infos = _members(archive, path, windows=windows_platform(tag))
             _check_sizes(infos, limits, path)
             dist_info = _dist_info(infos, path)
             hashes = {info.filename: _extract(archive, info, root, path) for info in infos}
@@ -203,7 +209,9 @@ def open_wheel(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> Input
     return InputWheel(path, dest, name, version, build, tag, dist_info, entries)
 
 
-def _members(archive: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
+def _members(archive: zipfile.ZipFile, path: Path, *, windows: bool) -> list[zipfile.ZipInfo]:
+    """The file members, every name checked: a safe relative path, UTF-8 (as the wheel
+    format says), no duplicate and, for a Windows wheel, no two differing only in case."""
     problems: list[str] = []
     seen: set[str] = set()
     files: list[zipfile.ZipInfo] = []
@@ -217,9 +225,11 @@ def _members(archive: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
         except UnsafePathError as exc:
             problems.append(f"{name!r}: unsafe member name ({exc.message})")
             continue
-        if info.is_dir():
+        if (raw := _raw_name(info)) is not None:
+            problems.append(f"member name {raw} is not valid UTF-8")
+        elif info.is_dir():
             continue
-        if stat.S_ISLNK(info.external_attr >> 16):
+        elif stat.S_ISLNK(info.external_attr >> 16):
             problems.append(f"{name}: symbolic links are not allowed in wheels")
         elif info.flag_bits & 0x1:
             problems.append(f"{name}: encrypted member")
@@ -228,9 +238,32 @@ def _members(archive: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
                 f"{name}: compression method {info.compress_type} (wheels use stored or deflate)"
             )
         files.append(info)
+    if windows:
+        names = (i.filename.rstrip("/") for i in archive.infolist())
+        problems += [
+            f"{p} differ only in case (one file on Windows)" for p in case_collisions(names)
+        ]
     if problems:
         raise PackagingError("invalid wheel members", path=path, problems=problems)
     return files
+
+
+def _raw_name(info: zipfile.ZipInfo) -> str | None:
+    """A name stored without the UTF-8 flag, whose bytes are not UTF-8, shown as
+    ``'bad\\xff.py'`` (``zipfile`` decodes such names as cp437, and refuses a flagged name
+    that is not UTF-8 itself); None for a UTF-8 name."""
+    if info.flag_bits & _FLAG_UTF8 or info.orig_filename.isascii():
+        return None
+    raw = info.orig_filename.encode("cp437")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _shown_bytes(raw)
+    return None
+
+
+def _shown_bytes(raw: bytes) -> str:
+    return "'" + raw.decode("utf-8", "backslashreplace") + "'"
 
 
 def _check_sizes(infos: list[zipfile.ZipInfo], limits: Limits, path: Path) -> None:

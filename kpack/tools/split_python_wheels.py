@@ -32,7 +32,7 @@ from kpack.archive import Scheme
 from kpack.boundary import guarded
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, UsageError
-from kpack.safepath import windows_name_problem
+from kpack.safepath import case_collisions, windows_name_problem, windows_platform
 from kpack.tempdirs import make_temp_dir, temp_dir_name
 from kpack.tools._wheel_bundles import (
     bundle_key,
@@ -165,6 +165,7 @@ def _split(
     moved = frozenset(d.entry.arcname for d in plan.databases)
     layout = host_layout(wheel, kernels.stripped, moved)
     _check_disjoint(layout.arcnames, groups)
+    _check_windows_cases(wheel, layout.arcnames, groups)
     extras = extra_requirements(options.device_package_prefix, version, groups)
     where = f"{wheel.dist_info}/METADATA"
     host = write_split_wheel(
@@ -192,7 +193,7 @@ def _split(
 def _check_windows_names(wheel: InputWheel, archives: Sequence[ArchiveFile]) -> None:
     """A Windows wheel cannot hold ``…_gfx90a:xnack+.kpack`` (``:`` opens an NTFS stream;
     neither TheRock nor rocm-kpack defines another spelling): one error, nothing written."""
-    if "win" not in wheel.tag:
+    if not windows_platform(wheel.tag):
         return
     bad = sorted(a.arcname for a in archives if windows_name_problem(a.arcname) is not None)
     if bad:
@@ -200,6 +201,24 @@ def _check_windows_names(wheel: InputWheel, archives: Sequence[ArchiveFile]) -> 
             f"{wheel.path.name}: a Windows wheel would hold archive names with ':', which "
             "Windows file systems reject (code for feature-qualified targets)",
             problems=bad,
+        )
+
+
+def _check_windows_cases(
+    wheel: InputWheel, host: frozenset[str], groups: dict[str, list[Member]]
+) -> None:
+    """Installed together on Windows, the host and device wheels must not hold two names
+    that differ only in case (NTFS keeps one file for both): one error, nothing written."""
+    if not windows_platform(wheel.tag):
+        return
+    installed = sorted({wheel.install_path(n) for n in host})
+    installed += [m.arcname for _, members in sorted(groups.items()) for m in members]
+    pairs = case_collisions(installed)
+    if pairs:
+        raise PackagingError(
+            "the split wheels would install names that differ only in case (one file on Windows)",
+            path=wheel.path,
+            problems=pairs,
         )
 
 

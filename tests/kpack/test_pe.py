@@ -493,3 +493,34 @@ def test_a_win_amd64_wheel_with_feature_qualified_code_is_refused(tmp_path: Path
         spw.split_wheel(wheel, out, spw.SplitOptions("torch/", "amd-torch-device", None))
     assert "torch/.kpack/torch_gfx90a:xnack+.kpack" in str(info.value)
     assert not out.exists()
+
+
+def test_split_outputs_for_windows_whose_names_differ_only_in_case_are_refused(
+    tmp_path: Path,
+) -> None:
+    """The input's ``torch/.KPACK/`` and the device wheels' ``torch/.kpack/`` would be one
+    directory on NTFS: one error naming both, nothing written."""
+    from bundle_fixtures import sample_bundle
+
+    from kpack.errors import PackagingError
+    from kpack.tools import split_python_wheels as spw
+    from kpack.wheelfile import Member, write_wheel
+
+    dll = build_pe(tmp_path / "pe" / "x.dll", [sample_bundle(["gfx1100"])])
+    wheel = write_wheel(
+        tmp_path / "in",
+        dist_name="torch",
+        version="2.9.0",
+        tag="cp311-cp311-win_amd64",
+        members=[Member("torch/lib/x.dll", dll), Member("torch/.KPACK/notes.txt", b"notes")],
+        metadata=b"Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n",
+    ).path
+    out = tmp_path / "out"
+    with pytest.raises(PackagingError) as info:
+        spw.split_wheel(wheel, out, spw.SplitOptions("torch/", "amd-torch-device", None))
+    assert str(info.value) == (
+        f"{wheel}: the split wheels would install names that differ only in case (one file on "
+        "Windows)\n  - 'torch/.KPACK' and 'torch/.kpack'"
+    )
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "pe"]

@@ -127,7 +127,20 @@ def test_non_utf8_name(plain: bytes, tmp_path: Path) -> None:
     cd = _cd_offset(plain)
     struct.pack_into("<H", data, cd + 8, 0x800)  # names are UTF-8 ...
     data[cd + 46] = 0xFF  # ... but this one is not
-    _fails(tmp_path, bytes(data), "damaged wheel")
+    _fails(tmp_path, bytes(data), "damaged wheel: member name '\\xfforch/", "is not valid UTF-8")
+
+
+def test_non_utf8_name_without_the_utf8_flag(tmp_path: Path) -> None:
+    """zipfile reads a name without the UTF-8 flag as cp437 (any bytes pass); the wheel
+    format says names are UTF-8, so bytes that are not are refused, naming the member."""
+    data = _zip([("torch/badX.py", b"x")])
+    assert data.count(b"torch/badX.py") == 2  # the local header and the central directory
+    _fails(
+        tmp_path,
+        data.replace(b"badX", b"bad\xff"),
+        "member name 'torch/bad\\xff.py'",
+        "is not valid UTF-8",
+    )
 
 
 @pytest.mark.parametrize(
@@ -308,3 +321,52 @@ def test_shake_record_hash_on_the_command_line(
     assert err.count("\n") == 1 and err.startswith(f"error: {wheel}: bad RECORD ("), err
     assert f"{MEMBER}: hash algorithm 'shake_128' is not allowed" in err
     assert _snapshot(tmp_path) == before
+
+
+# --- names of a Windows wheel -----------------------------------------------------------------
+
+WIN = "torch-2.9.0-py3-none-win_amd64.whl"
+
+
+def _wheel_with(tmp_path: Path, tag: str, members: list[tuple[str, bytes]]) -> Path:
+    from wheel_fixtures import metadata
+
+    from kpack.wheelfile import Member, write_wheel
+
+    result = write_wheel(
+        tmp_path / tag,
+        dist_name="torch",
+        version="2.9.0",
+        tag=tag,
+        members=[Member(name, data) for name, data in members],
+        metadata=metadata(),
+    )
+    return result.path
+
+
+@pytest.mark.parametrize(
+    ("members", "pair"),
+    [
+        ([("torch/Foo.py", b"a"), ("torch/foo.py", b"b")], "'torch/Foo.py' and 'torch/foo.py'"),
+        ([("torch/A/x.py", b"a"), ("torch/a/y.py", b"b")], "'torch/A' and 'torch/a'"),
+        ([("Torch/x.py", b"a"), ("torch/y.py", b"b")], "'Torch' and 'torch'"),
+    ],
+)
+def test_names_differing_only_in_case_in_a_windows_wheel(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], members: list[tuple[str, bytes]], pair: str
+) -> None:
+    wheel = _wheel_with(tmp_path, "py3-none-win_amd64", members)
+    before = _snapshot(tmp_path)
+    rc = cli.main([*SPLIT, "--input", str(wheel), "--output-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert (
+        err == f"error: {wheel}: invalid wheel members; {pair} differ only in case (one "
+        "file on Windows)\n"
+    )
+    assert _snapshot(tmp_path) == before
+    # the same members in a Linux wheel are fine (a case-sensitive file system holds both)
+    linux = _wheel_with(tmp_path, "py3-none-linux_x86_64", members)
+    report = spw.split_wheel(linux, tmp_path / "linux", _options())
+    assert report.unchanged
+    assert (tmp_path / "linux" / linux.name).read_bytes() == linux.read_bytes()
