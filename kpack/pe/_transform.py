@@ -17,8 +17,9 @@ rocm-kpack's COFF layout):
 Refused with one error: PE32 and non-x86-64 images, a ``.hip_fat`` without ``.hipFatB``,
 a wrapper pointer without a DIR64 base relocation in a relocatable image, pointers that do
 not land on a bundle start, any other base relocation or data directory that points into
-``.hip_fat``, a signed image (certificate table), and no room for one more section
-header. The output is written to a temporary sibling, re-read and checked, then renamed.
+``.hip_fat``, a signed image (certificate table), no room for one more section header,
+and a debug directory entry's data or the COFF symbol table (with its string table) past
+the end of the file, which the transform would shift and ship. The output is written to a temporary sibling, re-read and checked, then renamed.
 """
 
 from __future__ import annotations
@@ -373,6 +374,7 @@ def _plan(
 ) -> PeTransformPlan:
     image, fatbin, path = fat.image, fat.fatbin, fat.path
     debug = list(debug_entries(image, data))
+    _check_debug_data(image, debug)
     problems = _references_into(fat, data, debug)
     if problems:
         raise TransformError(
@@ -425,6 +427,7 @@ def _plan(
             raise TransformError(
                 "the COFF symbol table lies inside the sections; cannot move it", path=path
             )
+        _check_symbol_table(image, data)
         patches.append((coff + 8, struct.pack("<I", image.symbol_table + overlay)))
     opt = image.opt_offset
     initialized = image.size_of_initialized_data + marker_raw
@@ -455,10 +458,52 @@ def _plan(
     )  # fmt: skip
 
 
+def _check_symbol_table(image: PeImage, data: Buffer) -> None:
+    """The COFF symbol table (``PointerToSymbolTable``, 18 bytes a symbol) and the string
+    table after it must lie in the file: they move with the bytes after the sections, and
+    a pointer past the end would be shifted and shipped, still pointing nowhere."""
+    end = image.symbol_table + 18 * image.symbol_count
+    strings = 4
+    if end + 4 <= image.file_size:
+        (strings,) = struct.unpack("<I", bytes(data[end : end + 4]))
+    if end + max(strings, 4) > image.file_size:
+        raise PeError(
+            f"COFF header: PointerToSymbolTable {image.symbol_table:#x} with NumberOfSymbols "
+            f"{image.symbol_count} and a {max(strings, 4)}-byte string table ends past the "
+            f"end of the file ({image.file_size:#x})",
+            path=image.path,
+        )
+
+
+def _check_debug_data(image: PeImage, debug: Sequence[DebugEntry]) -> None:
+    """Every debug directory entry's data (``PointerToRawData`` + ``SizeOfData``) must lie
+    in the file, and in the sections or after them, not across their end: the transform
+    moves it with the bytes around it."""
+    problems = []
+    for number, entry in enumerate(debug):
+        end = entry.pointer + entry.size
+        where = f"entry {number}: PointerToRawData {entry.pointer:#x}"
+        if not entry.pointer:
+            continue
+        if end > image.file_size:
+            problems.append(
+                f"{where} + SizeOfData {entry.size:#x} ends past the end of the file "
+                f"({image.file_size:#x})"
+            )
+        elif entry.pointer < image.raw_end < end:
+            problems.append(
+                f"{where} + SizeOfData {entry.size:#x} crosses the end of the sections "
+                f"({image.raw_end:#x})"
+            )
+    if problems:
+        raise PeError("malformed debug directory", path=image.path, problems=problems)
+
+
 def _references_into(fat: PeFat, data: Buffer, debug: Sequence[DebugEntry]) -> list[str]:
     """Base relocations (other than the wrapper pointers) whose pointer lands in
     ``.hip_fat``, and data directories that point into it."""
     image, fatbin = fat.image, fat.fatbin
+    cut = fatbin.raw_offset
     wrapper_pointers = frozenset(fat.pointer_rva(w.index) for w in fat.wrappers)
     problems = [
         f"a base relocation at RVA {rva:#x} points into {PE_FATBIN}"
@@ -468,8 +513,11 @@ def _references_into(fat: PeFat, data: Buffer, debug: Sequence[DebugEntry]) -> l
         if size and index != DIR_CERTIFICATE and fatbin.contains_rva(rva):
             problems.append(f"data directory {index} lies in {PE_FATBIN}")
     for entry in debug:
-        if entry.size and fatbin.raw_offset <= entry.pointer < fatbin.raw_offset + fatbin.raw_size:
+        start, end = entry.pointer, entry.pointer + entry.size
+        if entry.size and start and start < fatbin.raw_offset + fatbin.raw_size and end > cut:
             problems.append(f"debug data at file offset {entry.pointer:#x} lies in {PE_FATBIN}")
+        elif entry.size and entry.rva and fatbin.contains_rva(entry.rva):
+            problems.append(f"debug data at RVA {entry.rva:#x} lies in {PE_FATBIN}")
     return problems
 
 

@@ -524,3 +524,91 @@ def test_split_outputs_for_windows_whose_names_differ_only_in_case_are_refused(
     )
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "pe"]
+
+
+# --- file offsets the transform moves: they must lie in the file -------------------------
+
+
+def _debug_entry_offset(pe: pefile.PE) -> int:
+    return int(pe.DIRECTORY_ENTRY_DEBUG[0].struct.get_file_offset())
+
+
+@pytest.mark.parametrize(
+    ("pointer", "size", "problem"),
+    [
+        (lambda n: n + 0x1000, None, "ends past the end of the file"),
+        (lambda n: n - 8, None, "ends past the end of the file"),
+        (lambda n: 0xFFFFFFF0, 0x100, "ends past the end of the file"),
+        # with bytes after the sections: data across their end would be torn apart
+        (lambda n: n - 0x10, 0x100, "crosses the end of the sections"),
+    ],
+)
+def test_debug_data_past_the_end_of_the_file_is_refused(
+    bundles: list[bytes], tmp_path: Path, pointer: object, size: int | None, problem: str
+) -> None:
+    """Today's transform moved such a PointerToRawData and shipped it; it is one error
+    naming the file, the entry and the field, and nothing is written."""
+    src = build_pe(tmp_path / "dbg.dll", bundles[:1], link_flags=("/debug",))
+    length = src.stat().st_size
+    assert callable(pointer)
+
+    def far(data: bytearray, pe: pefile.PE) -> None:
+        at = _debug_entry_offset(pe)
+        struct.pack_into("<I", data, at + 24, pointer(length))
+        if size is not None:
+            struct.pack_into("<I", data, at + 16, size)
+        if problem.startswith("crosses"):
+            data.extend(b"\0" * 0x200)
+
+    patched = _patched(src, tmp_path, far)
+    _refused(patched, tmp_path, PeError, "malformed debug directory")
+    with pytest.raises(PeError) as info:
+        transform_pe(patched, tmp_path / "out.dll", kernel_name="k", search_paths=SEARCH)
+    assert f"entry 0: PointerToRawData {pointer(length):#x} + SizeOfData" in str(info.value)
+    assert problem in str(info.value)
+
+
+@pytest.mark.parametrize("field", ["pointer", "count", "strings"])
+def test_a_coff_symbol_table_past_the_end_of_the_file_is_refused(
+    bundles: list[bytes], tmp_path: Path, field: str
+) -> None:
+    src = build_pe(tmp_path / "dbg.dll", bundles[:1], debug=True, link_flags=("/debug:dwarf",))
+    length = src.stat().st_size
+
+    def far(data: bytearray, pe: pefile.PE) -> None:
+        coff = pe.FILE_HEADER.get_file_offset()
+        table, count = pe.FILE_HEADER.PointerToSymbolTable, pe.FILE_HEADER.NumberOfSymbols
+        if field == "pointer":
+            struct.pack_into("<I", data, coff + 8, length + 0x100)
+        elif field == "count":
+            struct.pack_into("<I", data, coff + 12, 0x10000000)
+        else:  # the string table's size field
+            struct.pack_into("<I", data, table + 18 * count, 0x7FFFFFFF)
+
+    message = (
+        r"COFF header: PointerToSymbolTable 0x[0-9a-f]+ with NumberOfSymbols \d+ and a "
+        rf"\d+-byte string table ends past the end of the file \({length:#x}\)"
+    )
+    _refused(_patched(src, tmp_path, far), tmp_path, PeError, message)
+
+
+def test_kpack_split_artifacts_of_a_pe_with_debug_data_past_its_end(
+    bundles: list[bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kpack.cli import main
+
+    src = build_pe(tmp_path / "dbg.dll", bundles[:1], link_flags=("/debug",))
+
+    def far(data: bytearray, pe: pefile.PE) -> None:
+        struct.pack_into("<I", data, _debug_entry_offset(pe) + 24, len(data) + 0x1000)
+
+    art = tmp_path / "blas_lib_generic"
+    (art / "blas/stage/bin").mkdir(parents=True)
+    (art / "artifact_manifest.txt").write_text("blas/stage\n")
+    shutil.copy2(_patched(src, tmp_path, far), art / "blas/stage/bin/rocblas.dll")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    rc = main(["split-artifacts", "--artifact-dir", str(art), "--output-dir", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1 and err.startswith("error: "), err
+    assert "rocblas.dll: malformed debug directory; entry 0: PointerToRawData" in err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
