@@ -6,7 +6,9 @@ TheRock's authoritative ``therock_amdgpu_targets.cmake`` instead.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,7 @@ import yaml
 from kpack.artifact_names import base_target, is_isa_target
 from kpack.errors import ManifestError, UsageError
 
+from ._cmake import CMakeCall, cmake_calls
 from ._data import data_dir
 
 __all__ = [
@@ -31,7 +34,7 @@ __all__ = [
 
 GfxTarget = NewType("GfxTarget", str)
 
-_SINGLE_RE = re.compile(r"^gfx[0-9a-f]+$")
+_SINGLE_RE = re.compile(r"gfx[0-9a-f]+")  # fullmatch: "$" would let "gfx942\n" through
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class FamilyTable:
     def expand(self, family: str) -> tuple[str, ...]:
         if family in self.families:
             return self.families[family]
-        if _SINGLE_RE.match(family) and any(family in t for t in self.families.values()):
+        if _SINGLE_RE.fullmatch(family) and any(family in t for t in self.families.values()):
             return (family,)
         raise UsageError(f"unknown GPU family {family!r} (known to {self.source})")
 
@@ -85,70 +88,91 @@ def load_family_table(path: Path | None = None) -> FamilyTable:
         if not isinstance(name, str) or not isinstance(targets, list) or not targets:
             raise ManifestError(f"families.{name}: expected a non-empty list", path=path)
         for target in targets:
-            if not isinstance(target, str) or not _SINGLE_RE.match(target):
+            if not isinstance(target, str) or not _SINGLE_RE.fullmatch(target):
                 raise ManifestError(f"families.{name}: invalid gfx target {target!r}", path=path)
         table[name] = tuple(sorted(set(targets)))
     return FamilyTable(families=table, source=str(path))
 
 
-_TOKEN_RE = re.compile(r'"[^"]*"|\(|\)|[^\s()"]+')
-_CMAKE_KEYWORDS = frozenset({"FAMILY", "EXCLUDE_TARGET_PROJECTS"})
-
-
 _FAMILY_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_ADD_TARGET = "therock_add_amdgpu_target"
+_CMAKE_KEYWORDS = frozenset({"FAMILY", "EXCLUDE_TARGET_PROJECTS"})
+#: TheRock's file is about 20 KB; anything this large is not it.
+MAX_TARGETS_CMAKE_BYTES = 1 << 20
 
 
-def _cmake_calls(text: str, command: str) -> list[list[str]]:
-    """Argument lists of every ``command(...)`` call (comments stripped, quotes removed)."""
-    text = re.sub(r"#[^\n]*", "", text)
-    tokens = _TOKEN_RE.findall(text)
-    calls: list[list[str]] = []
-    i = 0
-    while i < len(tokens) - 1:
-        if tokens[i] == command and tokens[i + 1] == "(":
-            args: list[str] = []
-            i += 2
-            while i < len(tokens) and tokens[i] != ")":
-                args.append(tokens[i].strip('"'))
-                i += 1
-            calls.append(args)
-        i += 1
-    return calls
+def _read_targets_cmake(path: Path) -> str:
+    """The text of a regular file of at most :data:`MAX_TARGETS_CMAKE_BYTES` (a FIFO or a
+    device is refused without blocking on it)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        with open(os.open(path, flags), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise UsageError("targets CMake file is not a regular file", path=path)
+            data = handle.read(MAX_TARGETS_CMAKE_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read targets CMake file: {exc.strerror}", path=path) from None
+    if len(data) > MAX_TARGETS_CMAKE_BYTES:
+        raise UsageError(
+            f"targets CMake file is larger than {MAX_TARGETS_CMAKE_BYTES} bytes", path=path
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"targets CMake file is not UTF-8 text: {exc}", path=path) from None
+
+
+def _call_families(call: CMakeCall, path: Path) -> tuple[str, tuple[str, ...]]:
+    """(target, its families) of one ``therock_add_amdgpu_target`` call."""
+    if len(call.args) < 2:
+        raise UsageError(
+            f"line {call.line}: {_ADD_TARGET}() needs a gfx target and a product name", path=path
+        )
+    target = call.args[0]
+    if not _SINGLE_RE.fullmatch(target):
+        raise UsageError(f"line {call.line}: {target!r} is not a gfx target (gfxNNN)", path=path)
+    section = None
+    families = []
+    for arg in call.args[2:]:
+        if arg in _CMAKE_KEYWORDS:
+            section = arg
+        elif section == "FAMILY":
+            if not _FAMILY_NAME_RE.fullmatch(arg):
+                raise UsageError(
+                    f"line {call.line}: family name {arg!r} of {target} is not a name "
+                    "(letters, digits, '.', '_', '-'): it becomes part of package and "
+                    "directory names",
+                    path=path,
+                )
+            families.append(arg)
+    return target, tuple(families)
 
 
 def parse_targets_cmake(path: Path) -> FamilyTable:
     """Parse ``therock_add_amdgpu_target(gfxNNN "name" FAMILY a b ... [KEYWORD ...])``.
 
     As in CMake's ``cmake_parse_arguments``, only names after ``FAMILY`` count, and every
-    target is also a family of its own.
+    target is also a family of its own. A call that is not a target declaration, and a
+    target declared twice (TheRock's own ``FATAL_ERROR``), are errors naming the line.
     """
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read targets CMake file: {exc.strerror}", path=path) from exc
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"targets CMake file is not UTF-8 text: {exc}", path=path) from None
+    text = _read_targets_cmake(path)
     families: dict[str, set[str]] = {}
-    for args in _cmake_calls(text, "therock_add_amdgpu_target"):
-        if len(args) < 2 or not _SINGLE_RE.match(args[0]):
+    declared: dict[str, int] = {}
+    for call in cmake_calls(text, source=path, error=UsageError):
+        if call.name != _ADD_TARGET:
             continue
-        target = args[0]
-        families.setdefault(target, set()).add(target)
-        section = None
-        for arg in args[2:]:
-            if arg in _CMAKE_KEYWORDS:
-                section = arg
-            elif section == "FAMILY":
-                if not _FAMILY_NAME_RE.fullmatch(arg):
-                    raise UsageError(
-                        f"family name {arg!r} of {target} is not a name "
-                        "(letters, digits, '.', '_', '-'): it becomes part of package and "
-                        "directory names",
-                        path=path,
-                    )
-                families.setdefault(arg, set()).add(target)
+        target, names = _call_families(call, path)
+        if target in declared:
+            raise UsageError(
+                f"line {call.line}: AMDGPU target {target} already declared on line "
+                f"{declared[target]}",
+                path=path,
+            )
+        declared[target] = call.line
+        for family in (target, *names):
+            families.setdefault(family, set()).add(target)
     if not families:
-        raise UsageError("no therock_add_amdgpu_target(...) calls found", path=path)
+        raise UsageError(f"no {_ADD_TARGET}(...) calls found", path=path)
     return FamilyTable(
         families={k: tuple(sorted(v)) for k, v in sorted(families.items())}, source=str(path)
     )

@@ -112,6 +112,33 @@ def test_targets_cmake_parser(tmp_path: Path) -> None:
     assert table.expand("gfx103X-all") == ("gfx1035",)
 
 
+def test_targets_cmake_read_as_cmake_reads_it(tmp_path: Path) -> None:
+    """What CMake comments out stays out; a ``#`` or ``)`` inside quotes is text; the command
+    name matches in any case."""
+    cmake = tmp_path / "t.cmake"
+    cmake.write_text(
+        '#[[\ntherock_add_amdgpu_target(gfx900 "bracket comment" FAMILY hidden)\n]]\n'
+        'message("# ) therock_add_amdgpu_target(gfx901 x FAMILY hidden)")\n'
+        'THEROCK_ADD_AMDGPU_TARGET(gfx906 "Radeon \\"VII\\" #1 (x)" FAMILY gfx90X-all)\n'
+        'therock_add_amdgpu_target(gfx90a [=[MI210 ]] ")]=] FAMILY "gfx90X-all")\n'
+    )
+    assert dict(parse_targets_cmake(cmake).families) == {
+        "gfx906": ("gfx906",),
+        "gfx90X-all": ("gfx906", "gfx90a"),
+        "gfx90a": ("gfx90a",),
+    }
+
+
+def test_a_target_with_a_trailing_newline(tmp_path: Path) -> None:
+    bad = tmp_path / "t.yaml"
+    bad.write_text('families:\n  x: ["gfx942\\n"]\n')
+    with pytest.raises(ManifestError, match=r"families\.x: invalid gfx target 'gfx942\\n'"):
+        load_family_table(bad)
+    table = load_family_table()
+    with pytest.raises(UsageError, match=r"unknown GPU family 'gfx942\\n'"):
+        table.expand("gfx942\n")
+
+
 def test_bad_yaml_table(tmp_path: Path) -> None:
     bad = tmp_path / "t.yaml"
     bad.write_text("families:\n  x: [notgfx]\n")
