@@ -5,6 +5,10 @@ depend on that machine's GPU (or on ROCM_SDK_TARGET_FAMILY). There are no build
 requirements, so an offline ``pip install --no-index --find-links DIR rocm``
 works. The wheel is ``rocm-<version>-py3-none-any.whl`` with the ``rocm_sdk``
 package and the ``rocm-sdk`` console script, written reproducibly.
+
+A bad input (an unknown ``ROCM_SDK_TARGET_FAMILY``, a ``SOURCE_DATE_EPOCH`` that is no
+time an archive can hold, a wheel directory that cannot be written) fails the hook with
+one ``error:`` line on stderr and exit status 1: what pip and uv show, without a traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ if sys.version_info < (3, 10):  # noqa: UP036 - this is the check
     raise SystemExit(1)
 
 import base64
+import functools
 import gzip
 import hashlib
 import importlib.util
@@ -31,10 +36,11 @@ import os
 import tarfile
 import time
 import zipfile
+from collections.abc import Callable
 from email.parser import HeaderParser
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import rocm_sdk_requires
 
@@ -46,7 +52,37 @@ WHEEL_TAG = "py3-none-any"
 _REPLACED_FIELDS = {"metadata-version", "name", "version", "requires-dist", "provides-extra",
                     "dynamic"}
 _EXCLUDED_PARTS = {"__pycache__", ".git"}
+DEFAULT_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a ZIP entry can hold
+MAX_EPOCH = 0xFFFFFFFF  # 2106-02-07T06:28:15Z, the latest time a gzip header can hold
 ConfigSettings = dict[str, Any] | None
+_Hook = TypeVar("_Hook", bound=Callable[..., Any])
+
+
+class BackendError(Exception):
+    """A bad input of the build: its message is the one line the frontend shows."""
+
+
+def _one_line_errors(hook: _Hook) -> _Hook:
+    """Run ``hook``; a bad input ends the process with one ``error:`` line and status 1.
+
+    Frontends run each hook in a subprocess of its own (PEP 517) and show its output when
+    it fails, so exiting here gives the user that line instead of our traceback.
+    """
+
+    @functools.wraps(hook)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return hook(*args, **kwargs)
+        except BackendError as exc:
+            message = str(exc)
+        except OSError as exc:  # a full disk, an unwritable directory
+            where = exc.filename
+            message = f"{where}: {exc.strerror or exc}" if where is not None else str(exc)
+        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.flush()
+        raise SystemExit(1)
+
+    return run  # type: ignore[return-value]
 
 
 def _load_dist_info() -> ModuleType:
@@ -64,8 +100,29 @@ def _file_version(version: str) -> str:
 
 
 def _timestamp() -> int:
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    return max(int(epoch), 315532800) if epoch.isdigit() else 315532800  # 1980-01-01
+    """``SOURCE_DATE_EPOCH`` (clamped to 1980 at least), else 1980-01-01: the builder's rule."""
+    text = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not text:
+        return DEFAULT_EPOCH
+    try:
+        value = int(text)
+    except ValueError:
+        raise BackendError(
+            f"SOURCE_DATE_EPOCH={_shown(text)} is not an integer (seconds since 1970)"
+        ) from None
+    if value > MAX_EPOCH:
+        raise BackendError(
+            f"SOURCE_DATE_EPOCH={_shown(text)} is after 2106-02-07T06:28:15Z ({MAX_EPOCH}), the "
+            "latest time a gzip header can hold (a time in milliseconds?)"
+        )
+    return max(value, DEFAULT_EPOCH)
+
+
+def _shown(value: str, limit: int = 30) -> str:
+    """``value`` for a one-line message: quoted with escapes, the first characters only."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}... ({len(value)} characters)"
 
 
 def _pkg_info() -> tuple[list[tuple[str, str]], str]:
@@ -86,11 +143,21 @@ _SOURCES = {
 }
 
 
+def resolve(di: ModuleType) -> tuple[str, str]:
+    """(target family, source) of this machine; BackendError naming what is wrong (the
+    message of ``_dist_info`` names the variable and shows its value safely)."""
+    try:
+        family, source = di.resolve_target_family()
+    except ValueError as exc:
+        raise BackendError(str(exc)) from None
+    return str(family), str(source)
+
+
 def selection(di: ModuleType) -> dict[str, str] | None:
     """What this machine resolves to: the target family and where it came from."""
     try:
-        family, source = di.resolve_target_family()
-    except ValueError:
+        family, source = resolve(di)
+    except BackendError:
         return None
     return {"target_family": family, "source": source, "version": di.__version__}
 
@@ -112,7 +179,7 @@ def _selection_note(chosen: dict[str, str] | None) -> str:
 def metadata_text() -> str:
     """The wheel METADATA, with dependencies resolved on this machine."""
     di = _load_dist_info()
-    reqs = rocm_sdk_requires.compute_requirements(di)
+    reqs = rocm_sdk_requires.compute_requirements(di, lambda: resolve(di))
     for note in reqs.notes:
         print(f"rocm: {note}", file=sys.stderr)
     headers, body = _pkg_info()
@@ -162,15 +229,24 @@ def _record_row(arcname: str, data: bytes) -> str:
 
 
 def _write_wheel(path: Path, members: list[tuple[str, bytes, int]], record_name: str) -> None:
+    """Write the wheel to a temporary name beside ``path`` and rename it into place."""
     date_time = time.gmtime(_timestamp())[:6]
     record = "".join(_record_row(name, data) for name, data, _ in members) + f"{record_name},,\n"
-    with zipfile.ZipFile(path, "w") as zf:
-        for name, data, mode in [*members, (record_name, record.encode(), 0o644)]:
-            info = zipfile.ZipInfo(name, date_time=date_time)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.create_system = 3
-            info.external_attr = (0o100000 | mode) << 16
-            zf.writestr(info, data)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with zipfile.ZipFile(partial, "w") as zf:
+            for name, data, mode in [*members, (record_name, record.encode(), 0o644)]:
+                info = zipfile.ZipInfo(name, date_time=date_time)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.create_system = 3
+                info.external_attr = (0o100000 | mode) << 16
+                zf.writestr(info, data)
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        if exc.filename is None:  # a failed write (full disk) names no file
+            exc.filename = str(path)
+        raise
 
 
 def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
@@ -181,9 +257,11 @@ def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list
     return []
 
 
+@_one_line_errors
 def prepare_metadata_for_build_wheel(
     metadata_directory: str, config_settings: ConfigSettings = None
 ) -> str:
+    _timestamp()  # checked before anything is written: build_wheel will stamp with it
     metadata = metadata_text()
     name = f"rocm-{_file_version(_version_of(metadata))}.dist-info"
     target = Path(metadata_directory) / name
@@ -193,6 +271,7 @@ def prepare_metadata_for_build_wheel(
     return name
 
 
+@_one_line_errors
 def build_wheel(
     wheel_directory: str,
     config_settings: ConfigSettings = None,
@@ -218,18 +297,28 @@ def build_wheel(
     return filename
 
 
+@_one_line_errors
 def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
     version = _file_version(_load_dist_info().__version__)
     top = f"rocm-{version}"
     filename = f"{top}.tar.gz"
     Path(sdist_directory).mkdir(parents=True, exist_ok=True)
     mtime = _timestamp()
-    with open(Path(sdist_directory) / filename, "wb") as raw, gzip.GzipFile(
-        fileobj=raw, mode="wb", mtime=mtime
-    ) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for rel, path in _tree_files(ROOT):
-            data = path.read_bytes()
-            info = tarfile.TarInfo(f"{top}/{rel}")
-            info.size, info.mtime, info.mode = len(data), mtime, _mode(path)
-            tar.addfile(info, io.BytesIO(data))
+    path = Path(sdist_directory) / filename
+    partial = path.with_name(f".{filename}.partial")
+    try:
+        with open(partial, "wb") as raw, gzip.GzipFile(
+            fileobj=raw, mode="wb", mtime=mtime
+        ) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for rel, source in _tree_files(ROOT):
+                data = source.read_bytes()
+                info = tarfile.TarInfo(f"{top}/{rel}")
+                info.size, info.mtime, info.mode = len(data), mtime, _mode(source)
+                tar.addfile(info, io.BytesIO(data))
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        if exc.filename is None:  # a failed write (full disk) names no file
+            exc.filename = str(path)
+        raise
     return filename
