@@ -9,18 +9,23 @@ Each shard ran the builder with its own ``--targets``: the generic files (``rocm
 core, libraries, devel, profiler) must be byte-identical in every shard and are taken
 once; device wheels (``rocm_sdk_device_<gfx>``) are united. Errors, all collected and
 reported together: a generic file that differs between shards (both files named) or is
-missing from one; a device wheel present twice with different bytes; more than one version
-or platform; ``--version`` not matching; a missing ``rocm`` sdist, core or libraries wheel;
-with family flags (like the builder, Linux and Windows targets together), an expected
-target without its device wheel. The shards' ``report.json`` files are merged into one
+missing from one; a device wheel present twice with different bytes; two files of one
+project (another build tag or python tag); more than one version or platform; ``--version``
+not matching; a missing ``rocm`` sdist, core or libraries wheel; with family flags (like the
+builder, Linux and Windows targets together), an expected target without its device wheel;
+a file name that is not printable. The shards' ``report.json`` files are merged into one
 ``report.json`` + ``report.md`` equal to an unsharded build's (read next to each shard's
 dist dir, where the builder writes them, or inside it; written next to ``--output``, so the
 output holds distributions only): device rows are united,
 per-target download rows recomputed over every device wheel (a shard's own rows count only
-its share). Without ``report.json`` in some shard the merge is skipped with a notice.
+its share). Without ``report.json`` in some shard the merge is skipped with a notice. A
+report must be a regular file (not a symlink), one per shard, and each row must name a file
+of its kind (a device row: the wheel of its target) and size.
 ``--index`` also writes a PEP 503 simple repository of the result. Outputs are written
-into temporary siblings and renamed into place; they must not exist or be empty, and a
-failure leaves nothing behind.
+into temporary siblings and renamed into place; they must not exist or be empty, must not
+lie inside a shard, and ``--output`` must not sit beside one (its report would be written
+over). A failure or a signal leaves nothing behind: what was moved into place goes again,
+an older report comes back.
 """
 
 from __future__ import annotations
@@ -28,13 +33,15 @@ from __future__ import annotations
 import argparse
 import enum
 import logging
+import math
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +55,7 @@ from packaging.utils import (
     parse_sdist_filename,
     parse_wheel_filename,
 )
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from build_tools.pep503 import file_sha256, write_simple_index
 from build_tools.report import (
@@ -59,6 +66,7 @@ from build_tools.report import (
     render_markdown,
     target_rows,
 )
+from kpack.boundary import os_error_line
 from kpack.errors import PackagingError, UsageError
 from kpack.jsonfile import load_json_object
 from kpack.tempdirs import make_temp_dir, temp_dir_name
@@ -147,6 +155,21 @@ def _classify(path: Path) -> tuple[Kind, str, str, frozenset[str], str | None]:
 
 
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}
+_SHOWN = 160  # characters of a bad value quoted in an error
+
+
+def _shown(value: object) -> str:
+    """``repr`` of a value from an input, cut short: one line of reasonable length."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN else f"{text[: _SHOWN - 3]}..."
+
+
+def _valid(value: object, kind: str) -> bool:
+    if kind == "tuple[str, ...]":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if not isinstance(value, _FIELD_TYPES[kind]) or type(value) is bool:
+        return False
+    return not isinstance(value, float) or math.isfinite(value)  # JSON has no NaN
 
 
 def _rows(doc: Mapping[str, Any], key: str, cls: type[Any], problems: list[str]) -> tuple[Any, ...]:
@@ -160,18 +183,16 @@ def _rows(doc: Mapping[str, Any], key: str, cls: type[Any], problems: list[str])
             problems.append(f"{key}[{i}]: expected an object")
             continue
         values: dict[str, Any] = {}
-        for field in fields(cls):
-            value: Any = row.get(field.name)
-            if field.type == "tuple[str, ...]":
-                valid = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        for column in fields(cls):
+            value: Any = row.get(column.name)
+            if not _valid(value, str(column.type)):
+                problems.append(
+                    f"{key}[{i}].{column.name}: expected {column.type}, got {_shown(value)}"
+                )
+            elif column.type == "tuple[str, ...]":
+                values[column.name] = tuple(value)
             else:
-                valid = isinstance(value, _FIELD_TYPES[str(field.type)]) and type(value) is not bool
-            if not valid:
-                problems.append(f"{key}[{i}].{field.name}: expected {field.type}, got {value!r}")
-            elif field.type == "tuple[str, ...]":
-                values[field.name] = tuple(value)
-            else:
-                values[field.name] = float(value) if field.type == "float" else value
+                values[column.name] = float(value) if column.type == "float" else value
         if len(values) == len(fields(cls)):
             out.append(cls(**values))
     return tuple(out)
@@ -183,10 +204,12 @@ def parse_report(path: Path) -> Report:
     problems: list[str] = []
     mode = doc.get("mode")
     if mode != "kpack":
-        problems.append(f"mode: expected 'kpack', got {mode!r}")
+        problems.append(f"mode: expected 'kpack', got {_shown(mode)}")
     version = doc.get("version")
     if not isinstance(version, str):
-        problems.append(f"version: expected a string, got {version!r}")
+        problems.append(f"version: expected a string, got {_shown(version)}")
+    elif _version(version) is None:
+        problems.append(f"version: not a PEP 440 version: {_shown(version)}")
     device = _rows(doc, "device_wheels", DeviceRow, problems)
     targets = _rows(doc, "targets", TargetRow, problems)
     generic = _rows(doc, "generic", GenericRow, problems)
@@ -195,40 +218,64 @@ def parse_report(path: Path) -> Report:
     return Report(str(version), str(mode), device, targets, generic)
 
 
+def _report_path(directory: Path, inside: Path | None, problems: list[str]) -> Path | None:
+    """A shard's report: next to its dist dir, where the builder writes it, or inside it
+    (a shard from before reports moved out of dist/); a regular file, and only one."""
+    beside = directory.parent / REPORT_JSON
+    if inside is not None and inside.resolve() == beside.resolve():
+        return inside  # the shard is "."
+    try:
+        mode = beside.lstat().st_mode
+    except FileNotFoundError:
+        return inside
+    except OSError as exc:
+        problems.append(f"{beside}: cannot read: {exc.strerror}")
+        return None
+    if stat.S_ISLNK(mode):
+        problems.append(f"{beside}: is a symlink; refusing to read a report from elsewhere")
+    elif not stat.S_ISREG(mode):
+        problems.append(f"{beside}: not a regular file")
+    elif inside is not None:
+        problems.append(f"{inside} and {beside}: two reports for one shard; remove the stale one")
+    else:
+        return beside
+    return None
+
+
 def _list_shard(
     directory: Path, problems: list[str], used: dict[Path, Path]
 ) -> tuple[list[Path], Report | None]:
     try:
         entries = sorted(directory.iterdir())
     except OSError as exc:
-        problems.append(f"{directory}: cannot list: {exc}")
+        problems.append(f"{directory}: cannot list: {exc.strerror or exc}")
         return [], None
     archives: list[Path] = []
-    report = None
-    found: Path | None = None
+    inside: Path | None = None
     for entry in entries:
-        if entry.is_symlink() or not entry.is_file():
+        if not entry.name.isprintable():
+            problems.append(f"{directory}: file name {_shown(entry.name)} is not printable")
+        elif entry.is_symlink() or not entry.is_file():
             problems.append(f"{entry}: unexpected entry (not a regular file)")
         elif entry.name == REPORT_JSON:
-            found = entry  # a shard from before reports moved out of dist/
+            inside = entry
         elif entry.name != REPORT_MD:
             archives.append(entry)
-    beside = directory.parent / REPORT_JSON  # where the builder writes it: next to dist/
-    if found is None and beside.is_file():
-        found = beside
-    if found is not None:
-        other = used.setdefault(found.resolve(), directory)
-        if other != directory:
-            problems.append(
-                f"{found}: the report of both {other} and {directory}; give each "
-                "shard its own directory (SHARD/dist with SHARD/report.json)"
-            )
-            return archives, None
-        try:
-            report = parse_report(found)
-        except PackagingError as exc:
-            problems.append(str(exc))
-    return archives, report
+    found = _report_path(directory, inside, problems)
+    if found is None:
+        return archives, None
+    other = used.setdefault(found.resolve(), directory)
+    if other != directory:
+        problems.append(
+            f"{found}: the report of both {other} and {directory}; give each "
+            "shard its own directory (SHARD/dist with SHARD/report.json)"
+        )
+        return archives, None
+    try:
+        return archives, parse_report(found)
+    except PackagingError as exc:
+        problems.append(str(exc))
+        return archives, None
 
 
 def scan_shards(directories: Sequence[Path], *, jobs: int | None = None) -> tuple[Shard, ...]:
@@ -251,7 +298,7 @@ def scan_shards(directories: Sequence[Path], *, jobs: int | None = None) -> tupl
             digests = dict(zip(paths, pool.map(file_sha256, paths), strict=True))
         sizes = {p: p.stat().st_size for p in paths}
     except OSError as exc:
-        raise PackagingError(f"cannot read shard file: {exc}") from exc
+        raise PackagingError(f"cannot read shard file: {exc.strerror}", path=exc.filename) from exc
     return tuple(
         Shard(
             Path(directory),
@@ -286,11 +333,18 @@ def _one_version(shards: Sequence[Shard], wanted: str | None, problems: list[str
     return version
 
 
-def _normal(version: str) -> str:
+def _version(text: str) -> Version | None:
+    """``text`` as a PEP 440 version, None when it is none (a number over Python's
+    4300-digit limit is a bare ValueError from packaging, not InvalidVersion)."""
     try:
-        return str(Version(version))
-    except InvalidVersion:
-        return version
+        return Version(text)
+    except ValueError:  # InvalidVersion is one too
+        return None
+
+
+def _normal(version: str) -> str:
+    parsed = _version(version)
+    return version if parsed is None else str(parsed)
 
 
 def _one_platform(shards: Sequence[Shard], problems: list[str]) -> None:
@@ -338,6 +392,16 @@ def _merge_device(shards: Sequence[Shard], problems: list[str]) -> list[DistFile
     return list(first.values())
 
 
+def _one_file_per_project(files: Sequence[DistFile], problems: list[str]) -> None:
+    """Two wheels of one project (another build tag, python tag or spelling of the name)
+    would both land in the index, and pip would pick either."""
+    seen: dict[tuple[str, bool], DistFile] = {}
+    for f in sorted(files, key=lambda f: f.name):
+        kept = seen.setdefault((f.project, f.name.endswith(".whl")), f)
+        if kept is not f:
+            problems.append(f"two files of {f.project}: {kept.path} and {f.path}")
+
+
 def _check_required(files: Sequence[DistFile], devel_seen: bool, problems: list[str]) -> None:
     have = {(f.project, f.name.endswith(".whl")) for f in files}
     if (META_SDIST, False) not in have:
@@ -373,6 +437,7 @@ def plan_assembly(
     found = _one_version(shards, version, problems)
     _one_platform(shards, problems)
     files = _merge_generic(shards, problems) + _merge_device(shards, problems)
+    _one_file_per_project(files, problems)
     devel_seen = any(f.project == DEVEL for s in shards for f in s.files)
     _check_required(files, devel_seen, problems)
     notices: list[str] = []
@@ -423,13 +488,7 @@ def _merge_reports(
         for s in shards[1:]
         if s.report is not None and reports[0].generic != s.report.generic
     ]
-    by_name = {f.name: f for f in files}
-    for row in (*device, *generic):
-        f = by_name.get(row.wheel)
-        if f is None:
-            problems.append(f"report.json lists {row.wheel}, which no shard holds")
-        elif f.size != row.size:
-            problems.append(f"report.json: {row.wheel} size {row.size}, but the file has {f.size}")
+    _check_rows(files, device, generic, problems)
     problems += [
         f"report.json has no device_wheels row for {f.name}"
         for f in files
@@ -437,6 +496,31 @@ def _merge_reports(
     ]
     device.sort(key=lambda r: (r.target, r.wheel))
     return Report(version, "kpack", tuple(device), _target_rows(files), reports[0].generic)
+
+
+def _check_rows(
+    files: Sequence[DistFile],
+    device: Sequence[DeviceRow],
+    generic: Sequence[GenericRow],
+    problems: list[str],
+) -> None:
+    """Every row names a file of its kind (a device row: of its target) and its size."""
+    by_name = {f.name: f for f in files}
+    rows: list[DeviceRow | GenericRow] = [*device, *generic]
+    for row in rows:
+        f = by_name.get(row.wheel)
+        if f is None:
+            problems.append(f"report.json lists {_shown(row.wheel)}, which no shard holds")
+            continue
+        if f.size != row.size:
+            problems.append(f"report.json: {row.wheel} size {row.size}, but the file has {f.size}")
+        if isinstance(row, GenericRow) and f.kind is Kind.DEVICE:
+            problems.append(f"report.json: generic row for the device wheel {row.wheel}")
+        elif isinstance(row, DeviceRow) and f.target != _device_target(row.target):
+            problems.append(
+                f"report.json: device row for {row.wheel} names target {_shown(row.target)}"
+                + (f", the wheel's is {f.target}" if f.target else ", but it is no device wheel")
+            )
 
 
 # --- render and write -----------------------------------------------------------------
@@ -470,23 +554,92 @@ def _populate(plan: AssemblyPlan, into: Path) -> None:
         _link_or_copy(f.path, into / f.name)
 
 
-def _write_reports(plan: AssemblyPlan, output: Path) -> None:
-    """The merged report next to the output dist (never inside it: dist/ holds
-    distributions only, so ``twine upload dist/*`` works as is)."""
+def _report_files(plan: AssemblyPlan) -> dict[str, str]:
+    """The merged report, by file name (none when the merge was skipped)."""
     if plan.report is None:
-        return
-    for name, text in (
-        (REPORT_JSON, plan.report.to_json()),
-        (REPORT_MD, render_markdown(plan.report)),
-    ):
-        final = output.parent / name
-        tmp = final.with_name(f".{name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, final)
+        return {}
+    return {REPORT_JSON: plan.report.to_json(), REPORT_MD: render_markdown(plan.report)}
+
+
+def _check_report_places(parent: Path, names: Iterable[str]) -> None:
+    for name in names:
+        place = parent / name
+        if place.is_dir() and not place.is_symlink():
+            raise UsageError("is a directory, where the merged report goes", path=place)
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """The directories ``mkdir -p path`` would make, outermost first."""
+    missing = []
+    for directory in (path, *path.parents):
+        if directory.exists() or directory.is_symlink():
+            break
+        missing.append(directory)
+    return missing[::-1]
+
+
+@dataclass
+class _Undo:
+    """What a failed :func:`write_assembly` takes back: the reports it moved in (the old
+    ones back), its temporary dirs, the outputs it had put in place (left as they were
+    found: absent or empty) and the parents it made."""
+
+    reports: list[tuple[Path, Path | None]] = field(default_factory=list)  # (final, old)
+    temps: list[Path] = field(default_factory=list)
+    placed: list[tuple[Path, bool]] = field(default_factory=list)  # (dir, existed empty)
+    made: list[Path] = field(default_factory=list)
+
+    def place(self, directory: Path) -> None:
+        self.placed.append((directory, directory.is_dir()))
+
+    def make_parents(self, path: Path) -> None:
+        """``mkdir -p path``, each new directory noted before it is made."""
+        self.made += _missing_dirs(path)
+        path.mkdir(parents=True, exist_ok=True)
+
+    def run(self) -> None:
+        for final, old in reversed(self.reports):
+            with suppress(OSError):
+                if old is None:
+                    final.unlink()
+                else:
+                    os.replace(old, final)
+        for temp in self.temps:
+            shutil.rmtree(temp, ignore_errors=True)
+        for directory, existed in reversed(self.placed):
+            shutil.rmtree(directory, ignore_errors=True)
+            if existed:
+                with suppress(OSError):
+                    directory.mkdir()
+        for directory in reversed(self.made):
+            with suppress(OSError):
+                directory.rmdir()
+
+
+def _stage_reports(reports: Mapping[str, str], into: Path) -> None:
+    for name, text in reports.items():
+        (into / name).write_text(text, encoding="utf-8")
+
+
+def _move_reports(names: Iterable[str], staged: Path, parent: Path, undo: _Undo) -> None:
+    """Move the staged reports into ``parent``; a report there before is kept in ``staged``
+    until the end, for :class:`_Undo`."""
+    for name in names:
+        final, old = parent / name, staged / f"{name}.old"
+        undo.reports.append((final, old))  # before the rename: a signal may come after it
+        try:
+            os.rename(final, old)
+        except FileNotFoundError:
+            undo.reports[-1] = (final, None)
+        os.replace(staged / name, final)
 
 
 def write_assembly(plan: AssemblyPlan, output: Path, *, index: Path | None = None) -> None:
-    """Write the merged dist (and the PEP 503 index) atomically: all or nothing."""
+    """Write the merged dist (and the PEP 503 index) atomically: all or nothing.
+
+    The merged report goes next to the output dist (never inside it: dist/ holds
+    distributions only, so ``twine upload dist/*`` works as is); it is written beside
+    the dist first and moved into place last."""
     output, index = Path(output), Path(index) if index is not None else None
     _check_free(output, "--output")
     if index is not None:
@@ -494,25 +647,32 @@ def write_assembly(plan: AssemblyPlan, output: Path, *, index: Path | None = Non
         out_abs, index_abs = output.resolve(), index.resolve()
         if index_abs == out_abs or out_abs in index_abs.parents or index_abs in out_abs.parents:
             raise UsageError("--index and --output must be separate directories", path=index)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    reports = _report_files(plan)
+    _check_report_places(output.parent, reports)
+    undo = _Undo()
     tmp = temp_dir_name(output.parent, f".{output.name}.", ".tmp")
-    index_done = False
+    staged = temp_dir_name(output.parent, f".{output.name}.report.", ".tmp")
     try:
+        undo.make_parents(output.parent)
+        undo.temps += [tmp, staged]
         _populate(plan, make_temp_dir(tmp))
         tmp.chmod(0o755)
+        _stage_reports(reports, make_temp_dir(staged))
         if index is not None:
+            undo.make_parents(index.parent)
+            undo.place(index)
             write_simple_index(tmp, index, digests={f.name: f.sha256 for f in plan.files})
-            index_done = True
+        undo.place(output)
         with suppress(FileNotFoundError):
             output.rmdir()  # empty, checked above
         tmp.rename(output)
-        _write_reports(plan, output)
+        _move_reports(reports, staged, output.parent, undo)
+        shutil.rmtree(staged)
     except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if index_done and index is not None:
-            shutil.rmtree(index, ignore_errors=True)
+        undo.run()
         if isinstance(exc, OSError):
-            raise PackagingError(f"cannot write the output: {exc}", path=output) from exc
+            line = os_error_line(exc)
+            raise PackagingError(f"cannot write the output: {line}", path=output) from exc
         raise
 
 
@@ -549,6 +709,22 @@ def _expected(args: argparse.Namespace) -> tuple[str, ...] | None:
     return table.expand_all(families) if families else None  # UsageError if unknown
 
 
+def _check_apart(dirs: Sequence[Path], output: Path, index: Path | None) -> None:
+    """The outputs stay out of the shards: neither inside one, nor ``--output`` beside one
+    (the merged report next to it would replace, or become, that shard's report)."""
+    out = output.resolve()
+    for directory in dirs:
+        shard = directory.resolve()
+        for flag, path in (("--output", output), ("--index", index)):
+            if path is not None and shard in (path.resolve(), *path.resolve().parents):
+                raise UsageError(f"{flag} {path} is inside the shard {directory}")
+        if out.parent == shard.parent:
+            raise UsageError(
+                f"--output {output} is beside the shard {directory}: the merged "
+                f"{REPORT_JSON} would be written over that shard's report"
+            )
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -557,16 +733,17 @@ def run(argv: Sequence[str] | None = None) -> int:
     )
     version = None
     if args.version is not None and args.version.strip():
-        try:
-            version = str(Version(args.version.strip()))
-        except InvalidVersion as exc:
-            raise UsageError(f"--version {args.version!r} is not a PEP 440 version") from exc
+        parsed = _version(args.version.strip())
+        if parsed is None:
+            raise UsageError(f"--version {_shown(args.version)} is not a PEP 440 version")
+        version = str(parsed)
     dirs = [Path(d) for d in args.input]
     problems = [f"{d}: not a directory" for d in dirs if not d.is_dir()]
     resolved = [d.resolve() for d in dirs]
     problems += [f"{d}: given twice" for i, d in enumerate(dirs) if resolved[i] in resolved[:i]]
     if problems:
         raise UsageError("bad --input", problems=problems)
+    _check_apart(dirs, args.output, args.index)
     expected = _expected(args)
     plan = plan_assembly(scan_shards(dirs), expected_targets=expected, version=version)
     for notice in plan.notices:

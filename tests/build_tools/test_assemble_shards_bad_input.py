@@ -1,0 +1,452 @@
+"""Hostile and careless input to assemble-shards (issue 20): shard dirs, their reports, the
+output places and ``--targets-cmake``. Each case gives one ``error:`` line naming the input
+and what is wrong, exit status 1, and leaves every file under the test's temp dir (the
+shards, the output and everything around them) as it was."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from build_tools import assemble_shards
+from build_tools.assemble_shards import main
+from kpack.tempdirs import make_temp_dir
+
+from .test_assemble_shards import TAG, VERSION, make_shard
+
+REPO = Path(__file__).resolve().parents[2]
+DEVICE = f"rocm_sdk_device_gfx1200-{VERSION}-{TAG}.whl"
+CORE = f"rocm_sdk_core-{VERSION}-{TAG}.whl"
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, bytes | str | None]]:
+    out: dict[str, tuple[int, bytes | str | None]] = {}
+    for p in sorted(root.rglob("*")):
+        mode = p.lstat().st_mode
+        if p.is_symlink():
+            content: bytes | str | None = os.readlink(p)
+        elif p.is_file():
+            content = p.read_bytes()
+        else:
+            content = None
+        out[str(p.relative_to(root))] = (mode, content)
+    return out
+
+
+def _error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def _fails(root: Path, argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
+    """Run the CLI on ``argv``: status 1, one error line holding ``needles``, and nothing
+    under ``root`` changed."""
+    before = _snapshot(root)
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    _error_line(err)
+    for needle in needles:
+        assert needle in err, err
+    assert _snapshot(root) == before
+    return err
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> tuple[Path, Path]:
+    """Two shards as the builder writes them: ``S/dist`` with ``S/report.json``."""
+    return make_shard(tmp_path / "a", ("gfx1200",)), make_shard(tmp_path / "b", ("gfx1201",))
+
+
+def _argv(a: Path, b: Path, out: Path, *extra: str | Path) -> list[str]:
+    return [str(x) for x in ("--input", a, "--input", b, "--output", out, *extra)]
+
+
+def _edit_report(shard: Path, edit: Callable[[dict[str, object]], None]) -> None:
+    path = shard.parent / "report.json"
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+
+
+# --- the shards' reports --------------------------------------------------------------------
+
+
+def _set(key: str, index: int, field: str, value: object) -> Callable[[dict[str, object]], None]:
+    def edit(doc: dict[str, object]) -> None:
+        rows = doc[key]
+        assert isinstance(rows, list)
+        rows[index][field] = value
+
+    return edit
+
+
+def _set_version(value: str) -> Callable[[dict[str, object]], None]:
+    def edit(doc: dict[str, object]) -> None:
+        doc["version"] = value
+
+    return edit
+
+
+HUGE_VERSION = "1.0.dev" + "9" * 5000  # packaging: ValueError, not InvalidVersion
+
+
+REPORT_CASES: dict[str, tuple[Callable[[dict[str, object]], None], str]] = {
+    # json reads NaN, which is no JSON and no number a report can hold
+    "nan": (
+        _set("targets", 0, "saving", float("nan")),
+        "targets[0].saving: expected float, got nan",
+    ),
+    "infinite": (_set("targets", 0, "saving", float("inf")), "expected float, got inf"),
+    "version-not-pep440": (
+        _set_version("1.0\nerror: a second line"),
+        r"version: not a PEP 440 version: '1.0\nerror: a second line'",
+    ),
+    "version-over-the-digit-limit": (
+        _set_version(HUGE_VERSION),
+        "version: not a PEP 440 version: '1.0.dev999",
+    ),
+    "device-row-other-target": (
+        _set("device_wheels", 0, "target", "gfx942\n| x |"),
+        f"device row for {DEVICE} names target 'gfx942\\n| x |', the wheel's is gfx1200",
+    ),
+    "device-row-of-a-generic-wheel": (
+        _set("device_wheels", 0, "wheel", CORE),
+        f"device row for {CORE} names target 'gfx1200', but it is no device wheel",
+    ),
+    "generic-row-of-a-device-wheel": (
+        _set("generic", 0, "wheel", DEVICE),
+        f"generic row for the device wheel {DEVICE}",
+    ),
+    "row-names-no-file": (
+        _set("generic", 0, "wheel", "x\n" * 3),
+        r"report.json lists 'x\nx\nx\n', which no shard holds",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REPORT_CASES))
+def test_bad_report(
+    case: str, shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    edit, needle = REPORT_CASES[case]
+    _edit_report(a, edit)
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, needle)
+
+
+def test_a_huge_bad_value_is_shown_short(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    _edit_report(a, _set("device_wheels", 0, "size", "9" * 1_000_000))
+    err = _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, "device_wheels[0].size")
+    assert max(len(line) for line in err.splitlines()) < 300
+
+
+def test_a_report_beside_that_is_a_symlink(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    elsewhere = tmp_path / "elsewhere.json"
+    (a.parent / "report.json").rename(elsewhere)
+    (a.parent / "report.json").symlink_to(elsewhere)
+    needle = f"{a.parent / 'report.json'}: is a symlink; refusing to read a report from elsewhere"
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, needle)
+
+
+def test_a_report_beside_that_is_a_directory(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    (a.parent / "report.json").unlink()
+    (a.parent / "report.json").mkdir()
+    needle = f"{a.parent / 'report.json'}: not a regular file"
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, needle)
+
+
+def test_two_reports_for_one_shard(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    (a / "report.json").write_bytes((a.parent / "report.json").read_bytes())
+    needle = f"{a / 'report.json'} and {a.parent / 'report.json'}: two reports for one shard"
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, needle)
+
+
+def _run_cli(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """In a child, so an input that blocks fails the test instead of hanging it."""
+    script = REPO / "build_tools" / "assemble_shards.py"
+    return subprocess.run(
+        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_report_beside_that_is_a_fifo(shards: tuple[Path, Path], tmp_path: Path) -> None:
+    a, b = shards
+    (a.parent / "report.json").unlink()
+    os.mkfifo(a.parent / "report.json")
+    before = _snapshot(tmp_path)
+    proc = _run_cli(_argv(a, b, tmp_path / "out"))
+    assert proc.returncode == 1, proc.stderr
+    assert _error_line(proc.stderr) == "error: invalid shard input", proc.stderr
+    assert f"  - {a.parent / 'report.json'}: not a regular file" in proc.stderr
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_version_flag_over_the_digit_limit(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    argv = _argv(a, b, tmp_path / "out", "--version", HUGE_VERSION)
+    err = _fails(tmp_path, argv, capsys, "error: --version '1.0.dev999")
+    assert "is not a PEP 440 version" in err and len(err) < 300
+
+
+# --- the shards' files ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        (b"evil\nerror: x.whl", r"'evil\nerror: x.whl'"),
+        (DEVICE.encode() + b"\n", repr(DEVICE + "\n")),
+        (b"\xff.whl", r"'\udcff.whl'"),
+    ],
+)
+def test_a_file_name_that_is_not_printable(
+    name: bytes,
+    shown: str,
+    shards: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a, b = shards
+    with open(os.fsencode(a) + b"/" + name, "wb"):
+        pass
+    needle = f"{a}: file name {shown} is not printable"
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, needle)
+
+
+def test_two_wheels_of_one_project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # without reports: the report check would not catch it either
+    a = make_shard(tmp_path / "a", ("gfx1200",), report=False)
+    b = make_shard(tmp_path / "b", ("gfx1201",), report=False)
+    other = f"rocm_sdk_device_gfx1200-{VERSION}-1-{TAG}.whl"  # a build tag
+    (b / other).write_bytes((a / DEVICE).read_bytes())
+    needle = f"two files of rocm-sdk-device-gfx1200: {b / other} and {a / DEVICE}"
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, needle)
+
+
+# --- where the output goes -------------------------------------------------------------------
+
+
+def test_output_inside_a_shard(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    out = a / "merged"
+    _fails(tmp_path, _argv(a, b, out), capsys, f"--output {out} is inside the shard {a}")
+
+
+def test_index_inside_a_shard(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    index = b / "simple"
+    argv = _argv(a, b, tmp_path / "out", "--index", index)
+    _fails(tmp_path, argv, capsys, f"--index {index} is inside the shard {b}")
+
+
+def test_output_beside_a_shard_would_replace_its_report(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    out = a.parent / "merged"  # its report.json would be a's report.json
+    needle = f"--output {out} is beside the shard {a}: the merged report.json would be written"
+    _fails(tmp_path, _argv(a, b, out), capsys, needle)
+
+
+def test_the_report_place_is_a_directory(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    (tmp_path / "m" / "report.md").mkdir(parents=True)
+    needle = f"{tmp_path / 'm' / 'report.md'}: is a directory, where the merged report goes"
+    argv = _argv(a, b, tmp_path / "m" / "dist", "--index", tmp_path / "index")
+    _fails(tmp_path, argv, capsys, needle)
+
+
+@pytest.mark.parametrize("before", ["nothing", "empty-output", "old-reports"])
+@pytest.mark.parametrize("failure", ["disk-full", "interrupt"])
+def test_a_failure_at_the_last_step_takes_everything_back(
+    failure: str,
+    before: str,
+    shards: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The dist, the index and report.json are in place when report.md fails to move
+    there: all go again (an older report comes back), as do the parents made for them."""
+    a, b = shards
+    out, index = tmp_path / "new" / "deep" / "dist", tmp_path / "new2" / "index"
+    if before == "empty-output":
+        out.mkdir(parents=True)
+    elif before == "old-reports":
+        out.parent.mkdir(parents=True)
+        (out.parent / "report.json").write_text("old json")
+        (out.parent / "report.md").write_text("old md")
+    moved: list[Path] = []
+
+    def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if Path(src).name == "report.md":  # the new one (taking back moves report.md.old)
+            if failure == "interrupt":
+                raise KeyboardInterrupt
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(dst))
+        if Path(src).name == "report.json":
+            moved.append(Path(dst))
+        os.rename(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    snapshot = _snapshot(tmp_path)
+    rc = main(_argv(a, b, out, "--index", index))
+    err = capsys.readouterr().err
+    assert moved == [out.parent / "report.json"]
+    if failure == "interrupt":
+        assert rc == 130, err
+    else:
+        assert rc == 1, err
+        line = _error_line(err)
+        assert f"{out}: cannot write the output: {out.parent / 'report.md'}: No space" in line
+    assert _snapshot(tmp_path) == snapshot
+
+
+# --- --targets-cmake ------------------------------------------------------------------------
+
+GOOD_CALL = 'therock_add_amdgpu_target(gfx1200 "RX 9060" FAMILY gfx120X-all)\n'
+CMAKE_CASES: dict[str, tuple[str, str]] = {
+    "unterminated-quote": (
+        GOOD_CALL + 'therock_add_amdgpu_target(gfx1201 "RX 9070 FAMILY gfx120X-all)\n',
+        'line 2: unterminated quoted argument (no closing ")',
+    ),
+    "unterminated-call": (
+        GOOD_CALL + 'therock_add_amdgpu_target(gfx1201 "RX 9070" FAMILY gfx120X-all\n',
+        "line 2: the call therock_add_amdgpu_target( is never closed",
+    ),
+    "unterminated-bracket-comment": (
+        GOOD_CALL + "#[==[\ntherock_add_amdgpu_target(gfx1201 x)\n]]\n",
+        "line 2: unterminated bracket comment (no closing ]==])",
+    ),
+    "stray-parenthesis": (GOOD_CALL + ")\n", "line 2: ')' without a matching '('"),
+    "target-with-a-newline": (
+        GOOD_CALL + 'therock_add_amdgpu_target("gfx1201\n" x FAMILY gfx120X-all)\n',
+        r"line 2: 'gfx1201\n' is not a gfx target (gfxNNN)",
+    ),
+    "target-from-a-variable": (
+        GOOD_CALL + "therock_add_amdgpu_target(${T} x FAMILY gfx120X-all)\n",
+        "line 2: '${T}' is not a gfx target (gfxNNN)",
+    ),
+    "no-product-name": (
+        GOOD_CALL + "therock_add_amdgpu_target(gfx1201)\n",
+        "line 2: therock_add_amdgpu_target() needs a gfx target and a product name",
+    ),
+    "target-declared-twice": (
+        GOOD_CALL + "\nTHEROCK_ADD_AMDGPU_TARGET(gfx1200 other FAMILY dgpu-all)\n",
+        "line 3: AMDGPU target gfx1200 already declared on line 1",
+    ),
+    "family-in-parentheses": (
+        "therock_add_amdgpu_target(gfx1200 x FAMILY (gfx120X-all))\n",
+        "line 1: family name '(' of gfx1200 is not a name",
+    ),
+    "no-target-at-all": (
+        "# therock_add_amdgpu_target(gfx1200 x)\n",
+        "no therock_add_amdgpu_target",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CMAKE_CASES))
+def test_bad_targets_cmake(
+    case: str, shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    text, needle = CMAKE_CASES[case]
+    cmake = tmp_path / "therock_amdgpu_targets.cmake"
+    cmake.write_text(text)
+    families = ("--targets-cmake", cmake, "--linux-amdgpu-families", "gfx120X-all")
+    _fails(tmp_path, _argv(a, b, tmp_path / "out", *families), capsys, f"{cmake}: {needle}")
+
+
+def test_targets_cmake_too_large(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    cmake = tmp_path / "big.cmake"
+    cmake.write_text(GOOD_CALL + "#" * (1 << 20))
+    families = ("--targets-cmake", cmake, "--linux-amdgpu-families", "gfx120X-all")
+    needle = f"{cmake}: targets CMake file is larger than 1048576 bytes"
+    _fails(tmp_path, _argv(a, b, tmp_path / "out", *families), capsys, needle)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_targets_cmake_not_a_regular_file(
+    kind: str, shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A FIFO would block the read forever, /dev/zero never end it."""
+    a, b = shards
+    cmake = tmp_path / "targets.cmake"
+    if kind == "fifo":
+        os.mkfifo(cmake)
+    elif kind == "directory":
+        cmake.mkdir()
+    else:
+        cmake = Path("/dev/zero")
+    before = _snapshot(tmp_path)
+    families = ("--targets-cmake", cmake, "--linux-amdgpu-families", "gfx120X-all")
+    proc = _run_cli(_argv(a, b, tmp_path / "out", *families))
+    assert proc.returncode == 1, proc.stderr
+    line = _error_line(proc.stderr)
+    reason = (
+        "cannot read targets CMake file: Is a directory"
+        if kind == "directory"
+        else ("targets CMake file is not a regular file")
+    )
+    assert line == f"error: {cmake}: {reason}", line
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("call", [1, 2])
+def test_interrupted_right_after_a_temp_dir_appears(
+    call: int,
+    shards: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The dist's temp dir (1) and the reports' (2), each made, then SIGINT: nothing stays,
+    not even the output's new parent."""
+    calls: list[Path] = []
+
+    def make_then_interrupt(path: Path) -> Path:
+        made = make_temp_dir(path)
+        calls.append(made)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return made
+
+    monkeypatch.setattr(assemble_shards, "make_temp_dir", make_then_interrupt)
+    a, b = shards
+    before = _snapshot(tmp_path)
+    assert main(_argv(a, b, tmp_path / "new" / "dist")) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert len(calls) == call
+    assert _snapshot(tmp_path) == before
