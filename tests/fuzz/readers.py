@@ -277,6 +277,76 @@ def _run_cmake(data: bytes, work: Path) -> None:
     parse_targets_cmake(path)
 
 
+_CMAKE_TOKENS = (
+    *b"therock_add_amdgpu_target( FAMILY gfx1201 EXCLUDE_TARGET_PROJECTS ${T} ( )".split(),
+    *b'#[[ ]] #[==[ ]==] [=[ ]=] # " \\" \\'.split(),
+    b"\n",
+    b"THEROCK_ADD_AMDGPU_TARGET (",
+    b"function(therock_add_amdgpu_target x)",
+)
+
+_SHARD_VERSION = "7.99.0.dev0"
+#: a shard's files: (project, device target, size)
+_SHARD_FILES = (
+    ("rocm", None, 100),
+    ("rocm-sdk-core", None, 1000),
+    ("rocm-sdk-libraries", None, 2000),
+    ("rocm-sdk-device-gfx1200", "gfx1200", 300),
+)
+
+
+def _shard_file_name(project: str) -> str:
+    if project == "rocm":
+        return f"rocm-{_SHARD_VERSION}.tar.gz"
+    return f"{project.replace('-', '_')}-{_SHARD_VERSION}-py3-none-linux_x86_64.whl"
+
+
+def _shard_report_seeds() -> list[bytes]:
+    from build_tools.report import DeviceRow, GenericRow, Report, target_rows
+
+    _, core, libraries, device = (_shard_file_name(project) for project, _, _ in _SHARD_FILES)
+    rows = (DeviceRow("gfx1200", device, 300, 4, 1),)
+    generic = (GenericRow(core, 1000), GenericRow(libraries, 2000))
+    targets = target_rows(3000, [("gfx1200", device, 300)])
+    return [Report(_SHARD_VERSION, "kpack", rows, targets, generic).to_json().encode()]
+
+
+def _run_shard_report(data: bytes, work: Path) -> None:
+    """A shard's report.json, read and merged by assemble-shards against the shard's files
+    (in memory: nothing is written), the merged report rendered."""
+    from build_tools.assemble_shards import DistFile, Kind, Shard, parse_report, plan_assembly
+    from build_tools.report import render_markdown
+
+    (work / "report.json").write_bytes(data)
+    report = parse_report(work / "report.json")
+    files = tuple(
+        DistFile(
+            work / _shard_file_name(project),
+            Kind.DEVICE if target else Kind.GENERIC,
+            project,
+            _SHARD_VERSION,
+            frozenset() if project == "rocm" else frozenset({"linux_x86_64"}),
+            target,
+            size,
+            "0" * 64,
+        )
+        for project, target, size in _SHARD_FILES
+    )
+    plan = plan_assembly([Shard(work, files, report)])
+    if plan.report is not None:
+        render_markdown(plan.report)
+        plan.report.to_json()
+
+
+_SHARD_REPORT_TOKENS = (
+    *b'"device_wheels" "targets" "generic" "wheel" "target" "size" "kernels" "saving"'.split(),
+    *b'"version" "mode" "legacy" NaN -Infinity 1e400 -1 null true [] {} "gfx942" "\\n"'.split(),
+    b'"1.0 x"',
+    f'"{_shard_file_name("rocm-sdk-core")}"'.encode(),
+    b"9" * 5000,
+)
+
+
 def _pe_seeds() -> list[bytes]:
     """PE DLLs linked by lld-link with a plain and a compressed bundle (none without the
     Windows-target toolchain)."""
@@ -327,8 +397,15 @@ READERS: Sequence[Reader] = (
         _yaml_reader(n)
         for n in ("packages.yaml", "libraries.yaml", "databases.yaml", "wheel_types.yaml")
     ),
-    Reader("cmake", _run_cmake, (RocmPackagingError,), _cmake_seeds),
+    Reader("cmake", _run_cmake, (RocmPackagingError,), _cmake_seeds, tokens=_CMAKE_TOKENS),
     Reader("pe", _run_pe, (RocmPackagingError,), _pe_seeds),
+    Reader(
+        "shard-report",
+        _run_shard_report,
+        (RocmPackagingError,),
+        _shard_report_seeds,
+        tokens=_SHARD_REPORT_TOKENS,
+    ),
 )
 
 
