@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,13 +126,34 @@ def _stage_package(
 
 
 def _replace_dir(new: Path, final: Path) -> None:
+    """Rename ``new`` to ``final``; what was there (a directory, or a symlink, which is
+    removed, never followed) goes to a fresh name first and is deleted after."""
     old = None
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+    if os.path.lexists(final):
+        old = temp_dir_name(final.parent, f".{final.name}.old-")
         final.rename(old)
     new.rename(final)
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        if old.is_symlink():
+            old.unlink()
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _check_published(dest: Path, dirs: Sequence[str], files: Sequence[str]) -> None:
+    """Refuse, before anything is written, what would make publishing stop half way: a
+    directory's place held by a file, a file's place held by a directory."""
+    paths = [(name, dest / name) for name in dirs]
+    problems = [f"{n} exists and is not a directory" for n, p in paths if _holds_file(p)]
+    paths = [(name, dest / name) for name in files]
+    problems += [f"{n} is a directory" for n, p in paths if p.is_dir() and not p.is_symlink()]
+    if problems:
+        raise PackagingError("cannot publish the outputs", path=dest, problems=problems)
+
+
+def _holds_file(path: Path) -> bool:
+    """Something other than a directory or a symlink (which is replaced, not followed)."""
+    return os.path.lexists(path) and not path.is_symlink() and not path.is_dir()
 
 
 def _prepare_dest(dest: Path, tmp: Path) -> None:
@@ -155,9 +176,12 @@ def _write_one(
         if progress is not None:
             progress.package_done(path.name, size, time.monotonic() - start)
         return Built(pkg, Path("dist") / path.relative_to(out_root), size)
-    stage_name = pkg.dist_name + (f"-{pkg.family}" if pkg.subdir else "")
-    _stage_package(plan, pkg, tmp / "stage" / stage_name, work, archives)
-    return Built(pkg, Path(stage_name), 0)
+    _stage_package(plan, pkg, tmp / "stage" / _stage_name(pkg), work, archives)
+    return Built(pkg, Path(_stage_name(pkg)), 0)
+
+
+def _stage_name(pkg: PackagePlan) -> str:
+    return pkg.dist_name + (f"-{pkg.family}" if pkg.subdir else "")
 
 
 def _write_report(plan: BuildPlan, built: list[Built], tmp: Path) -> None:
@@ -189,6 +213,10 @@ def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]
     """
     dest = plan.options.dest_dir
     tmp = temp_dir_name(dest, ".rocm-build-")  # named first: cleanup covers its creation
+    if plan.options.build_packages:
+        _check_published(dest, ["dist"], [REPORT_JSON, REPORT_MD])
+    else:
+        _check_published(dest, [_stage_name(p) for p in plan.packages], [])
     try:
         _prepare_dest(dest, tmp)
         archives: Archives = {}

@@ -29,6 +29,7 @@ __all__ = [
     "Root",
     "case_collisions",
     "is_utf8",
+    "open_new",
     "resolve_in_tree",
     "safe_component",
     "safe_relpath",
@@ -188,6 +189,18 @@ def resolve_in_tree(
     return Path(current)
 
 
+def open_new(path: str | os.PathLike[str], *, mode: int = 0o644) -> BinaryIO:
+    """``path`` created for writing, exclusively: nothing that exists there — a file, or a
+    symlink planted by an earlier run or another user, dangling or not — is opened, followed
+    or truncated (``O_CREAT | O_EXCL | O_NOFOLLOW``); it raises :class:`FileExistsError`.
+    Every file written at a place someone else could have prepared goes through here; a file
+    in a directory this process has just created, or one written to a temporary name and
+    renamed into place (:func:`os.replace` never follows a symlink), need not."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_BINARY", 0), mode)
+    return os.fdopen(fd, "wb")
+
+
 class Root:
     """An output directory that every write of one operation stays inside.
 
@@ -255,18 +268,15 @@ class Root:
         """A new file ``rel`` for writing; an existing file or symlink there is an error."""
         checked = self._rel(rel, what)
         parent = self._ensure_dirs(checked.parts[:-1])
-        target = parent / checked.parts[-1]
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        flags |= getattr(os, "O_BINARY", 0)
         try:
-            fd = os.open(target, flags, mode)
+            handle = open_new(parent / checked.parts[-1], mode=mode)
         except FileExistsError:
             raise self.error(f"{checked} already exists", path=self.path) from None
         except OSError as exc:
             if exc.errno == errno.ENAMETOOLONG:
                 raise self.error(f"{checked}: file name too long", path=self.path) from None
             raise
-        with os.fdopen(fd, "wb") as handle:
+        with handle:
             yield handle
 
     def write_bytes(

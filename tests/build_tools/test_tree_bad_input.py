@@ -368,6 +368,55 @@ def test_a_devel_symlink_whose_target_is_not_utf8(
     assert "rocm-sdk-devel: _rocm_sdk_devel/lib/cmake/b\\xff (from" in err
 
 
+# --- outputs: planted symlinks are never written through ------------------------------------
+
+
+def _elsewhere(tmp_path: Path) -> Path:
+    target = tmp_path / "elsewhere" / "precious"
+    target.parent.mkdir()
+    target.write_bytes(b"precious\n")
+    return target
+
+
+@pytest.mark.parametrize("planted", ["report.json", "report.md", "dist"])
+def test_a_symlink_planted_at_an_output_is_replaced_not_followed(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], planted: str
+) -> None:
+    outside = _elsewhere(tmp_path)
+    dest = tmp_path / "out"
+    dest.mkdir()
+    (dest / planted).symlink_to(outside.parent if planted == "dist" else outside)
+    rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", "1.0", "-q"])
+    assert rc == 0, capsys.readouterr().err
+    assert sorted(p.name for p in dest.iterdir()) == ["dist", "report.json", "report.md"]
+    assert not (dest / planted).is_symlink()
+    assert outside.read_bytes() == b"precious\n"
+    assert sorted(p.name for p in outside.parent.iterdir()) == ["precious"]
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("report.json", "report.json is a directory"),
+        ("report.md", "report.md is a directory"),
+        ("dist", "dist exists and is not a directory"),
+    ],
+)
+def test_an_output_path_held_by_the_wrong_kind_is_refused_before_anything_is_written(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, problem: str
+) -> None:
+    """Publishing must not stop half way (``dist/`` replaced, then the report failing)."""
+    dest = tmp_path / "out"
+    if name != "dist":
+        (dest / "dist").mkdir(parents=True)
+        (dest / "dist" / "previous.whl").write_bytes(b"old")
+        (dest / name).mkdir()
+    else:
+        dest.mkdir()
+        (dest / "dist").write_bytes(b"a file")
+    _fails(tree, dest, capsys, f"{dest}: cannot publish the outputs", problem)
+
+
 # --- the machine fails ----------------------------------------------------------------------
 
 
