@@ -66,8 +66,10 @@ from build_tools.report import (
     render_markdown,
     target_rows,
 )
+from kpack.artifact_names import is_isa_target
 from kpack.boundary import os_error_line
 from kpack.errors import PackagingError, UsageError
+from kpack.generic_targets import generic_table
 from kpack.jsonfile import load_json_object
 from kpack.tempdirs import make_temp_dir, temp_dir_name
 
@@ -150,8 +152,22 @@ def _classify(path: Path) -> tuple[Kind, str, str, frozenset[str], str | None]:
     except (InvalidWheelFilename, InvalidSdistFilename) as exc:
         raise PackagingError(f"invalid archive name: {exc}", path=path) from exc
     if project.startswith(DEVICE_PREFIX) and name.endswith(".whl"):
-        return Kind.DEVICE, project, str(version), platforms, project[len(DEVICE_PREFIX) :]
+        target = project[len(DEVICE_PREFIX) :]
+        _check_device_target(target, path)
+        return Kind.DEVICE, project, str(version), platforms, target
     return Kind.GENERIC, project, str(version), platforms, None
+
+
+def _check_device_target(target: str, path: Path) -> None:
+    """A device wheel is named for a base gfx target (``gfx942``, ``gfx9-4-generic``) as
+    the builder names them; the rocm selector would never install another."""
+    if ":" in target or not is_isa_target(target):
+        raise PackagingError(f"device wheel for {target!r}, which is not a gfx target", path=path)
+    if generic_table().unknown_generic([target]):
+        raise PackagingError(
+            f"device wheel for {target}, a generic target the generic-target table does not list",
+            path=path,
+        )
 
 
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}

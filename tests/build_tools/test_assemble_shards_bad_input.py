@@ -246,6 +246,24 @@ def test_two_wheels_of_one_project(tmp_path: Path, capsys: pytest.CaptureFixture
     _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, needle)
 
 
+@pytest.mark.parametrize(
+    ("target", "reason"),
+    [
+        ("foo", "device wheel for 'foo', which is not a gfx target"),
+        ("gfx942_xnack", "device wheel for 'gfx942-xnack', which is not a gfx target"),
+        ("gfx7-9-generic", "device wheel for gfx7-9-generic, a generic target the generic-target"),
+    ],
+)
+def test_a_device_wheel_for_no_gfx_target(
+    target: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",), report=False)
+    b = make_shard(tmp_path / "b", ("gfx1201",), report=False)
+    name = f"rocm_sdk_device_{target.replace('-', '_')}-{VERSION}-{TAG}.whl"
+    (b / name).write_bytes((b / f"rocm_sdk_device_gfx1201-{VERSION}-{TAG}.whl").read_bytes())
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, f"{b / name}: {reason}")
+
+
 # --- where the output goes -------------------------------------------------------------------
 
 
