@@ -49,7 +49,8 @@ class FamilyTable:
             return self.families[family]
         if _SINGLE_RE.fullmatch(family) and any(family in t for t in self.families.values()):
             return (family,)
-        raise UsageError(f"unknown GPU family {family!r} (known to {self.source})")
+        shown = repr(family if len(family) <= 80 else f"{family[:77]}...")  # a value, cut
+        raise UsageError(f"unknown GPU family {shown} (known to {self.source})")
 
     def expand_all(self, families: Iterable[str]) -> tuple[str, ...]:
         out: set[str] = set()

@@ -139,6 +139,13 @@ def test_a_target_with_a_trailing_newline(tmp_path: Path) -> None:
         table.expand("gfx942\n")
 
 
+def test_an_unknown_family_is_shown_cut() -> None:
+    with pytest.raises(UsageError) as info:
+        load_family_table().expand("x" * 100_000)
+    assert f"unknown GPU family '{'x' * 77}...' (known to " in str(info.value)
+    assert len(str(info.value)) < 300
+
+
 def test_bad_yaml_table(tmp_path: Path) -> None:
     bad = tmp_path / "t.yaml"
     bad.write_text("families:\n  x: [notgfx]\n")
