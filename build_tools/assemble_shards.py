@@ -13,7 +13,8 @@ missing from one; a device wheel present twice with different bytes; two files o
 project (another build tag or python tag); more than one version or platform; ``--version``
 not matching; a missing ``rocm`` sdist, core or libraries wheel; with family flags (like the
 builder, Linux and Windows targets together), an expected target without its device wheel;
-a file name that is not printable. The shards' ``report.json`` files are merged into one
+a device wheel named for no gfx target (``gfx942`` or a listed generic target); a file name
+that is not printable. The shards' ``report.json`` files are merged into one
 ``report.json`` + ``report.md`` equal to an unsharded build's (read next to each shard's
 dist dir, where the builder writes them, or inside it; written next to ``--output``, so the
 output holds distributions only): device rows are united,
