@@ -46,10 +46,11 @@ class BuildOptions:
 
 def canonical_version(text: str) -> str:
     """PEP 440 check; the canonical form is used everywhere (metadata, pins, names)."""
+    shown = repr(text) if len(text) <= 80 else repr(text[:80]) + "..."
     try:
         return str(Version(text))
-    except InvalidVersion as exc:
-        raise UsageError(f"--version {text!r} is not a valid PEP 440 version") from exc
+    except (InvalidVersion, ValueError) as exc:  # ValueError: past int()'s digit limit
+        raise UsageError(f"--version {shown} is not a valid PEP 440 version") from exc
 
 
 def default_platform_tag() -> str:

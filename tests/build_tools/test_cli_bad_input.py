@@ -105,6 +105,15 @@ def test_bad_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     _assert_failed(rc, dest, capsys, "7.x-beta!")
 
 
+def test_version_past_the_digit_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A release number longer than int() converts was a ValueError traceback."""
+    tree = _tree(tmp_path / "tree")
+    dest = tmp_path / "out"
+    version = "1.0.dev" + "9" * 5000
+    rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", version])
+    _assert_failed(rc, dest, capsys, "is not a valid PEP 440 version")
+
+
 def test_unwritable_destination(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tree = _tree(tmp_path / "tree")
     blocker = tmp_path / "file"
