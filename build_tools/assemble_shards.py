@@ -14,7 +14,10 @@ project (another build tag or python tag); more than one version or platform; ``
 not matching; a missing ``rocm`` sdist, core or libraries wheel; with family flags (like the
 builder, Linux and Windows targets together), an expected target without its device wheel;
 a device wheel named for no gfx target (``gfx942`` or a listed generic target); a file name
-that is not printable. The shards' ``report.json`` files are merged into one
+that is not printable; an archive that does not read and check in full (a wheel: zip,
+.dist-info, RECORD hashes and sizes, METADATA Name/Version as its file name, member names;
+the sdist: gzip'd tar under ``<name>-<version>/`` with a matching PKG-INFO; see
+:mod:`build_tools.shard_archives`). The shards' ``report.json`` files are merged into one
 ``report.json`` + ``report.md`` equal to an unsharded build's (read next to each shard's
 dist dir, where the builder writes them, or inside it; written next to ``--output``, so the
 output holds distributions only): device rows are united,
@@ -67,6 +70,7 @@ from build_tools.report import (
     render_markdown,
     target_rows,
 )
+from build_tools.shard_archives import archive_problems
 from kpack.artifact_names import is_isa_target
 from kpack.boundary import os_error_line
 from kpack.errors import PackagingError, UsageError
@@ -295,8 +299,14 @@ def _list_shard(
         return archives, None
 
 
+def _read_archive(path: Path, project: str, version: str) -> tuple[str, list[str]]:
+    """The file's sha256 and its problems: every archive is read and checked in full."""
+    return file_sha256(path), archive_problems(path, project, version)
+
+
 def scan_shards(directories: Sequence[Path], *, jobs: int | None = None) -> tuple[Shard, ...]:
-    """List, classify and hash every shard's files (hashes computed in parallel)."""
+    """List, classify, hash and check every shard's files (in parallel): each wheel and
+    sdist is read in full (:mod:`build_tools.shard_archives`); all problems at once."""
     problems: list[str] = []
     used: dict[Path, Path] = {}
     listed = [_list_shard(Path(d), problems, used) for d in directories]
@@ -312,14 +322,18 @@ def scan_shards(directories: Sequence[Path], *, jobs: int | None = None) -> tupl
     paths = list(classified)
     try:
         with ThreadPoolExecutor(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
-            digests = dict(zip(paths, pool.map(file_sha256, paths), strict=True))
+            checked = pool.map(lambda p: _read_archive(p, *classified[p][1:3]), paths)
+            digests = dict(zip(paths, checked, strict=True))
         sizes = {p: p.stat().st_size for p in paths}
     except OSError as exc:
         raise PackagingError(f"cannot read shard file: {exc.strerror}", path=exc.filename) from exc
+    problems = [line for p in paths for line in digests[p][1]]
+    if problems:
+        raise PackagingError("invalid shard input", problems=problems)
     return tuple(
         Shard(
             Path(directory),
-            tuple(DistFile(p, *classified[p], sizes[p], digests[p]) for p in archives),
+            tuple(DistFile(p, *classified[p], sizes[p], digests[p][0]) for p in archives),
             report,
         )
         for directory, (archives, report) in zip(directories, listed, strict=True)
