@@ -5,18 +5,24 @@ shards, the output and everything around them) as it was."""
 
 from __future__ import annotations
 
+import base64
 import errno
+import hashlib
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from build_tools import assemble_shards
-from build_tools.assemble_shards import main
+from build_tools.assemble_shards import _classify, main
+from build_tools.shard_archives import archive_problems
 from kpack.tempdirs import make_temp_dir
 
 from .test_assemble_shards import TAG, VERSION, make_shard
@@ -468,3 +474,219 @@ def test_interrupted_right_after_a_temp_dir_appears(
     assert "interrupted" in capsys.readouterr().err
     assert len(calls) == call
     assert _snapshot(tmp_path) == before
+
+
+# --- the archives: every wheel and the sdist is read and checked before anything is written ---
+
+DEVICE_B = f"rocm_sdk_device_gfx1201-{VERSION}-{TAG}.whl"
+SDIST = f"rocm-{VERSION}.tar.gz"
+DIST_INFO = f"rocm_sdk_device_gfx1201-{VERSION}.dist-info"
+
+
+def _hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _metadata(name: str = "rocm-sdk-device-gfx1201") -> bytes:
+    return f"Metadata-Version: 2.1\nName: {name}\nVersion: {VERSION}\n".encode()
+
+
+def _members(**overrides: bytes) -> dict[str, bytes]:
+    members = {
+        "rocm_sdk_device_gfx1201/data.bin": b"gfx1201" * 50,
+        f"{DIST_INFO}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {TAG}\n".encode(),
+        f"{DIST_INFO}/METADATA": _metadata(),
+    }
+    members.update(overrides)
+    return members
+
+
+def _record(members: dict[str, bytes]) -> bytes:
+    rows = [f"{n},{_hash(d)},{len(d)}\n" for n, d in members.items()]
+    return "".join([*rows, f"{DIST_INFO}/RECORD,,\n"]).encode()
+
+
+def _write_wheel(path: Path, members: dict[str, bytes], record: bytes | None) -> None:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+        if record is not None:
+            zf.writestr(f"{DIST_INFO}/RECORD", record)
+
+
+def _replace_device(
+    b: Path, members: dict[str, bytes], record: bytes | None, name: str = DEVICE_B
+) -> Path:
+    (b / DEVICE_B).unlink()
+    path = b / name
+    _write_wheel(path, members, record)
+    return path
+
+
+def test_a_device_wheel_that_is_not_a_zip(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    (b / DEVICE_B).write_bytes(b"this is not a zip file\n" * 10)
+    needle = f"\n  - {b / DEVICE_B}: damaged wheel: not a valid zip file: File is not a zip file\n"
+    err = _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, needle)
+    assert err.startswith("error: invalid shard input\n"), err
+
+
+def test_a_wheel_without_record(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    path = _replace_device(b, _members(), None)
+    needle = f"\n  - {path}: bad RECORD: {DIST_INFO}/RECORD is missing\n"
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, "error: invalid shard input", needle)
+
+
+def test_a_record_hash_mismatch(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    members = _members()
+    record = _record(members)
+    members["rocm_sdk_device_gfx1201/data.bin"] = b"GFX1201" * 50  # same size, other bytes
+    path = _replace_device(b, members, record)
+    needle = (
+        f"\n  - {path}: bad RECORD ({DIST_INFO}/RECORD): "
+        f"rocm_sdk_device_gfx1201/data.bin: sha256 mismatch (RECORD "
+    )
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, "error: invalid shard input", needle)
+
+
+def test_metadata_name_differs_from_the_file_name(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    members = _members(**{f"{DIST_INFO}/METADATA": _metadata("rocm-sdk-device-gfx942")})
+    path = _replace_device(b, members, _record(members))
+    needle = (
+        f"\n  - {path}: METADATA names 'rocm-sdk-device-gfx942' '{VERSION}', "
+        f"the file name rocm-sdk-device-gfx1201 {VERSION}\n"
+    )
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, "error: invalid shard input", needle)
+
+
+def test_a_windows_wheel_with_names_differing_in_case(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    members = _members(
+        **{"rocm_sdk_device_gfx1201/Foo.py": b"1", "rocm_sdk_device_gfx1201/foo.py": b"2"}
+    )
+    name = DEVICE_B.replace("linux_x86_64", "win_amd64")
+    path = _replace_device(b, members, _record(members), name)
+    needle = (
+        f"\n  - {path}: invalid wheel members: 'rocm_sdk_device_gfx1201/Foo.py' and "
+        "'rocm_sdk_device_gfx1201/foo.py' differ only in case (one file on Windows)\n"
+    )
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, "error: invalid shard input", needle)
+
+
+def test_the_same_names_in_a_linux_wheel_are_fine(
+    shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _a, b = shards
+    members = _members(
+        **{"rocm_sdk_device_gfx1201/Foo.py": b"1", "rocm_sdk_device_gfx1201/foo.py": b"2"}
+    )
+    path = _replace_device(b, members, _record(members))
+    assert archive_problems(path, "rocm-sdk-device-gfx1201", VERSION) == []
+
+
+def test_a_member_name_that_is_not_utf8(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    members = _members(**{"rocm_sdk_device_gfx1201/badX.py": b"x"})
+    path = _replace_device(b, members, _record(members))
+    raw = path.read_bytes()
+    assert raw.count(b"badX.py") == 3  # local header, central directory, RECORD
+    path.write_bytes(raw.replace(b"badX.py", b"bad\xff.py"))  # stored without the UTF-8 flag
+    needle = (
+        f"\n  - {path}: invalid wheel members: member name "
+        r"'rocm_sdk_device_gfx1201/bad\xff.py' is not valid UTF-8"
+    )
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, "error: invalid shard input", needle)
+
+
+def test_an_sdist_that_is_not_a_tar_gz(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    for shard in (a, b):
+        (shard / SDIST).write_bytes(b"PK\x03\x04 not a gzip'd tar at all")
+    needle = f"\n  - {a / SDIST}: not a valid gzip'd tar: Not a gzipped file (b'PK')\n"
+    err = _fails(
+        tmp_path, _argv(a, b, tmp_path / "out"), capsys, "error: invalid shard input", needle
+    )
+    assert f"\n  - {b / SDIST}: not a valid gzip'd tar" in err  # every problem at once
+
+
+def _sdist(members: list[tuple[tarfile.TarInfo, bytes]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for info, data in members:
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    return buf.getvalue()
+
+
+def _file(name: str) -> tarfile.TarInfo:
+    return tarfile.TarInfo(name)
+
+
+def test_an_sdist_with_a_dotdot_member(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = shards
+    top = f"rocm-{VERSION}"
+    pkg_info = f"Metadata-Version: 2.1\nName: rocm\nVersion: {VERSION}\n".encode()
+    data = _sdist([(_file(f"{top}/PKG-INFO"), pkg_info), (_file(f"{top}/../evil.py"), b"x")])
+    for shard in (a, b):
+        (shard / SDIST).write_bytes(data)
+    needle = (
+        f"\n  - {a / SDIST}: invalid sdist: unsafe member name: member name "
+        f"'{top}/../evil.py' has '..' path component\n"
+    )
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, "error: invalid shard input", needle)
+
+
+@pytest.mark.parametrize(
+    ("kind", "link", "reason"),
+    [
+        (tarfile.SYMTYPE, "../../etc/passwd", "a symlink to '../../etc/passwd', outside"),
+        (tarfile.SYMTYPE, "/etc/passwd", "a symlink to '/etc/passwd', outside"),
+        (tarfile.LNKTYPE, "other/file", "a hard link to 'other/file', outside"),
+    ],
+)
+def test_an_sdist_with_a_link_out(
+    kind: bytes, link: str, reason: str, shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _a, b = shards
+    top = f"rocm-{VERSION}"
+    pkg_info = f"Metadata-Version: 2.1\nName: rocm\nVersion: {VERSION}\n".encode()
+    info = _file(f"{top}/link")
+    info.type, info.linkname = kind, link
+    (b / SDIST).write_bytes(_sdist([(_file(f"{top}/PKG-INFO"), pkg_info), (info, b"")]))
+    problems = archive_problems(b / SDIST, "rocm", VERSION)
+    assert problems == [f"{b / SDIST}: invalid sdist: member '{top}/link' is {reason} {top}/"]
+
+
+def test_an_sdist_whose_pkg_info_names_another_version(shards: tuple[Path, Path]) -> None:
+    _a, b = shards
+    top = f"rocm-{VERSION}"
+    pkg_info = b"Metadata-Version: 2.1\nName: rocm\nVersion: 1.0\n"
+    (b / SDIST).write_bytes(_sdist([(_file(f"{top}/PKG-INFO"), pkg_info)]))
+    problems = archive_problems(b / SDIST, "rocm", VERSION)
+    assert problems == [f"{b / SDIST}: PKG-INFO names 'rocm' '1.0', the file name rocm {VERSION}"]
+
+
+def test_the_builders_archives_pass(shards: tuple[Path, Path]) -> None:
+    for shard in shards:
+        for path in sorted(shard.iterdir()):
+            _kind, project, version, _platforms, _target = _classify(path)
+            assert archive_problems(path, project, version) == [], path
