@@ -204,7 +204,8 @@ def test_uninstall_removes_generated_files(installed: tuple[Path, Path]) -> None
 
 
 def test_uv_install(installed: tuple[Path, Path], tmp_path: Path) -> None:
-    uv = shutil.which("uv")
+    beside = Path(sys.executable).with_name("uv")  # the project venv's own uv
+    uv = str(beside) if beside.is_file() else shutil.which("uv")
     if uv is None:
         pytest.skip("uv is not installed")
     _, dist = installed

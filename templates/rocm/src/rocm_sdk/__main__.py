@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -11,7 +10,9 @@ from pathlib import Path
 
 from . import _dist_info as di
 from ._errors import RocmSdkError
+from ._jsonfile import read_json
 from ._layout import package_dir
+from ._limits import DEFAULT_MAX_RATIO, DEFAULT_MIN_LIMIT, MAX_DEVEL_SIZE_ENV
 
 DIST_INFO_JSON = Path("share", "therock", "dist_info.json")
 
@@ -40,12 +41,29 @@ def _targets(args: argparse.Namespace) -> int:
         raise RocmSdkError("rocm-sdk-core is not installed")
     path = core / DIST_INFO_JSON
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))["dist_amdgpu_targets"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        doc = read_json(path)
+    except (OSError, ValueError) as exc:
         raise RocmSdkError(f"cannot read dist_amdgpu_targets from {path}: {exc}") from exc
-    print(";".join(value) if isinstance(value, list) else value)
+    if not isinstance(doc, dict) or "dist_amdgpu_targets" not in doc:
+        raise RocmSdkError(f"{path} has no dist_amdgpu_targets")
+    value = doc["dist_amdgpu_targets"]
+    targets = value if isinstance(value, list) else [value]
+    names = [t for t in targets if isinstance(t, str) and t.isprintable()]
+    if len(names) != len(targets):
+        raise RocmSdkError(
+            f"{path}: dist_amdgpu_targets is not a target list: {di.shown_value(str(value))}"
+        )
+    print(";".join(names))
     _report_selection()
     return 0
+
+
+def _plain(value: str) -> str:
+    """``value`` as it is when it is a short printable word, else quoted, escaped and cut
+    (one line whatever the file or variable holds)."""
+    if len(value) <= 60 and value.isprintable() and not any(c.isspace() for c in value):
+        return value
+    return di.shown_value(value)
 
 
 def _report_selection() -> None:
@@ -53,18 +71,21 @@ def _report_selection() -> None:
     wheel was resolved for when pip or uv built it, and how to resolve it again."""
     path = Path(__file__).with_name("_selection.json")
     try:
-        chosen = json.loads(path.read_text(encoding="utf-8"))
-        family, source = str(chosen["target_family"]), str(chosen["source"])
-    except (OSError, ValueError, KeyError, TypeError):
+        chosen = read_json(path)
+    except (OSError, ValueError):
         return
-    print(f"rocm: this install was resolved for target family {family} (from {source})",
-          file=sys.stderr)
+    if not isinstance(chosen, dict) or not {"target_family", "source"} <= chosen.keys():
+        return
+    family, source = str(chosen["target_family"]), str(chosen["source"])
+    print(f"rocm: this install was resolved for target family {_plain(family)} "
+          f"(from {_plain(source)})", file=sys.stderr)
     wanted = os.environ.get(di.TARGET_FAMILY_ENV, "").strip()
     if wanted and wanted != family:
         print(
-            f"rocm: {di.TARGET_FAMILY_ENV}={wanted} now, but pip/uv reuse the wheel they built "
-            f"for {family}; resolve again with: pip install --force-reinstall --no-deps "
-            f"--no-cache-dir rocm=={di.__version__} (uv: --reinstall --no-cache)",
+            f"rocm: {di.TARGET_FAMILY_ENV}={_plain(wanted)} now, but pip/uv reuse the wheel "
+            f"they built for {_plain(family)}; resolve again with: pip install "
+            f"--force-reinstall --no-deps --no-cache-dir rocm=={di.__version__} (uv: "
+            "--reinstall --no-cache)",
             file=sys.stderr,
         )
 
@@ -84,10 +105,19 @@ def _test(args: argparse.Namespace) -> int:
     return run_all()
 
 
+EXPANSION_NOTE = (
+    f"The devel tarball may expand to {DEFAULT_MAX_RATIO} times its size (at least "
+    f"{DEFAULT_MIN_LIMIT >> 20} MiB); {MAX_DEVEL_SIZE_ENV}=<bytes> sets another limit."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rocm-sdk", description="ROCm SDK for Python")
+    parser = argparse.ArgumentParser(
+        prog="rocm-sdk", description="ROCm SDK for Python", epilog=EXPANSION_NOTE
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    path = sub.add_parser("path", help="print a path of the devel tree (expands it if needed)")
+    path = sub.add_parser("path", help="print a path of the devel tree (expands it if needed)",
+                          epilog=EXPANSION_NOTE)
     which = path.add_mutually_exclusive_group(required=True)
     which.add_argument("--cmake", action="store_true", help="the CMake package directory")
     which.add_argument("--root", action="store_true", help="the root of the devel tree")
@@ -97,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("targets", help="print the GPU targets of this build").set_defaults(
         func=_targets
     )
-    init = sub.add_parser("init", help="expand the devel package and link device files")
+    init = sub.add_parser("init", help="expand the devel package and link device files",
+                          epilog=EXPANSION_NOTE)
     init.add_argument("--quiet", action="store_true", help="print nothing on success")
     init.set_defaults(func=_init)
     sub.add_parser("test", help="run the installation self-tests").set_defaults(func=_test)

@@ -6,6 +6,10 @@ other platform packages as ``_rocm_sdk_devel<nonce>/``, every created path is
 appended to the devel RECORD (so ``pip uninstall`` removes it), and the tarball
 is deleted last.
 
+Bounded: the tarball may expand to 100 times its size (at least 256 MiB) unless
+``ROCM_SDK_MAX_DEVEL_SIZE`` sets another number of bytes; a bigger one is refused
+before the member that crosses the limit is written, and nothing is left of it.
+
 Crash safety: the tree is expanded into a staging sibling and renamed into
 place, and the tarball is deleted after the rename. A tree counts as complete
 only when its ``__init__.py`` exists and the tarball is gone, so an interrupted
@@ -21,9 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _dist_info as di
-from ._device_links import RECONCILE_LOCK_NAME, reconcile_device_links
+from ._device_links import (
+    RECONCILE_LOCK_NAME,
+    discover_device_link_plans,
+    reconcile_device_links,
+)
 from ._errors import DevelError
 from ._layout import find_dist_info, package_dir
+from ._limits import MAX_DEVEL_SIZE_ENV, ExpansionLimit
 from ._record import LockedRecord, locked_record
 from ._tar_expand import extract_tree, reconcile_pending
 
@@ -80,6 +89,23 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
+def expansion_limit(tarball: Path) -> ExpansionLimit:
+    """The limit ``ROCM_SDK_MAX_DEVEL_SIZE`` sets, else the default for ``tarball``'s size."""
+    raw = os.environ.get(MAX_DEVEL_SIZE_ENV, "").strip()
+    if not raw:
+        return ExpansionLimit.default(tarball.stat().st_size)
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise DevelError(
+            f"{MAX_DEVEL_SIZE_ENV}={di.shown_value(raw)} is not a number of bytes "
+            "(a whole number above 0, such as 68719476736 for 64 GiB)"
+        )
+    return ExpansionLimit(value, f"set by {MAX_DEVEL_SIZE_ENV}")
+
+
 def _expand_locked(layout: DevelLayout, record: LockedRecord) -> None:
     tarball = layout.tarball()
     if tarball is None:
@@ -87,20 +113,26 @@ def _expand_locked(layout: DevelLayout, record: LockedRecord) -> None:
             f"{layout.platform_dir} is incomplete and {layout.pure_dir} has no _devel.tar "
             "or _devel.tar.xz; reinstall rocm-sdk-devel"
         )
+    limit = expansion_limit(tarball)
     staging = layout.staging_dir
     _remove(staging)
     _remove(layout.platform_dir)
     top = layout.platform_dir.name
     try:
-        created = extract_tree(tarball, top, staging, layout.site)
+        created = extract_tree(tarball, top, staging, layout.site, limit)
         if "__init__.py" not in created:
             raise DevelError(f"{tarball} has no {top}/__init__.py")
         (staging / RECONCILE_LOCK_NAME).touch()
         created.append(RECONCILE_LOCK_NAME)
         record.append(f"{top}/{rel}" for rel in created)
         os.rename(staging, layout.platform_dir)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, OSError):  # a full disk, say: one line naming the file
+            where = exc.filename if exc.filename is not None else staging
+            raise DevelError(
+                f"cannot expand {tarball}: {where}: {exc.strerror or exc}"
+            ) from exc
         raise
     tarball.unlink()
 
@@ -137,8 +169,10 @@ def _reconcile_pending(layout: DevelLayout) -> None:
 def get_devel_root() -> Path:
     """The expanded devel tree, expanding it and reconciling device links first."""
     layout = locate_devel()
+    # the device packages are read first: a damaged one fails before anything is changed
+    plans = discover_device_link_plans(layout.site, di.__version__)
     if not is_expanded(layout):
         expand(layout)
     _reconcile_pending(layout)
-    reconcile_device_links(layout.site, layout.platform_dir, di.__version__)
+    reconcile_device_links(layout.site, layout.platform_dir, di.__version__, plans)
     return layout.platform_dir

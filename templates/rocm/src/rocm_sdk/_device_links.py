@@ -11,14 +11,15 @@ when every link is in place it takes a lock-free fast path.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import json
 import logging
 import os
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ._jsonfile import read_json
 from ._layout import dist_info_dirs, dist_info_name, read_metadata_headers, without_post_release
 from ._record import exclusive_lock, read_record_paths, rewrite_record_deduplicated
 
@@ -57,11 +58,14 @@ def _valid_link(entry: object) -> DeviceLink | None:
 
 def _read_manifest(path: Path) -> list[DeviceLink]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except (OSError, ValueError) as exc:
         logger.warning("ignoring unreadable device link manifest %s: %s", path, exc)
         return []
     entries = data.get("links", []) if isinstance(data, dict) else []
+    if not isinstance(entries, list):
+        logger.warning("ignoring device link manifest %s: its links are not a list", path)
+        return []
     links = [_valid_link(e) for e in entries]
     if None in links:
         logger.warning("ignoring invalid entries of device link manifest %s", path)
@@ -140,17 +144,24 @@ def _link_one(site: Path, devel_root: Path, link: DeviceLink) -> bool:
     dest = devel_root / link.relpath
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):  # a leftover of a crashed run
+        os.unlink(tmp)
     os.link(source, tmp)
     os.replace(tmp, dest)
     return True
 
 
-def reconcile_device_links(site: Path, devel_root: Path, version: str) -> int:
+def reconcile_device_links(
+    site: Path, devel_root: Path, version: str, plans: list[DeviceLinkPlan] | None = None
+) -> int:
     """Hardlink every installed device wheel's files into ``devel_root``.
 
-    Returns the number of links created. Idempotent; safe to run concurrently.
+    ``plans`` defaults to :func:`discover_device_link_plans` (a caller reads them first to
+    fail on a damaged device package before changing anything). Returns the number of
+    links created. Idempotent; safe to run concurrently.
     """
-    plans = discover_device_link_plans(site, version)
+    if plans is None:
+        plans = discover_device_link_plans(site, version)
     if all(
         _record_lists_once(plan, devel_root) and all(_is_linked(devel_root, k) for k in plan.links)
         for plan in plans

@@ -5,10 +5,17 @@ only remembers links. Pass 2 creates the links, then checks that every symlink
 resolves inside site-packages. Pass 3 turns each symlink whose target is a
 regular file into a hardlink, so the outcome never depends on member order.
 Compiler-driver links directly under ``bin/`` and directory links stay symlinks.
+
+Bounded: the archive may expand to at most ``ExpansionLimit.limit`` bytes of tar stream
+(every header, name and declared member size counted), checked at each member before any
+of its bytes are written; no member writes more than its declared size; a pax or GNU
+long-name header larger than any name needs is refused before ``tarfile`` reads it whole.
+A failed write (a full disk) names the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import lzma
 import os
@@ -19,13 +26,41 @@ import tarfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO, TypeVar
 
 from ._errors import DevelError, UnsafeArchiveError
+from ._jsonfile import read_json
+from ._limits import MAX_DEVEL_SIZE_ENV, ExpansionLimit
 
 KEEP_AS_SYMLINK = frozenset(
     {"amdclang", "amdclang++", "amdclang-cl", "amdclang-cpp", "amdflang", "amdlld", "amdllvm"}
 )
 _CHUNK = 1 << 20
+#: The most data a pax or GNU long-name header may hold (tarfile reads it whole).
+MAX_EXTENDED_HEADER = 1 << 20
+_EXTENDED_TYPES = frozenset({tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
+                             tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK})
+
+
+class _ExtendedHeaderTooLarge(Exception):
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+_Info = TypeVar("_Info", bound="_CheckedTarInfo")
+
+
+class _CheckedTarInfo(tarfile.TarInfo):
+    """A header whose extended-header data (pax records, GNU long names) is checked for
+    size before ``tarfile`` reads that data into memory."""
+
+    @classmethod
+    def frombuf(cls: type[_Info], buf: bytes | bytearray, encoding: str, errors: str) -> _Info:
+        info = super().frombuf(buf, encoding, errors)
+        if info.type in _EXTENDED_TYPES and info.size > MAX_EXTENDED_HEADER:
+            raise _ExtendedHeaderTooLarge(info.size)
+        return info
 
 
 @dataclass(frozen=True)
@@ -41,6 +76,7 @@ def member_relpath(name: str, top: str) -> str:
     Raises UnsafeArchiveError for absolute names, '..' components and names
     outside ``top/``.
     """
+    _check_utf8(name, "member")
     if name.startswith(("/", "\\")) or "\\" in name or re.match(r"^[A-Za-z]:", name):
         raise UnsafeArchiveError(f"member {name!r} is absolute or not a POSIX path")
     parts = [p for p in name.split("/") if p not in ("", ".")]
@@ -49,6 +85,15 @@ def member_relpath(name: str, top: str) -> str:
     if not parts or parts[0] != top:
         raise UnsafeArchiveError(f"member {name!r} is outside {top}/")
     return "/".join(parts[1:])
+
+
+def _check_utf8(name: str, what: str) -> None:
+    """A name read from the archive must be valid UTF-8 (``tarfile`` keeps undecodable bytes
+    as surrogates): the RECORD and every other platform need it."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnsafeArchiveError(f"{what} {name!r} is not valid UTF-8") from None
 
 
 def _within(path: str, root: str) -> bool:
@@ -64,56 +109,101 @@ def _write_file(archive: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -
     except FileExistsError:
         raise UnsafeArchiveError(f"member {member.name!r} appears twice") from None
     source = archive.extractfile(member)
-    with os.fdopen(fd, "wb") as out:
-        if source is not None:
-            shutil.copyfileobj(source, out, _CHUNK)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if source is not None:
+                _copy_declared(source, out, member.size)
+    except OSError as exc:
+        if exc.filename is None:  # a failed write (full disk, quota) names no file
+            exc.filename = str(path)
+        raise
     os.chmod(path, (member.mode & 0o777) | 0o600)
 
 
-def _stream_pass(tarball: Path, top: str, dest: Path) -> tuple[list[str], list[_Link]]:
+def _copy_declared(source: IO[bytes], out: IO[bytes], size: int) -> None:
+    """Copy exactly ``size`` bytes, never more (tarfile raises if the archive has fewer)."""
+    remaining = size
+    while remaining > 0:
+        chunk = source.read(min(_CHUNK, remaining))
+        if not chunk:
+            raise tarfile.ReadError("unexpected end of data")
+        out.write(chunk)
+        remaining -= len(chunk)
+
+
+def _stream_pass(
+    tarball: Path, top: str, dest: Path, limit: ExpansionLimit
+) -> tuple[list[str], list[_Link]]:
     try:
-        return _stream_members(tarball, top, dest)
+        return _stream_members(tarball, top, dest, limit)
+    except _ExtendedHeaderTooLarge as exc:
+        raise DevelError(
+            f"{tarball} is damaged (an extended header of {exc.size} bytes; no name needs "
+            f"more than {MAX_EXTENDED_HEADER})"
+        ) from None
     except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as exc:
         raise DevelError(
             f"{tarball} is damaged ({type(exc).__name__}: {exc}); reinstall the devel package"
         ) from None
 
 
-def _stream_members(tarball: Path, top: str, dest: Path) -> tuple[list[str], list[_Link]]:
+def _check_budget(archive: tarfile.TarFile, tarball: Path, limit: ExpansionLimit) -> None:
+    """The tar stream read so far, this member's declared data included, is within ``limit``
+    (``archive.offset`` is already past the member's data when iteration yields it)."""
+    if archive.offset > limit.limit:
+        raise DevelError(
+            f"{tarball} expands to more than {limit.limit} bytes, the limit ({limit.origin}); "
+            f"if this tarball is genuine, set {MAX_DEVEL_SIZE_ENV} to a larger number of bytes"
+        )
+
+
+def _stream_members(
+    tarball: Path, top: str, dest: Path, limit: ExpansionLimit
+) -> tuple[list[str], list[_Link]]:
     files: list[str] = []
     links: list[_Link] = []
-    with tarfile.open(tarball, "r|*") as archive:
+    with tarfile.open(tarball, "r|*", tarinfo=_CheckedTarInfo) as archive:
         for member in archive:
+            _check_budget(archive, tarball, limit)
             rel = member_relpath(member.name, top)
             if member.isdir():
                 (dest / rel).mkdir(parents=True, exist_ok=True)
             elif not rel:
                 raise UnsafeArchiveError(f"member {member.name!r} must be a directory")
+            elif member.issparse():
+                raise UnsafeArchiveError(f"member {member.name!r} is a sparse file")
             elif member.isreg():
                 _write_file(archive, member, dest / rel)
                 files.append(rel)
             elif member.issym():
+                _check_utf8(member.linkname, f"symlink {member.name!r} target")
                 links.append(_Link(rel, member.linkname, hard=False))
             elif member.islnk():
                 links.append(_Link(rel, member_relpath(member.linkname, top), hard=True))
             else:
                 raise UnsafeArchiveError(f"member {member.name!r} has an unsupported type")
-        _check_end(archive, tarball)
+        _check_end(archive, tarball, limit)
     return files, links
 
 
-def _check_end(archive: tarfile.TarFile, tarball: Path) -> None:
+def _check_end(archive: tarfile.TarFile, tarball: Path, limit: ExpansionLimit) -> None:
     """The archive really ended: ``tarfile`` stops without a word at a damaged header or a
     truncation after the first member, so what follows must be the end-of-archive zero
-    blocks (at least one more 512-byte block; the first one ended the iteration)."""
+    blocks (at least one more 512-byte block; the first one ended the iteration), and no
+    more of them than the limit allows."""
     seen = 0
     while True:
-        chunk = archive.fileobj.read(_CHUNK)  # type: ignore[union-attr]
+        chunk = archive.fileobj.read(_CHUNK)
         if not chunk:
             break
         if chunk.count(0) != len(chunk):
             raise DevelError(f"{tarball} is damaged (data after a broken member header)")
         seen += len(chunk)
+        if archive.fileobj.tell() > limit.limit:
+            raise DevelError(
+                f"{tarball} expands to more than {limit.limit} bytes, the limit "
+                f"({limit.origin}), in zero blocks after its end"
+            )
     if seen < tarfile.BLOCKSIZE:
         raise DevelError(f"{tarball} is damaged (truncated: no end-of-archive marker)")
 
@@ -179,6 +269,8 @@ def _check_symlink_targets(links: list[_Link], dest: Path, site: Path, top: str)
 
 def _replace_with_hardlink(source: str, path: Path) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):  # a leftover is never written through
+        os.unlink(tmp)
     try:
         os.link(source, tmp)
     except OSError:
@@ -219,25 +311,53 @@ def _set_aside_dangling(links: list[_Link], dest: Path) -> tuple[list[_Link], li
     return kept, pending
 
 
-def extract_tree(tarball: Path, top: str, dest: Path, site: Path) -> list[str]:
+def extract_tree(
+    tarball: Path, top: str, dest: Path, site: Path, limit: ExpansionLimit | None = None
+) -> list[str]:
     """Expand the members under ``top/`` of ``tarball`` into the new dir ``dest``.
 
     ``dest`` must be a direct child of ``site`` (like the final ``site/top``), so
     relative links resolve the same. Returns the POSIX relpaths (relative to
     ``dest``) of every file and link created, sorted. Links into packages that are not
     installed are listed in ``PENDING_LINKS_NAME`` instead (see :func:`reconcile_pending`).
+    ``limit`` defaults to :meth:`ExpansionLimit.default` of the tarball's size.
     """
+    if limit is None:
+        limit = ExpansionLimit.default(tarball.stat().st_size)
     dest.mkdir()
-    files, links = _stream_pass(tarball, top, dest)
-    _create_links(links, dest, top, hard=False)
-    _check_symlink_targets(links, dest, site, top)
-    links, pending = _set_aside_dangling(links, dest)
-    _create_links(links, dest, top, hard=True)
+    try:
+        files, links = _stream_pass(tarball, top, dest, limit)
+        _create_links(links, dest, top, hard=False)
+        _check_symlink_targets(links, dest, site, top)
+        links, pending = _set_aside_dangling(links, dest)
+        _create_links(links, dest, top, hard=True)
+    except UnsafeArchiveError as exc:  # the message names the member: add the tarball
+        raise UnsafeArchiveError(f"{tarball}: {exc}") from None
     _symlinks_to_hardlinks(links, dest)
     created = files + [link.relpath for link in links]
     doc = [{"relpath": link.relpath, "target": link.target} for link in pending]
-    (dest / PENDING_LINKS_NAME).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    pending_path = dest / PENDING_LINKS_NAME
+    try:
+        pending_path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    except OSError as exc:
+        if exc.filename is None:  # a failed write (full disk) names no file
+            exc.filename = str(pending_path)
+        raise
     return sorted([*created, PENDING_LINKS_NAME])
+
+
+def _pending_entry(entry: object) -> tuple[str, str]:
+    """(relpath, target) of a pending-links entry, or ('', '') unless both are non-empty
+    strings and the relpath stays inside the tree."""
+    if not isinstance(entry, dict):
+        return "", ""
+    relpath, target = entry.get("relpath"), entry.get("target")
+    if not isinstance(relpath, str) or not isinstance(target, str) or not relpath or not target:
+        return "", ""
+    rel = PurePosixPath(relpath)
+    if rel.is_absolute() or ".." in rel.parts or "\0" in relpath + target:
+        return "", ""
+    return relpath, target
 
 
 def reconcile_pending(dest: Path) -> list[str]:
@@ -246,16 +366,16 @@ def reconcile_pending(dest: Path) -> list[str]:
     whose package has gone since are removed again, so none ever dangles."""
     path = dest / PENDING_LINKS_NAME
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = read_json(path)
     except (OSError, ValueError):
         return []
     added: list[str] = []
     for entry in doc if isinstance(doc, list) else []:
-        relpath, target = str(entry.get("relpath", "")), str(entry.get("target", ""))
-        link = dest / relpath
-        resolved = os.path.realpath(link.parent / target) if relpath else ""
-        if not relpath or ".." in PurePosixPath(relpath).parts:
+        relpath, target = _pending_entry(entry)
+        if not relpath:
             continue
+        link = dest / relpath
+        resolved = os.path.realpath(link.parent / target)
         if os.path.lexists(link):
             if not os.path.exists(resolved) and (link.is_symlink() or link.is_file()):
                 link.unlink()
