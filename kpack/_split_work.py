@@ -22,7 +22,7 @@ import mmap
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,7 +34,7 @@ from kpack.archive import KpackLayout, KpackSummary, Scheme, StoredKernel, lay_o
 from kpack.bundle import BundleSink, CodeObjectRef
 from kpack.databases import base_arch
 from kpack.elf import ElfEdit
-from kpack.errors import ArchiveError, BundleError
+from kpack.errors import ArchiveError, BundleError, TransformError
 from kpack.transform import (
     AlreadyTransformed,
     ExtractedKernel,
@@ -537,16 +537,28 @@ def run_fat_jobs(jobs: Sequence[FatJob], workers: int) -> list[FatOutcome]:
         outcomes = [run_fat_job(job, keep_views=True, threads=workers) for job in ordered]
     else:
         with pool:
-            futures = [pool.submit(run_fat_job, job) for job in ordered]
+            futures = {pool.submit(run_fat_job, job): job for job in ordered}
             outcomes = []
             try:
                 for future in as_completed(futures):
-                    outcomes.append(future.result())
+                    outcomes.append(_result(future, futures[future]))
             except BaseException:
                 for future in futures:
                     future.cancel()
                 raise
     return sorted(outcomes, key=lambda o: o.job.kernel_name)
+
+
+def _result(future: Future[FatOutcome], job: FatJob) -> FatOutcome:
+    """The outcome of ``job``; a worker that died (killed, out of memory) is one error
+    naming the file it was splitting, not a stray ``BrokenProcessPool``."""
+    try:
+        return future.result()
+    except BrokenExecutor as exc:
+        raise TransformError(
+            f"the worker process splitting it died ({exc}); killed, or out of memory?",
+            path=job.source,
+        ) from None
 
 
 def group_by_target(outcomes: Sequence[FatOutcome]) -> dict[str, list[KernelEntry]]:

@@ -14,6 +14,7 @@ import mmap
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -27,10 +28,12 @@ from kpack.databases import handler_names, load_handlers
 from kpack.errors import ArchiveError, UsageError
 from kpack.hipfmt import PE_FATBIN, identify
 from kpack.pe import read_pe_fat
-from kpack.resolve import read_kpack_ref, resolve_binary
-from kpack.safepath import Root, safe_relpath
+from kpack.resolve import ISA_PREFIX, read_kpack_ref, resolve_binary
+from kpack.safepath import Root, output_dir_problem, safe_relpath
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
+from kpack.target_id import is_target_id
 from kpack.tempdirs import make_temp_dir, temp_dir_name
+from kpack.tools._wheel_cli import Parser
 from kpack.tools._wheel_cli import add_arguments as add_split_wheel_arguments
 from kpack.transform import extract_kernels, inspect_fat_binary
 
@@ -50,6 +53,63 @@ def _follow(path: Path) -> Path:
         path = path.parent / os.readlink(path)
         seen += 1
     return path
+
+
+#: Features an agent ISA may carry (``gfx942:sramecc+:xnack-`` has two): lookups try every
+#: subset of them, so their number is bounded.
+_MAX_ISA_FEATURES = 4
+
+
+def _input_file(path: Path, what: str = "the input") -> Path:
+    """``path`` with its final symlinks followed; it must be a regular file (a directory,
+    a FIFO or a socket is refused before anything opens it)."""
+    real = _follow(path)
+    try:
+        mode = os.stat(real).st_mode
+    except OSError as exc:
+        raise UsageError(f"cannot read {what}: {exc.strerror}", path=path) from None
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{what} is a directory, not a file", path=path)
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{what} is not a regular file", path=path)
+    return real
+
+
+def _input_dir(path: Path, flag: str) -> Path:
+    if not path.is_dir():
+        raise UsageError(f"{flag} is not a directory", path=path)
+    return path
+
+
+def _output_dir(path: Path, flag: str) -> Path:
+    problem = output_dir_problem(path)
+    if problem is not None:
+        raise UsageError(f"{flag} {problem}", path=path)
+    return path
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 80 else value[:80] + "...")
+
+
+def _target(value: str | None) -> str | None:
+    """``--target``: a target id (a bare ``gfx90a`` selects its feature variants too)."""
+    if value is not None and not is_target_id(value):
+        raise UsageError(
+            f"--target {_shown(value)} is not a target id (gfx942, gfx90a:xnack+, gfx9-4-generic)"
+        )
+    return value
+
+
+def _agent_isa(value: str) -> str:
+    """``--arch``: an agent ISA, ``[amdgcn-amd-amdhsa--]gfx942:sramecc+:xnack-``."""
+    isa = value.removeprefix(ISA_PREFIX)
+    if not is_target_id(isa) or isa.count(":") > _MAX_ISA_FEATURES:
+        raise UsageError(
+            f"--arch {_shown(value)} is not an agent ISA (gfx942:sramecc+:xnack-, gfx1100; at "
+            f"most {_MAX_ISA_FEATURES} features)"
+        )
+    return value
 
 
 def _file_kind(path: Path) -> str:
@@ -172,7 +232,7 @@ def _inspect_kpack(path: Path) -> list[str]:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    path = _follow(args.file)
+    path = _input_file(args.file)
     kind = _file_kind(path)
     if kind == "elf":
         lines = _inspect_elf(path)
@@ -230,14 +290,14 @@ def _extract_destination(out: Path) -> None:
     """``-o`` must be a new path or an empty real directory (nothing in it is overwritten)."""
     if out.is_symlink():
         raise UsageError("output is a symlink; give a real directory", path=out)
-    if out.exists() and not out.is_dir():
-        raise UsageError("output exists and is not a directory", path=out)
+    _output_dir(out, "output")
     if out.is_dir() and any(out.iterdir()):
         raise UsageError("output directory is not empty (nothing is overwritten)", path=out)
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    path = _follow(args.file)
+    path = _input_file(args.file)
+    _target(args.target)
     kind = _file_kind(path)
     out: Path = args.output
     _extract_destination(out)
@@ -297,8 +357,7 @@ def _rocm_kpack_options(args: argparse.Namespace) -> None:
             file=sys.stderr,
         )
     if args.tmp_dir is not None:
-        if not args.tmp_dir.is_dir():
-            raise UsageError("--tmp-dir is not a directory", path=args.tmp_dir)
+        _input_dir(args.tmp_dir, "--tmp-dir")
         tempfile.tempdir = str(args.tmp_dir)
         os.environ["TMPDIR"] = str(args.tmp_dir)  # for the worker processes too
 
@@ -309,6 +368,7 @@ def cmd_split(args: argparse.Namespace) -> int:
         raise UsageError("--artifact-prefix applies to --artifact-dir only (batch mode derives it)")
     if args.compression_level is not None and args.compression == "none":
         raise UsageError("--compression-level applies to --compression zstd only")
+    _output_dir(args.output_dir, "--output-dir")
     handlers = load_handlers(args.split_databases) if args.split_databases else ()
     gpu_targets = _gpu_targets(args.gpu_targets)
     scheme: Scheme = "none" if args.compression == "none" else "zstd-per-kernel"
@@ -346,7 +406,12 @@ def cmd_split(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    report = verify_binary(_follow(args.binary), args.archive or (), search_root=args.search_root)
+    binary = _input_file(args.binary, "the binary")
+    for archive in args.archive or ():
+        _input_file(archive, "--archive")
+    if args.search_root is not None:
+        _input_dir(args.search_root, "--search-root")
+    report = verify_binary(binary, args.archive or (), search_root=args.search_root)
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(
@@ -360,7 +425,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
-    resolution = resolve_binary(_follow(args.binary), args.arch, with_generic=not args.no_generic)
+    arches = [_agent_isa(a) for a in args.arch]
+    binary = _input_file(args.binary, "the binary")
+    resolution = resolve_binary(binary, arches, with_generic=not args.no_generic)
     if resolution.disabled:
         print("ROCM_KPACK_DISABLE is set: kpack loading is off")
     for lookup in resolution.lookups:
@@ -386,11 +453,11 @@ def cmd_split_wheel(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument(
         "-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)"
     )
-    parser = argparse.ArgumentParser(prog="kpack", description=__doc__.splitlines()[0])
+    parser = Parser(prog="kpack", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect", parents=[common], help="describe a fat binary, bundle or .kpack")

@@ -30,6 +30,7 @@ __all__ = [
     "case_collisions",
     "is_utf8",
     "open_new",
+    "output_dir_problem",
     "resolve_in_tree",
     "safe_component",
     "safe_relpath",
@@ -199,6 +200,19 @@ def open_new(path: str | os.PathLike[str], *, mode: int = 0o644) -> BinaryIO:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags | getattr(os, "O_BINARY", 0), mode)
     return os.fdopen(fd, "wb")
+
+
+def output_dir_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot become an output directory — it exists and is not a directory,
+    or the nearest existing directory on the way is a file — or None."""
+    current = Path(os.path.abspath(path))
+    if os.path.lexists(current):
+        return None if current.is_dir() else "exists and is not a directory"
+    while not os.path.lexists(current.parent) and current.parent != current:
+        current = current.parent
+    if not current.parent.is_dir():
+        return f"cannot be created: {current.parent} is not a directory"
+    return None
 
 
 class Root:

@@ -19,7 +19,8 @@ a wrapper pointer without a DIR64 base relocation in a relocatable image, pointe
 not land on a bundle start, any other base relocation or data directory that points into
 ``.hip_fat``, a signed image (certificate table), no room for one more section header,
 and a debug directory entry's data or the COFF symbol table (with its string table) past
-the end of the file, which the transform would shift and ship. The output is written to a temporary sibling, re-read and checked, then renamed.
+the end of the file, which the transform would shift and ship. The output is written to
+a temporary sibling, re-read and checked, then renamed.
 """
 
 from __future__ import annotations

@@ -5,10 +5,22 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import NoReturn
 
 from kpack.databases import handler_names
+from kpack.errors import UsageError
 
-__all__ = ["add_arguments"]
+__all__ = ["Parser", "add_arguments"]
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse`` whose errors (an unknown flag, a value of the wrong type or out of its
+    choices, a missing argument) are a :class:`UsageError`: one ``error:`` line naming the
+    command and the argument, exit status 1, like every other bad input. Subcommand
+    parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +78,6 @@ def _size(text: str) -> int:
         number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"size must be positive: {text!r}")
+    if not 0 < number * scale < 1 << 63:  # refuses nan and inf too
+        raise argparse.ArgumentTypeError(f"size must be positive and below 8E: {text!r}")
     return int(number * scale)

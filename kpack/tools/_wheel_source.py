@@ -184,6 +184,7 @@ def open_wheel(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> Input
     """Verify ``path`` and extract it into ``dest`` (which must be empty or missing)."""
     path = Path(path)
     name, version, build, tag = parse_filename(path)
+    _check_regular(path)
     dest.mkdir(parents=True, exist_ok=True)
     root = Root(dest, error=PackagingError)
     try:
@@ -207,6 +208,18 @@ def open_wheel(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> Input
             raise PackagingError(f"{dist_info}/{required} is missing", path=path)
     log.info("%s: RECORD verified, %d files", path.name, len(entries))
     return InputWheel(path, dest, name, version, build, tag, dist_info, entries)
+
+
+def _check_regular(path: Path) -> None:
+    """The wheel must be a regular file: a directory is no zip, and opening a FIFO would
+    wait for a writer forever."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise PackagingError(f"cannot read: {exc.strerror}", path=path) from None
+    if not stat.S_ISREG(mode):
+        what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise PackagingError(f"not a wheel: {what}", path=path)
 
 
 def _members(archive: zipfile.ZipFile, path: Path, *, windows: bool) -> list[zipfile.ZipInfo]:

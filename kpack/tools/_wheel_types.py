@@ -13,7 +13,7 @@ from kpack.databases import handler_names
 from kpack.errors import ManifestError, UsageError
 from kpack.yamlfile import read_yaml
 
-__all__ = ["WheelType", "load_wheel_types", "wheel_type"]
+__all__ = ["WheelType", "load_wheel_types", "overlay_root_ok", "prefix_ok", "wheel_type"]
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,20 @@ _NAME = re.compile(r"[a-z][a-z0-9-]*")
 _PREFIX = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _ROOT = re.compile(r"(?:[A-Za-z0-9_.-]+/)+")
 _KEYS = {"description", "overlay_root", "device_package_prefix", "databases"}
+
+
+def overlay_root_ok(root: object) -> bool:
+    """A relative directory ending in ``/`` (``torch/``), no ``.`` or ``..`` in it."""
+    return (
+        isinstance(root, str)
+        and _ROOT.fullmatch(root) is not None
+        and not {".", ".."} & set(root.split("/"))
+    )
+
+
+def prefix_ok(prefix: object) -> bool:
+    """A normalized distribution name (``amd-torch-device``)."""
+    return isinstance(prefix, str) and _PREFIX.fullmatch(prefix) is not None
 
 
 @dataclass(frozen=True)
@@ -77,10 +91,10 @@ def _preset(problems: list[str], name: str, body: Any, known: set[str]) -> Wheel
     if not isinstance(description, str) or not description.strip():
         problems.append(f"{key}.description: expected a non-empty string")
     root = body.get("overlay_root")
-    if not isinstance(root, str) or not _ROOT.fullmatch(root) or ".." in root.split("/"):
+    if not overlay_root_ok(root):
         problems.append(f"{key}.overlay_root: expected a relative directory ending in '/'")
     prefix = body.get("device_package_prefix")
-    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+    if not prefix_ok(prefix):
         problems.append(f"{key}.device_package_prefix: expected a normalized name, got {prefix!r}")
     databases = body.get("databases", [])
     if not isinstance(databases, list) or not all(isinstance(d, str) for d in databases):

@@ -32,7 +32,12 @@ from kpack.archive import Scheme
 from kpack.boundary import guarded
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, UsageError
-from kpack.safepath import case_collisions, windows_name_problem, windows_platform
+from kpack.safepath import (
+    case_collisions,
+    output_dir_problem,
+    windows_name_problem,
+    windows_platform,
+)
 from kpack.tempdirs import make_temp_dir, temp_dir_name
 from kpack.tools._wheel_bundles import (
     bundle_key,
@@ -41,7 +46,7 @@ from kpack.tools._wheel_bundles import (
     level_of,
     served_targets,
 )
-from kpack.tools._wheel_cli import add_arguments
+from kpack.tools._wheel_cli import Parser, add_arguments
 from kpack.tools._wheel_kernels import ArchiveFile, KernelResult, split_binaries
 from kpack.tools._wheel_metadata import (
     add_headers,
@@ -55,7 +60,7 @@ from kpack.tools._wheel_outputs import dist_info_name, host_layout, write_split_
 from kpack.tools._wheel_plan import SplitPlan, plan_split
 from kpack.tools._wheel_report import DeviceWheelRow, GpuRow, LibraryRow, SplitReport
 from kpack.tools._wheel_source import DEFAULT_LIMITS, InputWheel, Limits, open_wheel
-from kpack.tools._wheel_types import wheel_type
+from kpack.tools._wheel_types import overlay_root_ok, prefix_ok, wheel_type
 from kpack.tools._wheel_variant import (
     NULL_LABEL,
     VariantSchema,
@@ -95,6 +100,16 @@ def resolve_options(args: argparse.Namespace) -> SplitOptions:
     databases = args.databases if args.databases is not None else (
         preset.databases if preset else None
     )  # fmt: skip
+    root = root if root.endswith("/") else root + "/"
+    if not overlay_root_ok(root):
+        raise UsageError(
+            f"--overlay-root {root[:80]!r} is not a relative directory (torch/; no '.' or '..')"
+        )
+    if not prefix_ok(prefix):
+        raise UsageError(
+            f"--device-package-prefix {prefix[:80]!r} is not a normalized distribution name "
+            "(amd-torch-device: lower-case letters, digits and '-')"
+        )
     if not 1 <= args.compression_level <= 22:
         raise UsageError(f"--compression-level must be 1-22, got {args.compression_level}")
     if args.jobs < 1:
@@ -107,7 +122,7 @@ def resolve_options(args: argparse.Namespace) -> SplitOptions:
     label = check_label(args.variant_label)
     scheme: Scheme = "zstd-per-kernel" if args.compression == "zstd" else "none"
     return SplitOptions(
-        root if root.endswith("/") else root + "/", prefix,
+        root, prefix,
         tuple(databases) if databases is not None else None, scheme,
         args.compression_level, args.jobs, args.generate_variant_wheel, label, args.variant_schema,
         limits,
@@ -335,13 +350,17 @@ def _publish(staging: Path, output_dir: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Split as ``args`` say and print the report (the CLI's work)."""
-    report = split_wheel(args.input, args.output_dir, resolve_options(args))
+    options = resolve_options(args)
+    problem = output_dir_problem(args.output_dir)
+    if problem is not None:
+        raise UsageError(f"--output-dir {problem}", path=args.output_dir)
+    report = split_wheel(args.input, args.output_dir, options)
     print(report.to_markdown())
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m kpack.tools.split_python_wheels", description=__doc__.splitlines()[0]
     )
     add_arguments(parser)

@@ -120,9 +120,8 @@ def test_split_databases_option(
     assert f"{MIOPEN}/share/miopen/db/gfx942130.db.txt" in generic  # miopen not selected
     rc, out, _ = split_cli(capsys, tree, tmp_path / "b", "--split-databases", "miopen", "rocblas")
     assert rc == 0 and "7 database files" in out
-    with pytest.raises(SystemExit) as info:
-        split_cli(capsys, tree, tmp_path / "c", "--split-databases", "rocfft")
-    assert info.value.code == 2 and "invalid choice: 'rocfft'" in capsys.readouterr().err
+    rc, _, err = split_cli(capsys, tree, tmp_path / "c", "--split-databases", "rocfft")
+    assert rc == 1 and "--split-databases: invalid choice: 'rocfft'" in one_error_line(err)
 
 
 def test_gpu_targets_option(
@@ -175,9 +174,8 @@ def test_compression_options(
     assert rc == 1 and "--compression-level applies to --compression zstd" in one_error_line(err)
     rc, _, err = split_cli(capsys, tree, tmp_path / "y", "--compression-level", "23")
     assert rc == 1 and "1..22" in one_error_line(err)
-    with pytest.raises(SystemExit):
-        split_cli(capsys, tree, tmp_path / "z", "--compression", "lz4")
-    capsys.readouterr()
+    rc, _, err = split_cli(capsys, tree, tmp_path / "z", "--compression", "lz4")
+    assert rc == 1 and "--compression: invalid choice: 'lz4'" in one_error_line(err)
 
 
 def test_compression_level_is_honoured(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -298,19 +296,17 @@ def test_batch_option(capsys: pytest.CaptureFixture[str], tree: BlasTree, tmp_pa
     line = one_error_line(err)
     assert "1 of 2 artifacts failed" in line and "bad_lib_gfx942" in line
     assert "-> blas_lib:" in out  # the good one was still split
-    with pytest.raises(SystemExit) as info:
-        run_cli(
-            capsys,
-            "split-artifacts",
-            "--artifact-dir",
-            tree.artifact,
-            "--batch-artifact-parent-dir",
-            parent,
-            "--output-dir",
-            tmp_path / "out3",
-        )
-    assert info.value.code == 2
-    capsys.readouterr()
+    rc, _, err = run_cli(
+        capsys,
+        "split-artifacts",
+        "--artifact-dir",
+        tree.artifact,
+        "--batch-artifact-parent-dir",
+        parent,
+        "--output-dir",
+        tmp_path / "out3",
+    )
+    assert rc == 1 and "not allowed with argument --artifact-dir" in one_error_line(err)
 
 
 def test_corrupt_input_one_line_error_and_no_output(
@@ -457,7 +453,8 @@ def test_verify(capsys: pytest.CaptureFixture[str], installed: Path, tmp_path: P
     line = one_error_line(err)
     assert "#2 (gfx942) matches no wrapper" in line and "not an AMDGPU ELF" in line
     # nothing to verify against
-    rc, _, err = run_cli(capsys, "verify", lib, "--search-root", tmp_path / "build")
+    (tmp_path / "empty").mkdir()
+    rc, _, err = run_cli(capsys, "verify", lib, "--search-root", tmp_path / "empty")
     assert rc == 1 and "no archive found" in one_error_line(err)
     rc, _, err = run_cli(capsys, "verify", make_plain(tmp_path))
     assert rc == 1 and "not transformed" in one_error_line(err)
@@ -499,7 +496,7 @@ def test_resolve(capsys: pytest.CaptureFixture[str], installed: Path) -> None:
     rc, out, _ = run_cli(capsys, "resolve", lib, "--arch", "gfx1201", "--arch", "gfx1100")
     assert rc == 0 and "[gfx1100]" in out  # the second ISA (e.g. a generic) is tried next
     rc, _, err = run_cli(capsys, "resolve", lib, "--arch", "gfx942:bad")
-    assert rc == 1 and "invalid agent ISA" in one_error_line(err)
+    assert rc == 1 and "--arch 'gfx942:bad' is not an agent ISA" in one_error_line(err)
 
 
 def test_resolve_honours_the_environment(
@@ -559,3 +556,383 @@ def test_rocm_kpack_command_line_as_therock_calls_it(
         capture_output=True, text=True, cwd=REPO, check=False,
     )  # fmt: skip
     assert proc.returncode == 1 and "--tmp-dir is not a directory" in one_error_line(proc.stderr)
+
+
+# --- every subcommand on bad input: one error line naming it, exit 1, nothing written ------
+
+
+@pytest.fixture()
+def bad(tmp_path: Path) -> Path:
+    """``tmp_path/in``: inputs of every kind a careless or hostile caller passes."""
+    import socket
+
+    from wheel_fixtures import make_plain_wheel
+
+    root = tmp_path / "in"
+    root.mkdir()
+    write_kpack(
+        root / "a.kpack",
+        [KernelInput("lib/a.so#0", "gfx942", b"\x7fELF" + bytes(60))],
+        group_name="a",
+        gfx_arch_family="gfx942",
+    )
+    (root / "empty").write_bytes(b"")
+    (root / "junk").write_bytes(bytes(range(256)) * 2)
+    (root / "trunc.kpack").write_bytes((root / "a.kpack").read_bytes()[:50])
+    (root / "adir").mkdir()
+    (root / "afile").write_text("x")
+    (root / "loop").symlink_to("loop")
+    os.mkfifo(root / "fifo")
+    os.mkfifo(root / "fifo-1-py3-none-any.whl")
+    (root / "dir-1-py3-none-any.whl").mkdir()
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "sock"))
+    sock.close()
+    art = root / "blas_lib_generic"
+    put(art, "s", "lib/notes.txt", b"notes\n")
+    manifest(art, "s")
+    make_plain_wheel(root)
+    return root
+
+
+_WHEEL = "torch-2.9.0-py3-none-linux_x86_64.whl"
+_SPLIT_WHEEL = ("split-wheel", "--overlay-root", "torch/", "--device-package-prefix", "amd-torch")
+
+#: (argv with {in} for the inputs dir and {out} for a new output, what the line must say)
+BAD_INPUTS = [
+    # inputs that are not readable files (a FIFO would block a reader opening it)
+    *(
+        (("inspect", f"{{in}}/{name}"), f"{{in}}/{name}: {why}")
+        for name, why in [
+            ("missing", "cannot read the input: No such file or directory"),
+            ("adir", "the input is a directory, not a file"),
+            ("loop", "cannot read the input: Too many levels of symbolic links"),
+            ("fifo", "the input is not a regular file"),
+            ("sock", "the input is not a regular file"),
+            ("empty", "not an ELF or PE file, an offload bundle or a .kpack archive"),
+            ("junk", "not an ELF or PE file, an offload bundle or a .kpack archive"),
+            ("trunc.kpack", "50 bytes is too small for a .kpack header"),
+        ]
+    ),
+    (("extract", "{in}/fifo", "-o", "{out}"), "{in}/fifo: the input is not a regular file"),
+    (("extract", "{in}/adir", "-o", "{out}"), "{in}/adir: the input is a directory"),
+    (("verify", "{in}/adir"), "{in}/adir: the binary is a directory, not a file"),
+    (("verify", "{in}/fifo"), "{in}/fifo: the binary is not a regular file"),
+    (("resolve", "{in}/adir", "--arch", "gfx942"), "{in}/adir: the binary is a directory"),
+    (("resolve", "{in}/missing", "--arch", "gfx942"), "{in}/missing: cannot read the binary"),
+    (("verify", "{in}/junk", "--archive", "{in}/adir"), "{in}/adir: --archive is a directory"),
+    (
+        ("verify", "{in}/junk", "--search-root", "{in}/afile"),
+        "{in}/afile: --search-root is not a directory",
+    ),
+    (
+        ("split-artifacts", "--artifact-dir", "{in}/missing", "--output-dir", "{out}"),
+        "{in}/missing: not an artifact dir (no artifact_manifest.txt)",
+    ),
+    (
+        ("split-artifacts", "--batch-artifact-parent-dir", "{in}/afile", "--output-dir", "{out}"),
+        "{in}/afile: batch parent dir does not exist",
+    ),
+    (
+        (
+            "split-wheel",
+            "--input",
+            "{in}/junk",
+            "--output-dir",
+            "{out}",
+            "--overlay-root",
+            "torch/",
+            "--device-package-prefix",
+            "amd-torch",
+        ),
+        "{in}/junk: not a wheel",
+    ),
+    (
+        (
+            "split-wheel",
+            "--input",
+            "{in}/adir/x-1-py3-none-any.whl",
+            "--output-dir",
+            "{out}",
+            "--overlay-root",
+            "torch/",
+            "--device-package-prefix",
+            "amd-torch",
+        ),
+        "{in}/adir/x-1-py3-none-any.whl: cannot read: No such file or directory",
+    ),
+    (
+        (
+            "split-wheel",
+            "--input",
+            "{in}/dir-1-py3-none-any.whl",
+            "--output-dir",
+            "{out}",
+            "--overlay-root",
+            "torch/",
+            "--device-package-prefix",
+            "amd-torch",
+        ),
+        "{in}/dir-1-py3-none-any.whl: not a wheel: a directory",
+    ),
+    (
+        (
+            "split-wheel",
+            "--input",
+            "{in}/fifo-1-py3-none-any.whl",
+            "--output-dir",
+            "{out}",
+            "--overlay-root",
+            "torch/",
+            "--device-package-prefix",
+            "amd-torch",
+        ),
+        "{in}/fifo-1-py3-none-any.whl: not a wheel: not a regular file",
+    ),
+    # outputs that cannot be directories
+    (("extract", "{in}/a.kpack", "-o", "{in}/afile"), "{in}/afile: output exists and is not a dir"),
+    (
+        ("extract", "{in}/a.kpack", "-o", "{in}/afile/sub"),
+        "{in}/afile/sub: output cannot be created: {in}/afile is not a directory",
+    ),
+    (
+        (
+            "split-artifacts",
+            "--artifact-dir",
+            "{in}/blas_lib_generic",
+            "--output-dir",
+            "{in}/afile",
+        ),
+        "{in}/afile: --output-dir exists and is not a directory",
+    ),
+    (
+        (*_SPLIT_WHEEL, "--input", f"{{in}}/{_WHEEL}", "--output-dir", "{in}/afile/x"),
+        "{in}/afile/x: --output-dir cannot be created: {in}/afile is not a directory",
+    ),
+    # flag values
+    (
+        ("extract", "{in}/a.kpack", "-o", "{out}", "--target", "../x"),
+        "--target '../x' is not a target id",
+    ),
+    (
+        ("extract", "{in}/a.kpack", "-o", "{out}", "--target", "gfx942:xnack"),
+        "--target 'gfx942:xnack' is not a target id",
+    ),
+    (
+        ("resolve", "{in}/junk", "--arch", "gfx942:" + ":".join(f"f{i}+" for i in range(20))),
+        "is not an agent ISA (gfx942:sramecc+:xnack-, gfx1100; at most 4 features)",
+    ),
+    (("resolve", "{in}/junk", "--arch", "../../x"), "--arch '../../x' is not an agent ISA"),
+    (
+        (
+            "split-artifacts",
+            "--artifact-dir",
+            "{in}/blas_lib_generic",
+            "--output-dir",
+            "{out}",
+            "--compression-level",
+            "23",
+        ),
+        "compression level must be 1..22, got 23",
+    ),
+    (
+        (
+            "split-artifacts",
+            "--artifact-dir",
+            "{in}/blas_lib_generic",
+            "--output-dir",
+            "{out}",
+            "--compression-level",
+            "abc",
+        ),
+        "kpack split-artifacts: argument --compression-level: invalid int value: 'abc'",
+    ),
+    (
+        (
+            "split-artifacts",
+            "--artifact-dir",
+            "{in}/blas_lib_generic",
+            "--output-dir",
+            "{out}",
+            "-j",
+            "0",
+        ),
+        "jobs must be >= 1, got 0",
+    ),
+    (
+        (
+            "split-artifacts",
+            "--artifact-dir",
+            "{in}/blas_lib_generic",
+            "--output-dir",
+            "{out}",
+            "-j",
+            "-2",
+        ),
+        "jobs must be >= 1, got -2",
+    ),
+    (
+        (
+            "split-artifacts",
+            "--artifact-dir",
+            "{in}/blas_lib_generic",
+            "--output-dir",
+            "{out}",
+            "--gpu-targets",
+            "../x",
+        ),
+        "--gpu-targets needs gfx target ids",
+    ),
+    (
+        (
+            "split-artifacts",
+            "--artifact-dir",
+            "{in}/blas_lib_generic",
+            "--output-dir",
+            "{out}",
+            "--tmp-dir",
+            "{in}/afile",
+        ),
+        "{in}/afile: --tmp-dir is not a directory",
+    ),
+    (
+        ("split-artifacts", "--output-dir", "{out}"),
+        "one of the arguments --artifact-dir --batch-artifact-parent-dir is required",
+    ),
+    (
+        (*_SPLIT_WHEEL, "--input", f"{{in}}/{_WHEEL}", "--output-dir", "{out}", "-j", "0"),
+        "--jobs must be at least 1, got 0",
+    ),
+    (
+        (
+            *_SPLIT_WHEEL,
+            "--input",
+            f"{{in}}/{_WHEEL}",
+            "--output-dir",
+            "{out}",
+            "--compression-level",
+            "0",
+        ),
+        "--compression-level must be 1-22, got 0",
+    ),
+    (
+        (
+            *_SPLIT_WHEEL,
+            "--input",
+            f"{{in}}/{_WHEEL}",
+            "--output-dir",
+            "{out}",
+            "--max-unpacked-size",
+            "inf",
+        ),
+        "size must be positive and below 8E: 'inf'",
+    ),
+    (
+        (
+            *_SPLIT_WHEEL,
+            "--input",
+            f"{{in}}/{_WHEEL}",
+            "--output-dir",
+            "{out}",
+            "--max-expansion-ratio",
+            "nan",
+        ),
+        "--max-expansion-ratio must be at least 1, got nan",
+    ),
+    (
+        (
+            *_SPLIT_WHEEL,
+            "--input",
+            f"{{in}}/{_WHEEL}",
+            "--output-dir",
+            "{out}",
+            "--overlay-root",
+            "../x",
+        ),
+        "--overlay-root '../x/' is not a relative directory",
+    ),
+    (
+        (
+            *_SPLIT_WHEEL,
+            "--input",
+            f"{{in}}/{_WHEEL}",
+            "--output-dir",
+            "{out}",
+            "--overlay-root",
+            "/abs",
+        ),
+        "--overlay-root '/abs/' is not a relative directory",
+    ),
+    (
+        (
+            *_SPLIT_WHEEL,
+            "--input",
+            f"{{in}}/{_WHEEL}",
+            "--output-dir",
+            "{out}",
+            "--device-package-prefix",
+            "Bad Prefix",
+        ),
+        "--device-package-prefix 'Bad Prefix' is not a normalized distribution name",
+    ),
+    (
+        (
+            *_SPLIT_WHEEL,
+            "--input",
+            f"{{in}}/{_WHEEL}",
+            "--output-dir",
+            "{out}",
+            "--variant-label",
+            "../x",
+        ),
+        "invalid variant label '../x'",
+    ),
+    (("bogus",), "kpack: argument command: invalid choice: 'bogus'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "needle"), BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_is_one_error_line(
+    bad: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: tuple[str, ...],
+    needle: str,
+) -> None:
+    def fill(text: str) -> str:
+        return text.replace("{in}", str(bad)).replace("{out}", str(tmp_path / "out"))
+
+    before = sorted(
+        (str(p), p.is_file() and p.read_bytes())
+        for p in tmp_path.rglob("*")
+        if not p.is_fifo() and not p.is_socket()
+    )
+    rc, out, err = run_cli(capsys, *(fill(a) for a in argv))
+    assert (rc, out) == (1, ""), err
+    assert fill(needle) in one_error_line(err)
+    after = sorted(
+        (str(p), p.is_file() and p.read_bytes())
+        for p in tmp_path.rglob("*")
+        if not p.is_fifo() and not p.is_socket()
+    )
+    assert after == before
+
+
+def test_a_dead_worker_is_one_error_naming_the_file(
+    capsys: pytest.CaptureFixture[str],
+    tree: BlasTree,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker process killed while it splits (the OOM killer) is one error naming the
+    binary, not a ``BrokenProcessPool`` traceback; nothing is published."""
+    monkeypatch.setattr(split_work, "run_fat_job", _die)
+    rc, out, err = split_cli(capsys, tree, tmp_path / "out", "-j", "2")
+    assert (rc, out) == (1, "")
+    line = one_error_line(err)
+    assert "the worker process splitting it died" in line and ".so" in line
+    assert not (tmp_path / "out").exists()
+
+
+def _die(*args: object, **kwargs: object) -> None:
+    os._exit(9)
