@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import lzma
+import os
 import shutil
 import sys
 import tarfile
@@ -190,7 +192,7 @@ def _tar_module() -> types.ModuleType:
     package = types.ModuleType("fuzz_rocm_sdk")
     package.__path__ = [str(src)]
     sys.modules["fuzz_rocm_sdk"] = package
-    for name in ("_errors", "_tar_expand"):
+    for name in ("_errors", "_jsonfile", "_limits", "_tar_expand"):
         spec = importlib.util.spec_from_file_location(f"fuzz_rocm_sdk.{name}", src / f"{name}.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -214,7 +216,37 @@ def _tar_seeds() -> list[bytes]:
         add("lib/libx.so.1", tarfile.REGTYPE, b"\x7fELF" + bytes(100))
         add("lib/libx.so", tarfile.SYMTYPE, link="libx.so.1")
         add("lib/liby.so", tarfile.LNKTYPE, link="_rocm_sdk_devel/lib/libx.so.1")
-    return [buf.getvalue()]
+    plain = buf.getvalue()
+    return [plain, _tar_pax_seed(), lzma.compress(plain, preset=1)]
+
+
+def _tar_pax_seed() -> bytes:
+    """A pax tarball: long names and link targets in pax records (path=, linkpath=)."""
+    buf = io.BytesIO()
+    deep = "_rocm_sdk_devel/include/" + "/".join(["d" * 40] * 4)
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, kind, data, link in (
+            (deep, tarfile.DIRTYPE, b"", ""),
+            (f"{deep}/h\u00e9ader.h", tarfile.REGTYPE, b"#define X 1\n" * 8, ""),
+            ("_rocm_sdk_devel/lib/alias", tarfile.SYMTYPE, b"", f"../include/{deep[24:]}"),
+        ):
+            info = tarfile.TarInfo(name)
+            info.type, info.size, info.linkname, info.mode = kind, len(data), link, 0o644
+            tar.addfile(info, io.BytesIO(data) if data else None)
+    return buf.getvalue()
+
+
+#: The expansion limit of the fuzzed devel tarball: small, so declared sizes cross it often.
+_TAR_LIMIT = 1 << 20
+
+_TAR_TOKENS = (
+    *b"ustar\x0000 ././@LongLink ././@PaxHeader path= size= linkpath= mtime= ../ / \\ C:".split(),
+    *b"hdrcharset=BINARY GNU.sparse.map= GNU.sparse.size= GNU.sparse.realsize=".split(),
+    *b"GNU.sparse.major=1 _rocm_sdk_devel/ \xff\xfe 77777777777\x00 \xfd7zXZ\x00".split(),
+    b"ustar  \x00",
+    b"30 path=../x\n",
+    b"\x80\x00\x00\x00\x00\x00\x00\x00\x40\x00\x00\x00",
+)
 
 
 def _run_tar(data: bytes, work: Path) -> None:
@@ -222,7 +254,11 @@ def _run_tar(data: bytes, work: Path) -> None:
     tarball.write_bytes(data)
     site = work / "site"
     site.mkdir()
-    _tar_module().extract_tree(tarball, "_rocm_sdk_devel", site / "_rocm_sdk_devel", site)
+    limit = sys.modules["fuzz_rocm_sdk._limits"].ExpansionLimit(_TAR_LIMIT, "fuzz")
+    _tar_module().extract_tree(tarball, "_rocm_sdk_devel", site / "_rocm_sdk_devel", site, limit)
+    written = sum(p.stat().st_size for p in site.rglob("*") if p.is_file() and not p.is_symlink())
+    if written > _TAR_LIMIT:
+        raise AssertionError(f"{written} bytes written past the {_TAR_LIMIT} byte limit")
 
 
 def _json_seeds() -> list[bytes]:
@@ -385,13 +421,117 @@ def _ours_tar() -> tuple[type[BaseException], ...]:
     return (sys.modules["fuzz_rocm_sdk._errors"].RocmSdkError,) if errors else ()
 
 
+@cache
+def _backend() -> tuple[types.ModuleType, types.ModuleType, tuple[types.ModuleType, ...]]:
+    """The rocm sdist's build backend and its requirements module (from the templates, as
+    pip runs them) and two rendered ``_dist_info`` modules: legacy families, and processors
+    with LLVM generic targets."""
+    backend_dir = REPO / "templates" / "rocm" / "_backend"
+    templates_tests = REPO / "tests" / "templates"
+    for path in (backend_dir, templates_tests):
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+    import tempfile
+
+    from tpl_rendering import SAMPLE_CONTEXTS, render  # type: ignore[import-not-found]
+
+    spec = importlib.util.spec_from_file_location(
+        "fuzz_rocm_sdk_backend", backend_dir / "rocm_sdk_backend.py"
+    )
+    assert spec is not None and spec.loader is not None
+    backend = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = backend
+    spec.loader.exec_module(backend)
+    modules = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("legacy2", "kpack-generic"):
+            path = Path(tmp) / f"fuzz_dist_info_{name.replace('-', '_')}.py"
+            path.write_text(render("common/_dist_info.py.j2", SAMPLE_CONTEXTS[name]))
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module  # dataclasses resolve annotations through it
+            spec.loader.exec_module(module)
+            modules.append(module)
+    return backend, sys.modules["rocm_sdk_requires"], tuple(modules)
+
+
+def _env_value(raw: bytes) -> str:
+    """An environment value as ``os.environ`` holds one (no NUL can be in the environment)."""
+    return os.fsdecode(raw.replace(b"\0", b""))
+
+
+def _run_backend(data: bytes, work: Path) -> None:
+    """Input: ``ROCM_SDK_TARGET_FAMILY`` line, ``SOURCE_DATE_EPOCH`` line, then what
+    offload-arch printed. The backend resolves the family and writes the metadata fields."""
+    backend, requires, modules = _backend()
+    family, _, rest = data.partition(b"\n")
+    epoch, _, output = rest.partition(b"\n")
+    saved = {k: os.environ.get(k) for k in ("ROCM_SDK_TARGET_FAMILY", "SOURCE_DATE_EPOCH")}
+    os.environ["ROCM_SDK_TARGET_FAMILY"] = _env_value(family)
+    os.environ["SOURCE_DATE_EPOCH"] = _env_value(epoch)
+    try:
+        for di in modules:
+            _backend_metadata(backend, requires, di, output)
+        backend._timestamp()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _backend_metadata(
+    backend: types.ModuleType, requires: types.ModuleType, di: types.ModuleType, output: bytes
+) -> None:
+    capped = len(output) > di.OFFLOAD_ARCH_MAX_OUTPUT
+    arches = [] if capped else di.parse_offload_arch(output)
+    di.query_offload_arch = lambda: arches
+    di.CACHED_TARGET_FAMILY = di.CACHED_TARGET_FAMILY_SOURCE = None
+    family, _ = backend.resolve(di)
+    if family not in di.AVAILABLE_TARGET_FAMILIES:
+        raise AssertionError(f"resolved to {family!r}, which the build does not offer")
+    reqs = requires.compute_requirements(di, lambda: backend.resolve(di))
+    for field, value in requires.metadata_fields(reqs):
+        if not value.isprintable():
+            raise AssertionError(f"metadata field {field} is not one printable line: {value!r}")
+    backend.selection(di)
+
+
+def _backend_seeds() -> list[bytes]:
+    """Inputs both builds resolve: from the variable, from offload-arch, or the default."""
+    return [
+        b"gfx942:sramecc+:xnack-\n1700000000\ngfx942:sramecc+:xnack-\ngfx90a\n",
+        b"\n\ngfx1201\ngfx942\ngfx1201\n",
+        b"gfx942:xnack+\n315532800\n",
+        b"\n-5\n" + b"gfx1100\n" * 40 + b"gfx1151\n",
+        b"\n\ngfx950\n",
+    ]
+
+
+_BACKEND_TOKENS = (
+    *b"gfx94X-dcgpu gfx110X-all gfx120X-all gfx1250-strict gfx942 gfx950 gfx1151".split(),
+    *b"gfx942:sramecc+:xnack- gfx90a:xnack+ gfx9-4-generic gfx11-generic gfx12-generic".split(),
+    *b"-all -dcgpu -dgpu -igpu :xnack- ; ../ \x85 \xe2\x80\xa8 \x00 \xff".split(),
+    *b"4294967296 4354819200 1700000000000 -1 1e9".split(),
+    b"\n",
+    b"\r\n",
+    b" ",
+)
+
+
+def _ours_backend() -> tuple[type[BaseException], ...]:
+    return (_backend()[0].BackendError,)
+
+
 READERS: Sequence[Reader] = (
     Reader("elf", _run_elf, (RocmPackagingError,), _elf_seeds),
     Reader("transform", _run_transform, (RocmPackagingError,), _transform_seeds),
     Reader("bundle", _run_bundle, (RocmPackagingError,), _bundle_seeds),
     Reader("kpack", _run_kpack, (RocmPackagingError,), _kpack_seeds),
     Reader("wheel", _run_wheel, (RocmPackagingError,), _wheel_seeds),
-    Reader("tar", _run_tar, _ours_tar(), _tar_seeds),
+    Reader("tar", _run_tar, _ours_tar(), _tar_seeds, tokens=_TAR_TOKENS),
     Reader("json", _run_json, (RocmPackagingError,), _json_seeds),
     *(
         _yaml_reader(n)
@@ -406,6 +546,7 @@ READERS: Sequence[Reader] = (
         _shard_report_seeds,
         tokens=_SHARD_REPORT_TOKENS,
     ),
+    Reader("backend", _run_backend, _ours_backend(), _backend_seeds, tokens=_BACKEND_TOKENS),
 )
 
 

@@ -76,7 +76,7 @@ def member_relpath(name: str, top: str) -> str:
     Raises UnsafeArchiveError for absolute names, '..' components and names
     outside ``top/``.
     """
-    _check_utf8(name, "member")
+    _check_name(name, "member")
     if name.startswith(("/", "\\")) or "\\" in name or re.match(r"^[A-Za-z]:", name):
         raise UnsafeArchiveError(f"member {name!r} is absolute or not a POSIX path")
     parts = [p for p in name.split("/") if p not in ("", ".")]
@@ -87,9 +87,12 @@ def member_relpath(name: str, top: str) -> str:
     return "/".join(parts[1:])
 
 
-def _check_utf8(name: str, what: str) -> None:
+def _check_name(name: str, what: str) -> None:
     """A name read from the archive must be valid UTF-8 (``tarfile`` keeps undecodable bytes
-    as surrogates): the RECORD and every other platform need it."""
+    as surrogates: the RECORD and every other platform need UTF-8) without NUL bytes (a pax
+    record can hold them; no file system name can)."""
+    if "\0" in name:
+        raise UnsafeArchiveError(f"{what} {name!r} contains a NUL byte")
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -176,7 +179,7 @@ def _stream_members(
                 _write_file(archive, member, dest / rel)
                 files.append(rel)
             elif member.issym():
-                _check_utf8(member.linkname, f"symlink {member.name!r} target")
+                _check_name(member.linkname, f"symlink {member.name!r} target")
                 links.append(_Link(rel, member.linkname, hard=False))
             elif member.islnk():
                 links.append(_Link(rel, member_relpath(member.linkname, top), hard=True))
