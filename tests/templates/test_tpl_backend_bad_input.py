@@ -341,3 +341,22 @@ def test_uv_shows_the_one_line(tmp_path: Path, case: str) -> None:
         check=False,
     )
     _assert_frontend_shows_one_line(proc, expected, target)
+
+
+@pytest.mark.parametrize(
+    ("hook", "name"),
+    [("build_wheel", "rocm-7.1.0-py3-none-any.whl"), ("build_sdist", "rocm-7.1.0.tar.gz")],
+)
+def test_a_leftover_partial_symlink_is_never_written_through(
+    tmp_path: Path, hook: str, name: str
+) -> None:
+    tree = rocm_sdk_tree(SAMPLE_CONTEXTS["legacy1"], tmp_path / "rocm")
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("not yours")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f".{name}.partial").symlink_to(elsewhere)
+    proc = run_hook(tree, hook, out, {"ROCM_SDK_TARGET_FAMILY": "gfx94X-dcgpu"})
+    assert proc.returncode == 0, proc.stderr
+    assert elsewhere.read_text() == "not yours"
+    assert sorted(p.name for p in out.iterdir()) == [name]

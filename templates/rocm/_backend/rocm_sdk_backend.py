@@ -40,7 +40,7 @@ from collections.abc import Callable
 from email.parser import HeaderParser
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import rocm_sdk_requires
 
@@ -228,13 +228,21 @@ def _record_row(arcname: str, data: bytes) -> str:
     return f"{arcname},sha256={digest},{len(data)}\n"
 
 
+def _create_new(path: Path) -> BinaryIO:
+    """A new file at ``path`` for writing: a leftover of that name (a symlink even) is
+    removed first, never written through."""
+    path.unlink(missing_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    return os.fdopen(os.open(path, flags | getattr(os, "O_BINARY", 0), 0o666), "wb")
+
+
 def _write_wheel(path: Path, members: list[tuple[str, bytes, int]], record_name: str) -> None:
     """Write the wheel to a temporary name beside ``path`` and rename it into place."""
     date_time = time.gmtime(_timestamp())[:6]
     record = "".join(_record_row(name, data) for name, data, _ in members) + f"{record_name},,\n"
     partial = path.with_name(f".{path.name}.partial")
     try:
-        with zipfile.ZipFile(partial, "w") as zf:
+        with _create_new(partial) as raw, zipfile.ZipFile(raw, "w") as zf:
             for name, data, mode in [*members, (record_name, record.encode(), 0o644)]:
                 info = zipfile.ZipInfo(name, date_time=date_time)
                 info.compress_type = zipfile.ZIP_DEFLATED
@@ -267,7 +275,8 @@ def prepare_metadata_for_build_wheel(
     target = Path(metadata_directory) / name
     target.mkdir(parents=True, exist_ok=True)
     for filename, data in _dist_info_files(metadata).items():
-        (target / filename).write_bytes(data)
+        with _create_new(target / filename) as out:
+            out.write(data)
     return name
 
 
@@ -307,7 +316,7 @@ def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) ->
     path = Path(sdist_directory) / filename
     partial = path.with_name(f".{filename}.partial")
     try:
-        with open(partial, "wb") as raw, gzip.GzipFile(
+        with _create_new(partial) as raw, gzip.GzipFile(
             fileobj=raw, mode="wb", mtime=mtime
         ) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for rel, source in _tree_files(ROOT):
