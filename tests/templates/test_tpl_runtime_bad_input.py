@@ -182,9 +182,20 @@ def test_an_xz_bomb_is_refused_before_it_is_written(tmp_path: Path, xz_bomb: byt
     line = fails(site, "init")
     assert line == (
         f"{tarball} expands to more than {256 << 20} bytes, the limit (100 times the tarball's "
-        "size, at least 256 MiB); if this tarball is genuine, set ROCM_SDK_MAX_DEVEL_SIZE to a "
-        "larger number of bytes"
+        "size, at least 256 MiB and at most 64 GiB); if this tarball is genuine, set "
+        "ROCM_SDK_MAX_DEVEL_SIZE to a larger number of bytes"
     )
+
+
+@pytest.mark.parametrize(
+    ("size", "limit"),
+    [(0, 256 << 20), (3 << 20, 300 << 20), (1 << 30, 64 << 30), (11 << 20, 1100 << 20)],
+)
+def test_the_default_limit_follows_the_tarball_size(tmp_path: Path, size: int, limit: int) -> None:
+    with importable(make_site(tmp_path)):
+        from rocm_sdk._limits import ExpansionLimit
+
+        assert ExpansionLimit.default(size).limit == limit
 
 
 def test_the_variable_raises_the_limit(tmp_path: Path, xz_bomb: bytes) -> None:

@@ -12,7 +12,7 @@ from . import _dist_info as di
 from ._errors import RocmSdkError
 from ._jsonfile import read_json
 from ._layout import package_dir
-from ._limits import DEFAULT_MAX_RATIO, DEFAULT_MIN_LIMIT, MAX_DEVEL_SIZE_ENV
+from ._limits import DEFAULT_LIMIT_TEXT, MAX_DEVEL_SIZE_ENV
 
 DIST_INFO_JSON = Path("share", "therock", "dist_info.json")
 
@@ -106,8 +106,8 @@ def _test(args: argparse.Namespace) -> int:
 
 
 EXPANSION_NOTE = (
-    f"The devel tarball may expand to {DEFAULT_MAX_RATIO} times its size (at least "
-    f"{DEFAULT_MIN_LIMIT >> 20} MiB); {MAX_DEVEL_SIZE_ENV}=<bytes> sets another limit."
+    f"The devel tarball may expand to {DEFAULT_LIMIT_TEXT}; {MAX_DEVEL_SIZE_ENV}=<bytes> sets "
+    "another limit."
 )
 
 

@@ -6,8 +6,8 @@ other platform packages as ``_rocm_sdk_devel<nonce>/``, every created path is
 appended to the devel RECORD (so ``pip uninstall`` removes it), and the tarball
 is deleted last.
 
-Bounded: the tarball may expand to 100 times its size (at least 256 MiB) unless
-``ROCM_SDK_MAX_DEVEL_SIZE`` sets another number of bytes; a bigger one is refused
+Bounded: the tarball may expand to 100 times its size (at least 256 MiB, at most
+64 GiB) unless ``ROCM_SDK_MAX_DEVEL_SIZE`` sets another number of bytes; a bigger one is refused
 before the member that crosses the limit is written, and nothing is left of it.
 
 Crash safety: the tree is expanded into a staging sibling and renamed into
