@@ -233,14 +233,15 @@ def _members(archive: zipfile.ZipFile, path: Path, *, windows: bool) -> list[zip
         if name in seen:
             problems.append(f"{name}: duplicate member (refusing to pick one)")
         seen.add(name)
+        is_dir = name.endswith("/")  # ZipInfo.is_dir() fails on an empty name
         try:
-            safe_relpath(name, what="member name", allow_dir_suffix=info.is_dir())
+            safe_relpath(name, what="member name", allow_dir_suffix=is_dir)
         except UnsafePathError as exc:
             problems.append(f"{name!r}: unsafe member name ({exc.message})")
             continue
         if (raw := _raw_name(info)) is not None:
             problems.append(f"member name {raw} is not valid UTF-8")
-        elif info.is_dir():
+        elif is_dir:
             continue
         elif stat.S_ISLNK(info.external_attr >> 16):
             problems.append(f"{name}: symbolic links are not allowed in wheels")

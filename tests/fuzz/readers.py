@@ -166,23 +166,112 @@ def _run_kpack(data: bytes, work: Path) -> None:
 
 
 WHEEL = "torch-2.9.0-py3-none-linux_x86_64.whl"
+WINDOWS_WHEEL = "torch-2.9.0-py3-none-win_amd64.whl"
 
 
 def _wheel_seeds() -> list[bytes]:
+    """Our writer's plain wheel, the same wheel with its RECORD hashed with sha384 (the
+    reader checks any strong hashlib name), and one whose names differ only in case (fine
+    on Linux, refused in a Windows wheel)."""
+    import base64
+    import hashlib
     import tempfile
 
-    from wheel_fixtures import make_plain_wheel  # type: ignore[import-not-found]
+    from wheel_fixtures import (  # type: ignore[import-not-found]
+        make_plain_wheel,
+        metadata,
+        record_name,
+        rewrite_zip,
+    )
+
+    from kpack.wheelfile import Member, write_wheel
+
+    def sha384(members: dict[str, bytes]) -> dict[str, bytes]:
+        name = record_name(members)
+        rows = []
+        for line in members[name].decode().splitlines():
+            arcname, digest, size = line.split(",")
+            if digest:
+                raw = hashlib.sha384(members[arcname]).digest()
+                digest = "sha384=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+            rows.append(f"{arcname},{digest},{size}\n")
+        members[name] = "".join(rows).encode()
+        return members
 
     with tempfile.TemporaryDirectory() as tmp:
-        return [make_plain_wheel(Path(tmp)).read_bytes()]
+        plain = make_plain_wheel(Path(tmp))
+        other = rewrite_zip(plain, Path(tmp) / "sha384.whl", sha384)
+        cases = [Member(n, n.encode()) for n in ("torch/Version.py", "torch/version.py")]
+        folded = write_wheel(
+            Path(tmp) / "cases",
+            dist_name="torch",
+            version="2.9.0",
+            tag="py3-none-any",
+            members=cases,
+            metadata=metadata(),
+        ).path
+        return [plain.read_bytes(), other.read_bytes(), folded.read_bytes()]
 
 
 def _run_wheel(data: bytes, work: Path) -> None:
+    """Every other input (by a bit of its checksum) is read as a Windows wheel, whose member
+    names must not differ only in case."""
+    import zlib
+
     from kpack.tools._wheel_source import open_wheel
 
-    path = work / WHEEL
+    path = work / (WINDOWS_WHEEL if zlib.crc32(data) & 1 else WHEEL)
     path.write_bytes(data)
     open_wheel(path, work / "in")
+
+
+def _member_list(members: Sequence[tuple[str, bytes]]) -> bytes:
+    return b"\0\0".join(name.encode() + b"\0" + data for name, data in members)
+
+
+def _wheel_member_seeds() -> list[bytes]:
+    import zipfile
+
+    seeds = []
+    for wheel in _wheel_seeds():
+        with zipfile.ZipFile(io.BytesIO(wheel)) as zf:
+            seeds.append(_member_list([(i.filename, zf.read(i)) for i in zf.infolist()]))
+    return seeds
+
+
+def _run_wheel_members(data: bytes, work: Path) -> None:
+    """The input is a wheel's member list (``name\\0content``, ``\\0\\0`` between members),
+    stored in a zip and read as a wheel: mutations reach the member names and RECORD's text,
+    which the CRCs and deflate of a whole zip keep the "wheel" reader's mutations from."""
+    import warnings
+    import zipfile
+    import zlib
+
+    from kpack.tools._wheel_source import open_wheel
+
+    path = work / (WINDOWS_WHEEL if zlib.crc32(data) & 1 else WHEEL)
+    with warnings.catch_warnings(), zipfile.ZipFile(path, "w") as zf:
+        warnings.simplefilter("ignore")  # a duplicate name is the reader's to refuse
+        for part in data.split(b"\0\0"):
+            name, _, content = part.partition(b"\0")
+            info = zipfile.ZipInfo(name[:1000].decode("utf-8", "replace"), (1980, 1, 1, 0, 0, 0))
+            zf.writestr(info, content)
+    open_wheel(path, work / "in")
+
+
+#: RECORD syntax and hash names, the dist-info files, a case variant of the seed's members
+#: (a collision in a Windows wheel), bytes that are not UTF-8, zip record signatures.
+_WHEEL_TOKENS = (
+    *b",sha256= sha256= shake_128= shake_256= md5= sha1= sha224= sha384= sha512=".split(),
+    *b"blake2b= sha3_256= ,, RECORD.jws WHEEL METADATA .dist-info/ .dist-info/RECORD".split(),
+    *b"torch-2.9.0.dist-info/RECORD torch-2.9.0.data/purelib/ TORCH/__init__.py".split(),
+    *b"torch/lib/readme Torch/ \xff\xfe \xc3\x28 PK\x03\x04 PK\x01\x02 PK\x05\x06".split(),
+    b",\n",
+    b"=\n",
+    b"\r\n",
+    b"Root-Is-Purelib: true",
+    b"Tag: py3-none-win_amd64",
+)
 
 
 @cache
@@ -400,6 +489,11 @@ def _pe_seeds() -> list[bytes]:
         return [
             build_pe(Path(tmp) / "a.dll", [plain]).read_bytes(),
             build_pe(Path(tmp) / "b.dll", [plain, spec_ccob(plain, version=3)]).read_bytes(),
+            # a debug directory entry (CodeView), and a COFF symbol and string table
+            build_pe(Path(tmp) / "c.dll", [plain], link_flags=("/debug",)).read_bytes(),
+            build_pe(
+                Path(tmp) / "d.dll", [plain], debug=True, link_flags=("/debug:dwarf",)
+            ).read_bytes(),
         ]
 
 
@@ -414,6 +508,19 @@ def _run_pe(data: bytes, work: Path) -> None:
             kernel.read()
         transform_pe(path, work / "out.dll", kernel_name="bin/f.dll",
                      search_paths=["../.kpack/x_@GFXARCH@.kpack"])  # fmt: skip
+
+
+#: Section names, signatures and magics of a HIP fat PE image, header field values.
+_PE_TOKENS = (
+    *b".debug RSDS .hip_fat .hipFatB .kpackrf .reloc .rdata __CLANG_OFFLOAD_BUNDLE__".split(),
+    *b"HIPF HIPK CCOB PE\x00\x00 MZ hipv4-amdgcn-amd-amdhsa--gfx942".split(),
+    b"\x64\x86",
+    b"\x0b\x02",
+    b"\x00\x02\x00\x00",
+    b"\x00\x10\x00\x00",
+    b"\xff\xff\xff\xff",
+    b"\x02\x00\x00\x00",
+)
 
 
 def _ours_tar() -> tuple[type[BaseException], ...]:
@@ -530,7 +637,14 @@ READERS: Sequence[Reader] = (
     Reader("transform", _run_transform, (RocmPackagingError,), _transform_seeds),
     Reader("bundle", _run_bundle, (RocmPackagingError,), _bundle_seeds),
     Reader("kpack", _run_kpack, (RocmPackagingError,), _kpack_seeds),
-    Reader("wheel", _run_wheel, (RocmPackagingError,), _wheel_seeds),
+    Reader("wheel", _run_wheel, (RocmPackagingError,), _wheel_seeds, tokens=_WHEEL_TOKENS),
+    Reader(
+        "wheel-members",
+        _run_wheel_members,
+        (RocmPackagingError,),
+        _wheel_member_seeds,
+        tokens=_WHEEL_TOKENS,
+    ),
     Reader("tar", _run_tar, _ours_tar(), _tar_seeds, tokens=_TAR_TOKENS),
     Reader("json", _run_json, (RocmPackagingError,), _json_seeds),
     *(
@@ -538,7 +652,7 @@ READERS: Sequence[Reader] = (
         for n in ("packages.yaml", "libraries.yaml", "databases.yaml", "wheel_types.yaml")
     ),
     Reader("cmake", _run_cmake, (RocmPackagingError,), _cmake_seeds, tokens=_CMAKE_TOKENS),
-    Reader("pe", _run_pe, (RocmPackagingError,), _pe_seeds),
+    Reader("pe", _run_pe, (RocmPackagingError,), _pe_seeds, tokens=_PE_TOKENS),
     Reader(
         "shard-report",
         _run_shard_report,

@@ -152,6 +152,13 @@ def test_unsafe_member_names(tmp_path: Path, name: str) -> None:
     assert not (tmp_path.parent / "evil.py").exists() and not (tmp_path / "evil.py").exists()
 
 
+def test_an_empty_member_name(tmp_path: Path) -> None:
+    """Fuzzer finding: zipfile's ``is_dir()`` fails on an empty name (an IndexError, reported
+    as 'damaged wheel: IndexError'); it is an unsafe name like any other."""
+    data = _zip([("torch/__init__.py", b""), ("", b"x")])
+    _fails(tmp_path, data, "invalid wheel members", "'': unsafe member name (member name is empty)")
+
+
 def test_duplicate_members(tmp_path: Path) -> None:
     import warnings
 
