@@ -23,6 +23,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from kpack.errors import PackagingError
+from kpack.safepath import case_collisions, windows_platform
 from kpack.wheelfile._deflate import ByteProgress, MemberStreamer, WrittenMember, default_jobs
 from kpack.wheelfile._member import ContentSource, Member
 from kpack.wheelfile._names import (
@@ -79,7 +80,7 @@ def write_wheel(
     ]
     if entry_points is not None:
         generated.append(Member(f"{dist_info}/entry_points.txt", entry_points))
-    ordered = order_members([*members, *generated], dist_info)
+    ordered = order_members([*members, *generated], dist_info, windows=windows_platform(tag))
     final = Path(dest_dir) / wheel_filename(dist_name, version, tag)
     with atomic_output(final) as handle:
         writer = ZipWriter(handle, resolve_epoch(epoch))
@@ -105,12 +106,16 @@ def write_wheel(
     return result
 
 
-def order_members(members: Sequence[Member], dist_info: str) -> list[Member]:
+def order_members(
+    members: Sequence[Member], dist_info: str, *, windows: bool = False
+) -> list[Member]:
     """Payload sorted by name, then ``dist_info`` members sorted; RECORD is added later.
 
     Rejects, all problems at once: duplicate names, a reserved ``.dist-info`` name, another
     ``.dist-info`` directory, and a name that is also a directory of another member. Names
-    that differ only in case are allowed (they work on Linux) but logged.
+    that differ only in case (:func:`kpack.safepath.case_collisions`) are refused in a
+    ``windows`` wheel (NTFS keeps one file for both), elsewhere allowed (they work on Linux)
+    but logged.
     """
     problems: list[str] = []
     seen: set[str] = set()
@@ -128,9 +133,13 @@ def order_members(members: Sequence[Member], dist_info: str) -> list[Member]:
     ]
     directories = {name.rsplit("/", i)[0] for name in seen for i in range(1, name.count("/") + 1)}
     problems += [f"{name}: is also a directory" for name in sorted(seen & directories)]
+    cases = case_collisions(sorted(seen))
+    if windows:
+        problems += [f"{pair} differ only in case (one file on Windows)" for pair in cases]
     if problems:
         raise PackagingError("invalid wheel members", problems=problems)
-    _warn_case_collisions(seen)
+    for pair in cases:
+        log.warning("wheel members differ only in case: %s", pair)
     prefix = dist_info + "/"
     payload = sorted((m for m in members if not m.arcname.startswith(prefix)), key=_name)
     meta = sorted((m for m in members if m.arcname.startswith(prefix)), key=_name)
@@ -181,11 +190,3 @@ def _normalized_or_none(version: str) -> str | None:
         return normalize_version(version.strip())
     except PackagingError:
         return None
-
-
-def _warn_case_collisions(names: set[str]) -> None:
-    folded: dict[str, list[str]] = {}
-    for name in names:
-        folded.setdefault(name.casefold(), []).append(name)
-    for group in sorted(sorted(g) for g in folded.values() if len(g) > 1):
-        log.warning("wheel members differ only in case: %s", ", ".join(group))

@@ -336,6 +336,8 @@ WIN = "torch-2.9.0-py3-none-win_amd64.whl"
 
 
 def _wheel_with(tmp_path: Path, tag: str, members: list[tuple[str, bytes]]) -> Path:
+    """A wheel of ``members`` named with ``tag`` (written as a Linux wheel: our writer
+    refuses such names in a Windows one)."""
     from wheel_fixtures import metadata
 
     from kpack.wheelfile import Member, write_wheel
@@ -344,11 +346,11 @@ def _wheel_with(tmp_path: Path, tag: str, members: list[tuple[str, bytes]]) -> P
         tmp_path / tag,
         dist_name="torch",
         version="2.9.0",
-        tag=tag,
+        tag="py3-none-linux_x86_64",
         members=[Member(name, data) for name, data in members],
         metadata=metadata(),
     )
-    return result.path
+    return result.path.rename(result.path.with_name(f"torch-2.9.0-{tag}.whl"))
 
 
 @pytest.mark.parametrize(

@@ -473,6 +473,20 @@ def test_case_collisions_only_warn(tmp_path: Path, caplog: pytest.LogCaptureFixt
         assert zf.read("a/readme") == b"2"
 
 
+@pytest.mark.parametrize("tag", ["py3-none-win_amd64", "cp311-cp311-win32", "py3-none-win_arm64"])
+def test_case_collisions_are_refused_in_a_windows_wheel(tmp_path: Path, tag: str) -> None:
+    """NTFS keeps one file for ``README`` and ``readme`` (or ``A/x`` and ``a/y``'s
+    directories): a Windows wheel holding both is refused, nothing written."""
+    members = [Member(n, n.encode()) for n in ("a/README", "a/readme", "B/x", "b/y")]
+    with pytest.raises(PackagingError, match="invalid wheel members") as info:
+        build(tmp_path, members, tag=tag)
+    assert info.value.problems == (
+        "'a/README' and 'a/readme' differ only in case (one file on Windows)",
+        "'B' and 'b' differ only in case (one file on Windows)",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_metadata_must_agree(tmp_path: Path) -> None:
     with pytest.raises(PackagingError, match="METADATA") as info:
         build(tmp_path, [], metadata=metadata(name="other", version="1.0"))
