@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-from kpack.errors import RocmPackagingError
+from kpack.errors import PackagingError, RocmPackagingError
 
 from .harness import Reader
 
@@ -628,6 +628,66 @@ _BACKEND_TOKENS = (
 )
 
 
+def _shard_sdist_seeds() -> list[bytes]:
+    """Uncompressed tars (the reader gzips them, so mutations reach the tar headers) of a
+    sound ``rocm`` sdist and of one with a link, plus one sound gzipped sdist."""
+    import gzip
+    import io
+    import tarfile
+
+    def tar(extra: bool) -> bytes:
+        top = f"rocm-{_SHARD_VERSION}"
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            for name, data in (
+                ("PKG-INFO", f"Metadata-Version: 2.1\nName: rocm\nVersion: {_SHARD_VERSION}\n"),
+                ("pyproject.toml", "[build-system]\nrequires = []\n"),
+                ("src/rocm_sdk/__init__.py", ""),
+            ):
+                info = tarfile.TarInfo(f"{top}/{name}")
+                info.size = len(data.encode())
+                archive.addfile(info, io.BytesIO(data.encode()))
+            if extra:
+                link = tarfile.TarInfo(f"{top}/src/link")
+                link.type, link.linkname = tarfile.SYMTYPE, "rocm_sdk/__init__.py"
+                archive.addfile(link)
+        return out.getvalue()
+
+    return [tar(False), tar(True), gzip.compress(tar(False), mtime=0)]
+
+
+def _run_shard_sdist(data: bytes, work: Path) -> None:
+    """A shard's ``rocm`` sdist, checked as assemble-shards checks every input archive; its
+    problems are raised as one error (a refusal), anything else escaping is a finding."""
+    import gzip
+
+    from build_tools.shard_archives import archive_problems
+
+    path = work / f"rocm-{_SHARD_VERSION}.tar.gz"
+    path.write_bytes(data if data[:2] == b"\x1f\x8b" else gzip.compress(data, mtime=0))
+    problems = archive_problems(path, "rocm", _SHARD_VERSION)
+    if problems:
+        raise PackagingError("invalid shard input", path=path, problems=problems)
+
+
+_SHARD_SDIST_TOKENS = (
+    b"ustar",
+    b"ustar\x0000",
+    f"rocm-{_SHARD_VERSION}/".encode(),
+    b"../",
+    b"/etc/passwd",
+    b"PKG-INFO",
+    b"Name: rocm\n",
+    b"Version: ",
+    b"path=",
+    b"linkpath=",
+    b"size=",
+    b"././@LongLink",
+    b"\x00" * 512,
+    b"\xff\xfe",
+)
+
+
 def _ours_backend() -> tuple[type[BaseException], ...]:
     return (_backend()[0].BackendError,)
 
@@ -661,6 +721,13 @@ READERS: Sequence[Reader] = (
         tokens=_SHARD_REPORT_TOKENS,
     ),
     Reader("backend", _run_backend, _ours_backend(), _backend_seeds, tokens=_BACKEND_TOKENS),
+    Reader(
+        "shard-sdist",
+        _run_shard_sdist,
+        (RocmPackagingError,),
+        _shard_sdist_seeds,
+        tokens=_SHARD_SDIST_TOKENS,
+    ),
 )
 
 
