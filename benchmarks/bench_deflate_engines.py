@@ -38,7 +38,7 @@ def _sync_flushed(module: ModuleType, level: int) -> Callable[[bytes, bool], byt
 
 
 def _pjrt_host(work: Path) -> Path:
-    from kpack.tools.split_python_wheels import SplitOptions, split_wheel
+    from kpack.wheelsplit import SplitOptions, split_wheel
     from tests.pypi_inputs import JAX_PJRT, fetch_wheel
 
     out = work / "split"

@@ -27,7 +27,8 @@ from elftools.common.exceptions import ELFError  # noqa: E402
 from elftools.elf.dynamic import DynamicSection  # noqa: E402
 from elftools.elf.elffile import ELFFile  # noqa: E402
 
-from kpack.elf import _read, check_rpath_edit, plan_rpath_edit, scan_elf  # noqa: E402
+from kpack.elf import check_rpath_edit, plan_rpath_edit, scan_elf  # noqa: E402
+from kpack.elf import reader as _read  # noqa: E402
 from kpack.errors import ElfError  # noqa: E402
 
 DEFAULT_ROOTS = [

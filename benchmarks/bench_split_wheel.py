@@ -50,7 +50,7 @@ def _library() -> tuple[Path, str]:
 def _child(mode: str, wheel: Path, out: Path, jobs: int, root: str) -> None:
     start = time.perf_counter()
     if mode == "split":
-        from kpack.tools.split_python_wheels import SplitOptions, split_wheel
+        from kpack.wheelsplit import SplitOptions, split_wheel
 
         split_wheel(wheel, out, SplitOptions(root, "amd-device", ("rocblas",), jobs=jobs))
     else:

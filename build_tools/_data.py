@@ -1,11 +1,11 @@
 """Locate the data directories the builder reads: ``templates/`` (its own) and
-``manifests/`` (owned by :mod:`kpack`, see :mod:`kpack._data`)."""
+``manifests/`` (owned by :mod:`kpack`, see :mod:`kpack.common.data`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kpack._data import manifests_dir
+from kpack.common.data import manifests_dir
 from kpack.errors import ManifestError
 
 __all__ = ["data_dir"]

@@ -3,7 +3,7 @@
 Layout (``artifact-tree.md``): ``<root>/{name}_{component}_{target}/artifact_manifest.txt``
 lists stage directories; everything below a stage directory is addressed by its install
 relpath. The scan validates the tree and refuses anything that would escape it. Each
-artifact is walked by :mod:`kpack.artifact_tree`, the walker and entry model that
+artifact is walked by :mod:`kpack.artifact.tree`, the walker and entry model that
 ``kpack split-artifacts`` uses too; the split of a fat artifact classifies these same
 entries instead of walking the artifact again.
 """
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kpack.artifact_names import COMPONENTS, ArtifactId, Component, check_manifest_line
-from kpack.artifact_tree import Artifact, Entry, EntryKind, read_stages, walk_stages
+from kpack.artifact.facts import FactsTable
+from kpack.artifact.names import COMPONENTS, ArtifactId, Component, check_manifest_line
+from kpack.artifact.tree import Artifact, Entry, EntryKind, read_stages, walk_stages
+from kpack.common.jsonfile import load_json_object
 from kpack.errors import ArtifactError
-from kpack.file_facts import FactsTable
-from kpack.jsonfile import load_json_object
 
 __all__ = [
     "COMPONENTS",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kpack.artifact_names import base_target
+from kpack.artifact.names import base_target
 from kpack.elf import ElfInfo
 from kpack.generic_targets import generic_table
 

@@ -18,10 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack._split_work import SpooledArchive
+from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import PackagingError
-from kpack.tempdirs import make_temp_dir, temp_dir_name
+from kpack.split._work import SpooledArchive
 from kpack.wheelfile import Member, write_wheel
+from kpack.wheelfile._sdist import write_sdist
 
 from .devel import write_devel_tar
 from .kpack_split import spool_planned_archives
@@ -29,7 +30,6 @@ from .payload import PayloadFile
 from .plan import BuildPlan, PackagePlan, PlanKind
 from .progress import Progress
 from .report import REPORT_JSON, REPORT_MD, make_legacy_report, make_report, render_markdown
-from .sdist import write_sdist
 
 __all__ = ["ARCHIVES", "Built", "apply_plan"]
 

@@ -22,9 +22,18 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from kpack._split_plan import SplitOptions, SplitPlan, plan_split
-from kpack._split_scan import Kind, StageEntry, classify_entries
-from kpack._split_work import (
+from kpack.archive import Scheme
+from kpack.artifact.facts import FactsTable
+from kpack.artifact.names import ArtifactId, is_isa_target
+from kpack.artifact.planned import PlannedArchive, PlannedKernel, TransformedBinary
+from kpack.databases import load_handlers
+from kpack.errors import ArtifactError
+from kpack.generic_targets import generic_table
+from kpack.hipfmt import GFXARCH, search_path
+from kpack.resolve import read_kpack_ref
+from kpack.split._plan import SplitOptions, SplitPlan, plan_split
+from kpack.split._scan import Kind, StageEntry, classify_entries
+from kpack.split._work import (
     ArchiveJob,
     KernelEntry,
     SpooledArchive,
@@ -32,15 +41,6 @@ from kpack._split_work import (
     lay_out_archives,
     spool_kernels,
 )
-from kpack.archive import Scheme
-from kpack.artifact_names import ArtifactId, is_isa_target
-from kpack.databases import load_handlers
-from kpack.errors import ArtifactError
-from kpack.file_facts import FactsTable
-from kpack.generic_targets import generic_table
-from kpack.hipfmt import GFXARCH, search_path
-from kpack.planned import PlannedArchive, PlannedKernel, TransformedBinary
-from kpack.resolve import read_kpack_ref
 from kpack.transform import plan_host_transform
 
 from .artifacts import Artifact, Catalog, Entry, EntryKind

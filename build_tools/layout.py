@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpack.artifact.planned import PlannedContent
 from kpack.elf import ElfInfo, FileKind
-from kpack.planned import PlannedContent
 
 from .artifacts import Entry, EntryKind
 from .namespace import Namespace

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from kpack.common.yamlfile import read_yaml
 from kpack.errors import ManifestError
-from kpack.yamlfile import read_yaml
 
 from ._data import data_dir
 from .artifacts import COMPONENTS, Component

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack._split_work import SpooledArchive
 from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
 from kpack.pe import PeTransformPlan
+from kpack.split._work import SpooledArchive
 from kpack.wheelfile import Generated
 
 __all__ = ["PayloadFile", "TarEntry", "TarKind"]

@@ -36,8 +36,8 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
+from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import PackagingError
-from kpack.tempdirs import make_temp_dir, temp_dir_name
 
 __all__ = [
     "ARCHIVE_SUFFIXES",

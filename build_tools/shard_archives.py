@@ -1,10 +1,10 @@
 """Read and check every archive of a shard before assemble-shards publishes it.
 
 A wheel is read in full through the project's wheel reader
-(:func:`kpack.tools._wheel_source.open_wheel`: a zip, one ``.dist-info`` with WHEEL,
+(:func:`kpack.wheelfile._source.open_wheel`: a zip, one ``.dist-info`` with WHEEL,
 METADATA and RECORD, every member listed in RECORD with its hash and size, allowed hash
 names only, safe UTF-8 member names, no two differing only in case in a Windows wheel,
-:data:`~kpack.tools._wheel_source.DEFAULT_LIMITS` on the expansion), extracted into a
+:data:`~kpack.wheelfile._source.DEFAULT_LIMITS` on the expansion), extracted into a
 scratch directory under ``TMPDIR`` that is removed right after; its ``.dist-info`` name
 and METADATA's Name/Version must match the file name. The ``rocm`` sdist is streamed
 through gzip and tar (the gzip trailer checked, the expansion bounded by the same limits):
@@ -27,11 +27,11 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from kpack.common.safepath import is_utf8, safe_relpath, shown_name
+from kpack.common.tempdirs import temp_dir_name
 from kpack.errors import PackagingError, UnsafePathError
-from kpack.safepath import is_utf8, safe_relpath, shown_name
-from kpack.tempdirs import temp_dir_name
-from kpack.tools._wheel_metadata import name_and_version
-from kpack.tools._wheel_source import DEFAULT_LIMITS, open_wheel
+from kpack.wheelfile._source import DEFAULT_LIMITS, open_wheel
+from kpack.wheelsplit._metadata import name_and_version
 
 __all__ = ["archive_problems"]
 

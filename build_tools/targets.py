@@ -16,7 +16,7 @@ from typing import NewType
 
 import yaml
 
-from kpack.artifact_names import base_target, is_isa_target
+from kpack.artifact.names import base_target, is_isa_target
 from kpack.errors import ManifestError, UsageError
 
 from ._cmake import CMakeCall, cmake_calls

@@ -22,20 +22,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kpack.archive import KpackArchive, Scheme
-from kpack.boundary import guarded
 from kpack.bundle import PLAIN_MAGIC, iter_bundles
+from kpack.common.boundary import guarded
+from kpack.common.safepath import Root, output_dir_problem, safe_relpath
+from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.databases import handler_names, load_handlers
 from kpack.errors import ArchiveError, UsageError
 from kpack.hipfmt import PE_FATBIN, identify
 from kpack.pe import read_pe_fat
 from kpack.resolve import ISA_PREFIX, read_kpack_ref, resolve_binary
-from kpack.safepath import Root, output_dir_problem, safe_relpath
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
-from kpack.target_id import is_target_id
-from kpack.tempdirs import make_temp_dir, temp_dir_name
-from kpack.tools._wheel_cli import Parser
-from kpack.tools._wheel_cli import add_arguments as add_split_wheel_arguments
+from kpack.targets import is_target_id
 from kpack.transform import extract_kernels, inspect_fat_binary
+from kpack.wheelsplit._cli import Parser
+from kpack.wheelsplit._cli import add_arguments as add_split_wheel_arguments
 
 __all__ = ["main"]
 
@@ -256,7 +256,7 @@ def _extract_items(path: Path, kind: str, wanted: str | None) -> Iterator[tuple[
     """``(relative output name, bytes)`` for every selected code object.
 
     Names are made from untrusted bytes (TOC keys, bundle triples) and are validated by the
-    caller's :class:`~kpack.safepath.Root` before anything is written.
+    caller's :class:`~kpack.common.safepath.Root` before anything is written.
     """
     if kind == "kpack":
         with KpackArchive.open(path) as archive:
@@ -447,7 +447,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def cmd_split_wheel(args: argparse.Namespace) -> int:
-    from kpack.tools.split_python_wheels import run  # the application layer, loaded on use
+    from kpack.wheelsplit import run  # the application layer, loaded on use
 
     return run(args)
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kpack._data import manifest_path
+from kpack.common.data import manifest_path
+from kpack.common.yamlfile import read_yaml
 from kpack.errors import ManifestError, UsageError
-from kpack.yamlfile import read_yaml
 
 __all__ = [
     "DatabaseMatch",

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack._data import manifest_path
-from kpack.artifact_names import base_target
+from kpack.artifact.names import base_target
+from kpack.common.data import manifest_path
+from kpack.common.yamlfile import read_yaml
 from kpack.errors import ManifestError
-from kpack.yamlfile import read_yaml
 
 __all__ = [
     "GENERIC_TARGETS_YAML",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kpack import hipfmt
 from kpack.archive import KpackArchive
-from kpack.elf._read import open_reader, read_layout
+from kpack.elf.reader import open_reader, read_layout
 from kpack.errors import ElfError, PeError, UsageError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH

@@ -8,11 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from kpack.elf._edit import ElfEdit
-from kpack.elf._format import PF_R, PF_W, PF_X, PT_DYNAMIC, PT_LOAD, PT_PHDR, Phdr
-from kpack.elf._read import Reader, open_reader, read_layout
 from kpack.elf._rpath import plan_rpath_edit
 from kpack.elf._scan import ElfInfo, scan_reader
 from kpack.elf._verify import verify_elf
+from kpack.elf.reader import Reader, open_reader, read_layout
+from kpack.elf.structs import PF_R, PF_W, PF_X, PT_DYNAMIC, PT_LOAD, PT_PHDR, Phdr
 from kpack.errors import ElfError
 
 __all__ = ["apply_rpath_edit", "check_rpath_edit"]

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kpack.elf._format import (
+from kpack.elf.reader import ElfLayout
+from kpack.elf.structs import (
     EHDR_SIZE,
     PAGE,
     PHDR_SIZE,
@@ -37,7 +38,6 @@ from kpack.elf._format import (
     Phdr,
     align_up,
 )
-from kpack.elf._read import ElfLayout
 from kpack.errors import ElfError
 
 #: Refuse plans that would pad the file by more than this to pin an executable's table.

@@ -18,7 +18,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from kpack.elf._edit import ElfEdit, ElfSource, root_path
-from kpack.elf._format import (
+from kpack.elf._load import Blob, LoadPlan, Patch, plan_load, render_load
+from kpack.elf._strrefs import dynstr_references, is_unshared
+from kpack.elf.reader import ElfLayout, Reader, open_reader, read_layout
+from kpack.elf.structs import (
     DT_NULL,
     DT_RPATH,
     DT_RUNPATH,
@@ -37,9 +40,6 @@ from kpack.elf._format import (
     SHT_STRTAB,
     pack_dynamic,
 )
-from kpack.elf._load import Blob, LoadPlan, Patch, plan_load, render_load
-from kpack.elf._read import ElfLayout, Reader, open_reader, read_layout
-from kpack.elf._strrefs import dynstr_references, is_unshared
 from kpack.errors import ElfError
 
 __all__ = ["plan_rpath_edit"]

@@ -7,7 +7,15 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack.elf._format import (
+from kpack.elf.reader import (
+    ElfLayout,
+    Reader,
+    is_regular_file,
+    open_reader,
+    read_ident,
+    read_layout,
+)
+from kpack.elf.structs import (
     AR_MAGIC,
     DF_1_PIE,
     DT_FLAGS_1,
@@ -26,7 +34,6 @@ from kpack.elf._format import (
     ET_EXEC,
     PT_INTERP,
 )
-from kpack.elf._read import ElfLayout, Reader, is_regular_file, open_reader, read_ident, read_layout
 from kpack.errors import ElfError
 
 __all__ = ["ElfInfo", "FileKind", "classify", "scan_elf"]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import struct
 
-from kpack.elf._format import (
+from kpack.elf.reader import ElfLayout, Reader
+from kpack.elf.structs import (
     SHF_ALLOC,
     SHT_DYNAMIC,
     SHT_DYNSYM,
@@ -20,7 +21,6 @@ from kpack.elf._format import (
     SHT_STRTAB,
     STRING_TAGS,
 )
-from kpack.elf._read import ElfLayout, Reader
 from kpack.errors import ElfError
 
 _VERNEED = struct.Struct("<HHIII")  # vn_version, vn_cnt, vn_file, vn_aux, vn_next

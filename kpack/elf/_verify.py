@@ -1,6 +1,6 @@
 """Structural verification of an ELF64 file (packages.md §21 E4, kpack.md §6).
 
-Parsing here goes through pyelftools, not through :mod:`kpack.elf._read`, so that the
+Parsing here goes through pyelftools, not through :mod:`kpack.elf.reader`, so that the
 writer and its checker do not share a reader. Every problem is collected; errors are
 raised together in one :class:`ElfError`, warnings are returned.
 """

@@ -2,11 +2,11 @@
 
 :func:`read_image` parses the headers; :func:`extract_pe_kernels` returns the code objects
 each ``.hipFatB`` wrapper reaches in ``.hip_fat``; :func:`transform_pe` rewrites an image
-to load them from ``.kpack`` archives (see :mod:`kpack.pe._transform`).
+to load them from ``.kpack`` archives (see :mod:`kpack.transform._pe`).
 """
 
 from kpack.pe._image import PeImage, Section, is_pe, is_pe_file, pe_checksum, read_image
-from kpack.pe._transform import (
+from kpack.transform._pe import (
     PeFat,
     PeKpackRef,
     PeTransformPlan,

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from kpack.common.safepath import case_collisions, windows_platform
 from kpack.errors import PackagingError
-from kpack.safepath import case_collisions, windows_platform
 from kpack.wheelfile._deflate import ByteProgress, MemberStreamer, WrittenMember, default_jobs
 from kpack.wheelfile._member import ContentSource, Member
 from kpack.wheelfile._names import (
@@ -113,7 +113,7 @@ def order_members(
 
     Rejects, all problems at once: duplicate names, a reserved ``.dist-info`` name, another
     ``.dist-info`` directory, and a name that is also a directory of another member. Names
-    that differ only in case (:func:`kpack.safepath.case_collisions`) are refused in a
+    that differ only in case (:func:`kpack.common.safepath.case_collisions`) are refused in a
     ``windows`` wheel (NTFS keeps one file for both), elsewhere allowed (they work on Linux)
     but logged.
     """

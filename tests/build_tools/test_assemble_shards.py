@@ -17,9 +17,9 @@ import pytest
 
 from build_tools.assemble_shards import main, plan_assembly, scan_shards, write_assembly
 from build_tools.report import make_report, render_markdown
-from build_tools.sdist import write_sdist
 from kpack.errors import PackagingError, UsageError
 from kpack.wheelfile import Member, write_wheel
+from kpack.wheelfile._sdist import write_sdist
 
 from ..conftest import require
 from .conftest import build_dist

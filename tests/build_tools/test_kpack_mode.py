@@ -352,7 +352,9 @@ def test_each_file_is_read_once_and_archives_go_straight_into_wheels(
     """One scan, one model: each file's headers are read once for the whole build (the
     split's classification, the RPATH rules and the archive-reference check all ask the
     catalog's facts table), and no .kpack is written as a file on the way to its wheel."""
-    from kpack import _archive_write, _split_work, file_facts
+    from kpack.archive import _write as _archive_write
+    from kpack.artifact import facts as file_facts
+    from kpack.split import _work as _split_work
 
     reads: collections.Counter[Path] = collections.Counter()
     real = file_facts.read_facts
@@ -446,7 +448,7 @@ def test_family_named_tree_with_rocm7_generic_code(fat_tree: Path, tmp_path: Pat
     own ``rocm-sdk-device-<generic>`` wheels, and a gfx942 user (no gfx942 code, only
     gfx9-4-generic) installs with ``rocm[libraries,device-gfx942]``: the generic wheel comes
     along, every kernel resolves, and ``rocm-sdk test`` passes."""
-    from kpack.tools._wheel_bundles import served_targets
+    from kpack.wheelsplit._bundles import served_targets
     from tests.kpack.bundle_fixtures import read_kpack_by_spec
     from tests.pypi_inputs import JAX_PLUGIN, fat_members, independent_code_objects, pypi_wheel
 

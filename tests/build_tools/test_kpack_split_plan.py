@@ -14,13 +14,13 @@ from build_tools.artifacts import Artifact, EntryKind
 from build_tools.assemble import TemplateContext
 from build_tools.manifests import PackageKind
 from build_tools.plan import PlanKind
-from kpack._split_scan import ArtifactScan, Kind, StageEntry
-from kpack.artifact_names import ArtifactId
+from kpack.artifact.facts import FactsTable
+from kpack.artifact.names import ArtifactId
+from kpack.artifact.planned import PlannedArchive, TransformedBinary
 from kpack.bundle import IndexedBundle
 from kpack.databases import DatabaseMatch, Handler
 from kpack.elf import ElfEdit
-from kpack.file_facts import FactsTable
-from kpack.planned import PlannedArchive, TransformedBinary
+from kpack.split._scan import ArtifactScan, Kind, StageEntry
 from kpack.transform import ExtractedKernel, TransformPlan
 
 ROOT = Path("/nonexistent/blas_lib_generic")

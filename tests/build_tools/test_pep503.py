@@ -16,9 +16,9 @@ import html5lib  # type: ignore[import-untyped]
 import pytest
 
 from build_tools.pep503 import render_root, scan_dist_dir, write_simple_index
-from build_tools.sdist import write_sdist
 from kpack.errors import PackagingError
 from kpack.wheelfile import Member, write_wheel
+from kpack.wheelfile._sdist import write_sdist
 
 EPOCH = 1_700_000_000
 LIB_WHEEL = "tiny_lib-1.0-py3-none-any.whl"

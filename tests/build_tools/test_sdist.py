@@ -1,4 +1,4 @@
-"""Tests for build_tools.sdist: layout, ownership, timestamps, reproducibility, oracles."""
+"""Tests for kpack.wheelfile._sdist: layout, ownership, timestamps, reproducibility, oracles."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from build_tools.sdist import sdist_filename, write_sdist
 from kpack.errors import PackagingError
 from kpack.wheelfile import Member
+from kpack.wheelfile._sdist import sdist_filename, write_sdist
 
 EPOCH = 1_700_000_000
 PKG_INFO = (

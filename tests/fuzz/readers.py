@@ -218,7 +218,7 @@ def _run_wheel(data: bytes, work: Path) -> None:
     names must not differ only in case."""
     import zlib
 
-    from kpack.tools._wheel_source import open_wheel
+    from kpack.wheelfile._source import open_wheel
 
     path = work / (WINDOWS_WHEEL if zlib.crc32(data) & 1 else WHEEL)
     path.write_bytes(data)
@@ -247,7 +247,7 @@ def _run_wheel_members(data: bytes, work: Path) -> None:
     import zipfile
     import zlib
 
-    from kpack.tools._wheel_source import open_wheel
+    from kpack.wheelfile._source import open_wheel
 
     path = work / (WINDOWS_WHEEL if zlib.crc32(data) & 1 else WHEEL)
     with warnings.catch_warnings(), zipfile.ZipFile(path, "w") as zf:
@@ -358,8 +358,8 @@ def _json_seeds() -> list[bytes]:
 
 
 def _run_json(data: bytes, work: Path) -> None:
+    from kpack.common.jsonfile import parse_json_object
     from kpack.errors import ArtifactError
-    from kpack.jsonfile import parse_json_object
 
     parse_json_object(data, source=work / "x.json", error=ArtifactError)
 
@@ -370,7 +370,7 @@ def _yaml_reader(name: str) -> Reader:
     def run(data: bytes, work: Path) -> None:
         from build_tools.manifests import load_manifests
         from kpack.databases import load_handlers
-        from kpack.tools._wheel_types import load_wheel_types
+        from kpack.wheelsplit._types import load_wheel_types
 
         shutil.copy(REPO / "manifests" / "libraries.yaml", work / "libraries.yaml")
         shutil.copy(REPO / "manifests" / "packages.yaml", work / "packages.yaml")

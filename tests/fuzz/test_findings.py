@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kpack.elf._format import Phdr
+from kpack.elf.structs import Phdr
 from kpack.errors import ElfError, ManifestError, RocmPackagingError
 
 from .readers import REPO, _fat_binary, _run_tar, _run_transform, _tar_module, _tar_seeds

@@ -31,8 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kpack import archive
-from kpack._archive_write import FrameWriter, compress_frame, compressor
 from kpack.archive import KernelInput, KpackArchive, write_kpack
+from kpack.archive._write import FrameWriter, compress_frame, compressor
 from kpack.bundle import iter_bundles
 from kpack.errors import ArchiveError
 

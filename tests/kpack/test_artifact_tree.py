@@ -1,4 +1,4 @@
-"""kpack.artifact_tree: the one walker and entry model of an artifact, for the package
+"""kpack.artifact.tree: the one walker and entry model of an artifact, for the package
 builder and ``kpack split-artifacts`` alike."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from build_tools.artifacts import scan_artifact as builder_scan
-from kpack._split_scan import Kind
-from kpack._split_scan import scan_artifact as splitter_scan
-from kpack.artifact_names import ArtifactId
-from kpack.artifact_tree import EntryKind, read_stages, walk_stages
+from kpack.artifact.names import ArtifactId
+from kpack.artifact.tree import EntryKind, read_stages, walk_stages
 from kpack.errors import ArtifactError
+from kpack.split._scan import Kind
+from kpack.split._scan import scan_artifact as splitter_scan
 
 
 def _artifact(root: Path, stages: tuple[str, ...] = ("lib/stage", "run/stage")) -> Path:

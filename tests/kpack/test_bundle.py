@@ -44,7 +44,6 @@ from bundle_fixtures import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kpack import _bundle_ccob
 from kpack.bundle import (
     Bundle,
     CodeObject,
@@ -54,6 +53,7 @@ from kpack.bundle import (
     parse_bundle,
     target_of,
 )
+from kpack.bundle import _ccob as _bundle_ccob
 from kpack.errors import BundleError, RocmPackagingError
 from tests.conftest import require
 

@@ -27,9 +27,9 @@ from test_split import (
 )
 from transform_fixtures import synthetic
 
-from kpack import _split_work as split_work
 from kpack.archive import KernelInput, KpackArchive, write_kpack
 from kpack.cli import main
+from kpack.split import _work as split_work
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,7 +79,7 @@ def test_python_m_kpack_and_verbose_logging(tree: BlasTree, tmp_path: Path) -> N
     )
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr.splitlines() == [  # only the missing stage dir is worth a warning
-        f"WARNING kpack.artifact_tree: {tree.artifact}/artifact_manifest.txt: stage directory "
+        f"WARNING kpack.artifact.tree: {tree.artifact}/artifact_manifest.txt: stage directory "
         "'missing/stage' does not exist; skipped"
     ]
     assert "blas_lib_gfx94X-dcgpu -> blas_lib: 5 artifact dirs" in quiet.stdout
@@ -87,7 +87,7 @@ def test_python_m_kpack_and_verbose_logging(tree: BlasTree, tmp_path: Path) -> N
         [*cmd, str(tmp_path / "v"), "-v"], capture_output=True, text=True, cwd=REPO, check=False
     )
     assert loud.returncode == 0, loud.stderr
-    assert "INFO kpack.split:" in loud.stderr and "INFO kpack._split_work: wrote" in loud.stderr
+    assert "INFO kpack.split:" in loud.stderr and "INFO kpack.split._work: wrote" in loud.stderr
     helped = subprocess.run(
         [sys.executable, "-m", "kpack", "--help"],
         capture_output=True,

@@ -1,4 +1,4 @@
-"""kpack.file_facts: a file's ELF and device-code facts, read with one header parse, and a
+"""kpack.artifact.facts: a file's ELF and device-code facts, read with one header parse, and a
 table that reads each file once per build."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kpack import file_facts
+from kpack.artifact import facts as file_facts
+from kpack.artifact.facts import FactsTable, read_facts
 from kpack.elf import scan_elf
 from kpack.errors import TransformError
-from kpack.file_facts import FactsTable, read_facts
 from kpack.transform import inspect_fat_binary
 
 ROCRAND = "usr/lib/x86_64-linux-gnu/librocrand.so.1.1"

@@ -269,7 +269,7 @@ def test_a_planned_image_that_fails_its_check_is_never_written(
     to redirect the wrappers is refused."""
     import dataclasses
 
-    import kpack.pe._transform as pe_transform
+    import kpack.transform._pe as pe_transform
 
     real = pe_transform._plan
 
@@ -300,8 +300,8 @@ def test_a_win_amd64_wheel_splits_including_its_data_platlib_members(
     code object lands in a device wheel; the host DLLs carry none; each device wheel's
     files install where the host's would; ``pip install --platform win_amd64`` accepts
     the set, and every installed wrapper resolves for a gfx942 agent."""
+    from kpack import wheelsplit as spw
     from kpack.resolve import resolve_binary
-    from kpack.tools import split_python_wheels as spw
     from kpack.wheelfile import Member, write_wheel
 
     first = build_pe(tmp_path / "pe" / "torch_hip.dll", bundles[:2])
@@ -478,8 +478,8 @@ def test_split_artifacts_refuses_windows_names_it_cannot_create(tmp_path: Path) 
 def test_a_win_amd64_wheel_with_feature_qualified_code_is_refused(tmp_path: Path) -> None:
     from bundle_fixtures import sample_bundle
 
+    from kpack import wheelsplit as spw
     from kpack.errors import PackagingError
-    from kpack.tools import split_python_wheels as spw
     from kpack.wheelfile import Member, write_wheel
 
     dll = build_pe(tmp_path / "pe" / "x.dll", [sample_bundle(["gfx90a:xnack+", "gfx1100"])])
@@ -502,8 +502,8 @@ def test_split_outputs_for_windows_whose_names_differ_only_in_case_are_refused(
     directory on NTFS: one error naming both, nothing written."""
     from bundle_fixtures import sample_bundle
 
+    from kpack import wheelsplit as spw
     from kpack.errors import PackagingError
-    from kpack.tools import split_python_wheels as spw
     from kpack.wheelfile import Member, write_wheel
 
     dll = build_pe(tmp_path / "pe" / "x.dll", [sample_bundle(["gfx1100"])])

@@ -24,10 +24,10 @@ import zstandard
 from elftools.elf.elffile import ELFFile
 from packaging.requirements import Requirement
 
-import kpack.tools.split_python_wheels as spw
-from kpack import _bundle_ccob
-from kpack._split_work import FatJob, run_fat_job
+import kpack.wheelsplit as spw
+from kpack.bundle import _ccob as _bundle_ccob
 from kpack.resolve import read_kpack_ref, resolve_binary
+from kpack.split._work import FatJob, run_fat_job
 from kpack.transform import extract_kernels, transform_binary
 from tests.kpack.bundle_fixtures import read_kpack_by_spec
 from tests.pypi_inputs import (
@@ -134,7 +134,7 @@ def test_the_pjrt_wheel_splits_in_flat_memory(tmp_path: Path) -> None:
     code = (
         "import json, resource, sys\n"
         "from pathlib import Path\n"
-        "import kpack.tools.split_python_wheels as spw\n"
+        "import kpack.wheelsplit as spw\n"
         "options = spw.SplitOptions(sys.argv[3], 'amd-device', (), jobs=2)\n"
         "spw.split_wheel(Path(sys.argv[1]), Path(sys.argv[2]), options)\n"
         # VmHWM: this process's own peak (ru_maxrss would carry over the forking parent's)

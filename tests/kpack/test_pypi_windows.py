@@ -24,7 +24,7 @@ import msgpack
 import pefile
 import pytest
 
-import kpack.tools.split_python_wheels as spw
+import kpack.wheelsplit as spw
 from kpack.resolve import resolve_binary
 from kpack.transform import extract_kernels, transform_binary
 from tests.kpack.bundle_fixtures import read_kpack_by_spec

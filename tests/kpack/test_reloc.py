@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kpack._reloc import Rela, Relocations, _columns, _disjoint, read_relocations
-from kpack.elf._read import open_reader, read_layout
+from kpack.elf.reader import open_reader, read_layout
+from kpack.elf.relocations import Rela, Relocations, _columns, _disjoint, read_relocations
 from kpack.errors import ElfError
 from tests.kpack.elf.elf_samples import Samples, samples_once
 from tests.pypi_inputs import JAX_PLUGIN, fat_members, pypi_wheel

@@ -7,8 +7,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
+from kpack.common.safepath import Root, resolve_in_tree, safe_component, safe_relpath
 from kpack.errors import ArtifactError, UnsafePathError
-from kpack.safepath import Root, resolve_in_tree, safe_component, safe_relpath
 
 
 @pytest.mark.parametrize(
@@ -161,7 +161,7 @@ def test_resolve_in_tree_refuses_escapes_at_any_depth(
     ],
 )
 def test_windows_name_problem(path: str, why: str | None) -> None:
-    from kpack.safepath import windows_name_problem
+    from kpack.common.safepath import windows_name_problem
 
     assert windows_name_problem(path) == why
 
@@ -178,7 +178,7 @@ def test_windows_name_problem(path: str, why: str | None) -> None:
     ],
 )
 def test_case_collisions(names: list[str], found: list[str]) -> None:
-    from kpack.safepath import case_collisions
+    from kpack.common.safepath import case_collisions
 
     assert case_collisions(names) == found
 
@@ -186,7 +186,7 @@ def test_case_collisions(names: list[str], found: list[str]) -> None:
 def test_case_collisions_are_linear_in_the_names() -> None:
     import time
 
-    from kpack.safepath import case_collisions
+    from kpack.common.safepath import case_collisions
 
     deep = ["/".join(["d"] * 2000) + f"/{i}" for i in range(500)]  # 4 KB names
     start = time.perf_counter()
@@ -195,7 +195,7 @@ def test_case_collisions_are_linear_in_the_names() -> None:
 
 
 def test_utf8_names_and_how_they_are_shown() -> None:
-    from kpack.safepath import is_utf8, shown_name
+    from kpack.common.safepath import is_utf8, shown_name
 
     raw = os.fsdecode(b"include/bad\xff\xfe.h")
     assert not is_utf8(raw) and is_utf8("caf\u00e9.h")
@@ -219,6 +219,6 @@ def test_utf8_names_and_how_they_are_shown() -> None:
     ],
 )
 def test_windows_platform(tag: str, windows: bool) -> None:
-    from kpack.safepath import windows_platform
+    from kpack.common.safepath import windows_platform
 
     assert windows_platform(tag) is windows

@@ -25,13 +25,13 @@ from wheel_fixtures import (
 )
 
 from kpack import cli
+from kpack import wheelsplit as spw
 from kpack.archive import KpackArchive
 from kpack.errors import ManifestError, PackagingError, UsageError
 from kpack.resolve import read_kpack_ref, resolve_binary
-from kpack.tools import split_python_wheels as spw
-from kpack.tools._wheel_bundles import device_dist_name, known_targets, packaging_chain
-from kpack.tools._wheel_types import load_wheel_types
 from kpack.transform import extract_kernels
+from kpack.wheelsplit._bundles import device_dist_name, known_targets, packaging_chain
+from kpack.wheelsplit._types import load_wheel_types
 
 pytestmark = pytest.mark.real
 

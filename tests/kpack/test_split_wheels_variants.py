@@ -21,9 +21,9 @@ from variantlib.errors import ValidationError
 from variantlib.variants_json import VariantsJson
 from wheel_fixtures import ROCRAND_LIB, make_fat_wheel
 
+from kpack import wheelsplit as spw
 from kpack.errors import UsageError
-from kpack.tools import split_python_wheels as spw
-from kpack.tools._wheel_variant import SCHEMAS, check_label
+from kpack.wheelsplit._variant import SCHEMAS, check_label
 
 pytestmark = pytest.mark.real
 

@@ -13,9 +13,9 @@ from wheel_fixtures import make_plain_wheel
 
 from kpack.archive import KernelInput, write_kpack
 from kpack.cli import main
+from kpack.common.safepath import Root, open_new
 from kpack.elf import plan_rpath_edit
 from kpack.errors import UnsafePathError, UsageError
-from kpack.safepath import Root, open_new
 from kpack.wheelfile import Member, write_wheel
 
 SPLIT_WHEEL = ["split-wheel", "--overlay-root", "torch/", "--device-package-prefix", "amd-torch"]

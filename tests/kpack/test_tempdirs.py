@@ -1,4 +1,4 @@
-"""kpack.tempdirs: a temporary directory is named before it exists, so an interruption at
+"""kpack.common.tempdirs: a temporary directory is named before it exists, so an interruption at
 any point of its creation leaves nothing behind (each user checked here)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from build_tools import build as build_mod
 from build_tools.build_python_packages import run as build_run
 from kpack import cli as cli_mod
+from kpack import wheelsplit as spw
 from kpack.archive import KernelInput, write_kpack
-from kpack.boundary import Interrupted
-from kpack.tempdirs import make_temp_dir, temp_dir_name
-from kpack.tools import split_python_wheels as spw
+from kpack.common.boundary import Interrupted
+from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from tests.build_tools.treeutil import add_artifact, write_manifest
 
 

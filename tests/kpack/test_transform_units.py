@@ -12,14 +12,14 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from kpack._reloc import decode_relr
-from kpack._transform_cut import Cut
 from kpack.elf import ElfEdit
-from kpack.elf._format import PF_R, PT_INTERP, PT_LOAD, Ehdr, Phdr
 from kpack.elf._load import Blob, plan_load
-from kpack.elf._read import ElfLayout
+from kpack.elf.reader import ElfLayout
+from kpack.elf.relocations import decode_relr
+from kpack.elf.structs import PF_R, PT_INTERP, PT_LOAD, Ehdr, Phdr
 from kpack.errors import ElfError
 from kpack.transform import encode_marker
+from kpack.transform._cut import Cut
 
 # ---- ElfEdit: removed range, zero fill ----------------------------------------------
 

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 from transform_fixtures import middle_note_script, synthetic
 
-import kpack._transform_cut as cut_mod
-import kpack._transform_layout as layout_mod
-import kpack._transform_sections as sections_mod
-from kpack._reloc import Rela
-from kpack._transform_scan import FatLayout, Pointer
+import kpack.transform._cut as cut_mod
+import kpack.transform._layout as layout_mod
+import kpack.transform._sections as sections_mod
 from kpack.bundle import make_plain_bundle
-from kpack.elf._format import PAGE
 from kpack.elf._load import Patch
+from kpack.elf.relocations import Rela
+from kpack.elf.structs import PAGE
 from kpack.errors import TransformError
 from kpack.transform import transform_binary
+from kpack.transform._scan import FatLayout, Pointer
 from tests.conftest import require
 
 NAME = "lib/libv.so"

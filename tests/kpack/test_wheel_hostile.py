@@ -21,10 +21,10 @@ from test_split_wheels import _assert_no_output, _options
 from wheel_fixtures import make_plain_wheel, record_name, rewrite_zip
 
 from kpack import cli
+from kpack import wheelsplit as spw
 from kpack.errors import PackagingError
-from kpack.tools import _wheel_source
-from kpack.tools import split_python_wheels as spw
-from kpack.tools._wheel_source import Limits
+from kpack.wheelfile import _source as _wheel_source
+from kpack.wheelfile._source import Limits
 
 NAME = "torch-2.9.0-py3-none-linux_x86_64.whl"
 REPO = Path(__file__).resolve().parents[2]

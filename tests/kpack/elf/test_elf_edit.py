@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kpack.elf import ElfEdit
-from kpack.elf._format import PF_R, PT_INTERP, PT_LOAD, PT_NOTE, PT_PHDR, Ehdr, Phdr, Shdr
 from kpack.elf._load import MAX_PADDING, Blob, grown_table, plan_load
-from kpack.elf._read import ElfLayout
+from kpack.elf.reader import ElfLayout
+from kpack.elf.structs import PF_R, PT_INTERP, PT_LOAD, PT_NOTE, PT_PHDR, Ehdr, Phdr, Shdr
 from kpack.errors import ElfError
 
 

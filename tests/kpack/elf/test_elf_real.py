@@ -13,7 +13,7 @@ import pytest
 from elf_samples import check_oracles, file_phdrs, loaded_phdrs, patchelf, readelf, run
 
 from kpack.elf import FileKind, apply_rpath_edit, classify, scan_elf
-from kpack.elf import _read as elf_read
+from kpack.elf import reader as elf_read
 from tests.conftest import require
 
 pytestmark = pytest.mark.real

@@ -1,0 +1,2 @@
+"""One artifact of a TheRock tree: its names, the one walker of its stage
+trees with its entry model, its files' header facts and the content a plan holds."""

@@ -1,0 +1,63 @@
+"""Content that a plan holds but that does not exist on disk yet (a split inside the plan).
+
+A fat artifact is split inside the package builder's plan: its host binaries ship as a
+planned transform (an :class:`~kpack.elf.ElfEdit`, streamed from the input into the wheel,
+with any RPATH edit composed on top), its device code as planned ``.kpack`` archives that
+apply writes before the wheels. Artifact entries (:mod:`kpack.artifact.tree`) carry these
+values; nothing here touches the disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kpack.elf import ElfEdit
+from kpack.pe import PeTransformPlan
+from kpack.transform import ExtractedKernel, TransformPlan
+
+__all__ = ["PlannedArchive", "PlannedContent", "PlannedKernel", "TransformedBinary"]
+
+
+@dataclass(frozen=True)
+class TransformedBinary:
+    """A host binary whose device code moves out: ship ``transform.edit``'s result (an ELF
+    file) or the verified PE transform's bytes (a Windows DLL or EXE)."""
+
+    transform: TransformPlan | PeTransformPlan = field(repr=False)
+
+    @property
+    def content(self) -> ElfEdit | PeTransformPlan:
+        """What streams the transformed bytes."""
+        if isinstance(self.transform, PeTransformPlan):
+            return self.transform
+        return self.transform.edit
+
+    @property
+    def size(self) -> int:
+        return self.content.size
+
+
+@dataclass(frozen=True)
+class PlannedKernel:
+    """One code object of a planned archive: key ``<kernel_name>#<index>``."""
+
+    stage: str
+    kernel_name: str
+    kernel: ExtractedKernel = field(repr=False)
+
+
+@dataclass(frozen=True)
+class PlannedArchive:
+    """One ``<prefix>_<target>.kpack`` archive; ``key`` names it inside a build."""
+
+    key: str
+    prefix: str
+    target: str
+    kernels: tuple[PlannedKernel, ...] = field(repr=False)
+
+    @property
+    def original_bytes(self) -> int:
+        return sum(k.kernel.size for k in self.kernels)
+
+
+PlannedContent = TransformedBinary | PlannedArchive

@@ -1,0 +1,179 @@
+"""Plan one artifact's split (private to :mod:`kpack.split`): options, prefix, the plan.
+
+Everything here is a function of the scanned artifact and the options; nothing is
+written. The plan says which entries go to ``P_generic``, which fat binaries are
+transformed (and with which marker), and which database files move to ``P_<base arch>``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpack.archive import SCHEMES, Scheme
+from kpack.artifact.names import ArtifactId, is_isa_target
+from kpack.databases import DatabaseMatch, Handler, base_arch
+from kpack.errors import ArtifactError, UsageError
+from kpack.generic_targets import generic_table
+from kpack.hipfmt import search_path
+from kpack.split._scan import ArtifactScan, Kind, StageEntry
+from kpack.split._work import FatJob, frame_level
+
+__all__ = [
+    "GENERIC",
+    "DatabaseFile",
+    "SplitOptions",
+    "SplitPlan",
+    "check_prefix",
+    "fat_jobs",
+    "plan_split",
+    "prefix_of",
+]
+
+log = logging.getLogger(__name__)
+
+GENERIC = "generic"
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """Validated settings shared by every artifact of one run."""
+
+    handlers: tuple[Handler, ...] = ()
+    gpu_targets: tuple[str, ...] | None = None
+    scheme: Scheme = "zstd-per-kernel"
+    level: int = 3
+    jobs: int = 2
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        if self.scheme not in SCHEMES:
+            raise UsageError(f"unknown compression scheme {self.scheme!r}")
+        if not 1 <= self.level <= 22:
+            raise UsageError(f"compression level must be 1..22, got {self.level}")
+        if self.jobs < 1:
+            raise UsageError(f"jobs must be >= 1, got {self.jobs}")
+        if self.gpu_targets is not None:
+            bad = [t for t in self.gpu_targets if not is_isa_target(t)]
+            if bad or not self.gpu_targets:
+                raise UsageError(
+                    "--gpu-targets needs gfx target ids (gfx942, gfx90a:xnack+); got "
+                    + (", ".join(repr(t) for t in bad) or "an empty list")
+                )
+
+    @property
+    def kernel_scope(self) -> frozenset[str] | None:
+        """Base targets whose kernels are kept: ``--gpu-targets`` plus the LLVM generic
+        target of each (a gfx942 agent runs gfx9-4-generic code when it has no gfx942
+        code object), or None for all."""
+        if self.gpu_targets is None:
+            return None
+        table = generic_table()
+        generics = (table.generic_of(t) for t in self.gpu_targets)
+        return frozenset(base_arch(t) for t in self.gpu_targets) | {
+            g for g in generics if g is not None
+        }
+
+
+def prefix_of(dirname: str) -> str:
+    """``P`` of an artifact dir name: the name minus its last ``_`` field."""
+    art = ArtifactId.parse(dirname)
+    if art is None:
+        raise UsageError(
+            f"{dirname!r} is not an artifact dir name {{name}}_{{component}}_{{target}}; "
+            "give --artifact-prefix"
+        )
+    return f"{art.name}_{art.component}"
+
+
+def check_prefix(prefix: str) -> str:
+    """``prefix`` if it is ``{name}_{component}``."""
+    if ArtifactId.parse(f"{prefix}_{GENERIC}") is None:
+        raise UsageError(f"artifact prefix {prefix!r} is not {{name}}_{{component}}")
+    return prefix
+
+
+@dataclass(frozen=True)
+class DatabaseFile:
+    """A file claimed by a database handler, moved to ``P_<base arch>``."""
+
+    entry: StageEntry
+    match: DatabaseMatch
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """What to write for one artifact with prefix ``prefix``."""
+
+    scan: ArtifactScan
+    prefix: str
+    generic: tuple[StageEntry, ...]  # written into P_generic (fat binaries excluded)
+    fat: tuple[StageEntry, ...]  # transformed
+    databases: tuple[DatabaseFile, ...]  # in scope, moved to P_<base arch>
+    notes: tuple[str, ...]
+
+    def out_name(self, target: str) -> str:
+        return f"{self.prefix}_{target}"
+
+
+def plan_split(scan: ArtifactScan, prefix: str, options: SplitOptions) -> SplitPlan:
+    """Sort the scanned entries; out-of-scope database files are dropped from both sides."""
+    generic: list[StageEntry] = []
+    databases: list[DatabaseFile] = []
+    notes: list[str] = []
+    for entry in scan.entries:
+        if entry.database is not None:
+            if entry.database.in_scope(options.gpu_targets):
+                databases.append(DatabaseFile(entry, entry.database))
+            else:
+                log.info(
+                    "dropping %s: %s is outside --gpu-targets",
+                    entry.kernel_name,
+                    entry.database.base_arch,
+                )
+        elif entry.kind is not Kind.FAT:
+            generic.append(entry)
+        if entry.kind is Kind.FAT_UNWRAPPED:
+            notes.append(
+                f"{entry.kernel_name}: .hip_fatbin without .hipFatBinSegment wrappers; "
+                "left unchanged in the generic output"
+            )
+        elif entry.kind is Kind.TRANSFORMED:
+            notes.append(f"{entry.kernel_name}: already transformed; passed through unchanged")
+    bad = [
+        f"{db.entry.kernel_name}: handler {db.match.handler.name!r} gives key "
+        f"{db.match.base_arch!r}, but '{prefix}_{db.match.base_arch}' is not a valid "
+        "artifact dir name"
+        for db in databases
+        if ArtifactId.parse(f"{prefix}_{db.match.base_arch}") is None
+    ]
+    if bad:
+        raise ArtifactError("database files with unusable shard keys", path=scan.path, problems=bad)
+    fat = scan.of_kind(Kind.FAT)
+    return SplitPlan(scan, prefix, tuple(generic), fat, tuple(databases), tuple(notes))
+
+
+def fat_jobs(
+    plan: SplitPlan, generic_root: Path, spool_dir: Path, options: SplitOptions
+) -> list[FatJob]:
+    """One job per fat binary; the marker's search path climbs ``depth`` directories."""
+    jobs: list[FatJob] = []
+    for number, entry in enumerate(plan.fat):
+        search = search_path(entry.depth, plan.prefix)
+        jobs.append(
+            FatJob(
+                stage=entry.stage,
+                relpath=entry.relpath,
+                source=entry.source,
+                dest=generic_root / entry.stage / entry.relpath,
+                mode=entry.mode,
+                size=entry.size,
+                kernel_name=entry.kernel_name,
+                search_path=search,
+                spool=spool_dir / f"{number:05d}.spool",
+                scope=options.kernel_scope,
+                level=frame_level(options.scheme, options.level),
+            )
+        )
+    return jobs

@@ -1,0 +1,495 @@
+"""The input wheel: parse its name, verify its RECORD, extract it once (a source).
+
+:func:`open_wheel` extracts every member into a directory while hashing it, then checks
+the RECORD against what was read: a file missing from RECORD, a RECORD entry without a
+file, a wrong hash or size, or a weak hash algorithm is an error, and all problems are
+reported together. The result is a frozen :class:`InputWheel`; nothing else touches the
+zip file.
+
+The wheel is untrusted. Every ``zipfile`` call sits inside one reader boundary
+(:func:`_zip_errors`), so a damaged archive — truncated, a corrupt header, an encrypted or
+unknown-compression member, a bad CRC, a non-UTF-8 name — is one :class:`PackagingError`
+naming the wheel and the member, never a stray ``EOFError`` or ``zlib.error``. Member names
+must be safe relative paths (:func:`kpack.common.safepath.safe_relpath`), written only through a
+:class:`kpack.common.safepath.Root`. Before anything is extracted, the declared sizes are checked
+against :class:`Limits` (expansion ratio per member, total unpacked size); while extracting,
+the bytes really produced are counted against the declared size, so a member cannot inflate
+past what its header promised.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import logging
+import lzma
+import queue
+import re
+import stat
+import struct
+import threading
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from kpack.common.safepath import Root, case_collisions, safe_relpath, windows_platform
+from kpack.errors import PackagingError, UnsafePathError
+
+__all__ = ["DEFAULT_LIMITS", "InputWheel", "Limits", "WheelEntry", "open_wheel"]
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 1 << 20
+_FLAG_UTF8 = 0x800
+_READ_AHEAD_MIN = 16 << 20  # members this large are inflated on a second thread
+_READ_AHEAD_CHUNKS = 4
+_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+#: RECORD hash names accepted: guaranteed by every ``hashlib``, with a fixed digest of at
+#: least 256 bits (PEP 427: sha256 or stronger). ``md5``, ``sha1``, ``sha224`` and the
+#: variable-length ``shake_*`` are refused.
+RECORD_HASHES = frozenset(
+    n for n in hashlib.algorithms_guaranteed if hashlib.new(n).digest_size >= 32
+)
+_URLSAFE_B64 = re.compile(r"[A-Za-z0-9_-]*")
+# Everything zipfile (and the codecs under it) raises on a damaged archive.
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    IndexError,
+    KeyError,
+    NotImplementedError,
+    RuntimeError,
+    UnicodeDecodeError,
+    ValueError,
+    struct.error,
+    zlib.error,
+    lzma.LZMAError,
+    OverflowError,
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How far an untrusted wheel may expand when extracted.
+
+    ``max_ratio`` bounds ``uncompressed / compressed`` of every member that unpacks to more
+    than ``ratio_floor`` bytes (tiny members legitimately reach any ratio); real wheels stay
+    well under 100:1 (shared libraries 2-5:1, text 5-20:1). ``max_total`` bounds the sum of
+    all members' sizes; the largest framework wheels unpack to a few GiB.
+    """
+
+    max_ratio: float = 1000.0
+    max_total: int = 64 << 30
+    ratio_floor: int = 1 << 20
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@contextmanager
+def _zip_errors(path: Path, member: str | None = None) -> Iterator[None]:
+    """Turn whatever a damaged zip makes ``zipfile`` raise into one :class:`PackagingError`."""
+    where = f" (member {member!r})" if member else ""
+    try:
+        yield
+    except PackagingError:
+        raise
+    except UnicodeDecodeError as exc:  # a name flagged as UTF-8 that is not
+        shown = _shown_bytes(exc.object) if isinstance(exc.object, bytes) else "?"
+        raise PackagingError(
+            f"damaged wheel{where}: member name {shown} is not valid UTF-8", path=path
+        ) from None
+    except _ZIP_ERRORS as exc:
+        if isinstance(exc, zipfile.BadZipFile):
+            what = "corrupt member data" if member else "not a valid zip file"
+        else:
+            what = type(exc).__name__
+        raise PackagingError(f"damaged wheel{where}: {what}: {exc}", path=path) from None
+    except OSError as exc:  # bz2 and friends report bad data as OSError
+        if exc.filename is not None:
+            raise
+        raise PackagingError(f"damaged wheel{where}: {exc}", path=path) from None
+
+
+@dataclass(frozen=True)
+class WheelEntry:
+    arcname: str
+    size: int
+    executable: bool
+
+
+@dataclass(frozen=True)
+class InputWheel:
+    """A verified, extracted wheel. ``root`` holds every member at its arcname."""
+
+    path: Path
+    root: Path
+    name: str  # the file-name form, e.g. 'torch'
+    version: str
+    build: str | None
+    tag: str  # the compressed tag set, e.g. 'cp311-cp311-linux_x86_64'
+    dist_info: str  # e.g. 'torch-2.9.0.dist-info'
+    entries: tuple[WheelEntry, ...]  # every member but RECORD (and its signatures)
+
+    @property
+    def metadata(self) -> bytes:
+        return (self.root / self.dist_info / "METADATA").read_bytes()
+
+    @property
+    def data_dir(self) -> str:
+        """``torch-2.9.0.data``: members below it install by scheme."""
+        return self.dist_info[: -len(".dist-info")] + ".data"
+
+    def install_path(self, arcname: str) -> str:
+        """Where a member lands in site-packages: ``<name>.data/purelib/x`` and
+        ``<name>.data/platlib/x`` install as ``x`` (both schemes are site-packages for a
+        platform wheel); every other member at its arcname."""
+        for scheme in ("purelib", "platlib"):
+            prefix = f"{self.data_dir}/{scheme}/"
+            if arcname.startswith(prefix):
+                return arcname[len(prefix) :]
+        return arcname
+
+    @property
+    def wheel_info(self) -> bytes:
+        return (self.root / self.dist_info / "WHEEL").read_bytes()
+
+
+def parse_filename(path: Path) -> tuple[str, str, str | None, str]:
+    """``(name, version, build, tag)`` of ``<name>-<version>(-<build>)?-<py>-<abi>-<plat>.whl``."""
+    if path.suffix != ".whl":
+        raise PackagingError("not a wheel: the file name does not end in .whl", path=path)
+    parts = path.name[: -len(".whl")].split("-")
+    if len(parts) == 6 and not parts[2][:1].isdigit():
+        raise PackagingError(
+            "variant wheels (a label after the platform tag) cannot be split", path=path
+        )
+    if len(parts) not in (5, 6) or not all(parts):
+        raise PackagingError(
+            "not a wheel file name: expected <name>-<version>[-<build>]-<py>-<abi>-<platform>.whl",
+            path=path,
+        )
+    build = parts[2] if len(parts) == 6 else None
+    return parts[0], parts[1], build, "-".join(parts[-3:])
+
+
+def open_wheel(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> InputWheel:
+    """Verify ``path`` and extract it into ``dest`` (which must be empty or missing)."""
+    path = Path(path)
+    name, version, build, tag = parse_filename(path)
+    _check_regular(path)
+    dest.mkdir(parents=True, exist_ok=True)
+    root = Root(dest, error=PackagingError)
+    try:
+        with _zip_errors(path), zipfile.ZipFile(path) as archive:
+            infos = _members(archive, path, windows=windows_platform(tag))
+            _check_sizes(infos, limits, path)
+            dist_info = _dist_info(infos, path)
+            hashes = {info.filename: _extract(archive, info, root, path) for info in infos}
+    except zipfile.BadZipFile as exc:  # pragma: no cover - _zip_errors converts it
+        raise PackagingError(f"not a wheel: not a valid zip file ({exc})", path=path) from exc
+    record_name = f"{dist_info}/RECORD"
+    _verify_record(dest, record_name, hashes, path)
+    skipped = {record_name, *(f"{dist_info}/{s}" for s in _SIGNATURES)}
+    entries = tuple(
+        WheelEntry(i.filename, i.file_size, bool((i.external_attr >> 16) & 0o111))
+        for i in infos
+        if i.filename not in skipped
+    )
+    for required in ("METADATA", "WHEEL"):
+        if f"{dist_info}/{required}" not in hashes:
+            raise PackagingError(f"{dist_info}/{required} is missing", path=path)
+    log.info("%s: RECORD verified, %d files", path.name, len(entries))
+    return InputWheel(path, dest, name, version, build, tag, dist_info, entries)
+
+
+def _check_regular(path: Path) -> None:
+    """The wheel must be a regular file: a directory is no zip, and opening a FIFO would
+    wait for a writer forever."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise PackagingError(f"cannot read: {exc.strerror}", path=path) from None
+    if not stat.S_ISREG(mode):
+        what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise PackagingError(f"not a wheel: {what}", path=path)
+
+
+def _members(archive: zipfile.ZipFile, path: Path, *, windows: bool) -> list[zipfile.ZipInfo]:
+    """The file members, every name checked: a safe relative path, UTF-8 (as the wheel
+    format says), no duplicate and, for a Windows wheel, no two differing only in case."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    files: list[zipfile.ZipInfo] = []
+    for info in archive.infolist():
+        name = info.filename
+        if name in seen:
+            problems.append(f"{name}: duplicate member (refusing to pick one)")
+        seen.add(name)
+        is_dir = name.endswith("/")  # ZipInfo.is_dir() fails on an empty name
+        try:
+            safe_relpath(name, what="member name", allow_dir_suffix=is_dir)
+        except UnsafePathError as exc:
+            problems.append(f"{name!r}: unsafe member name ({exc.message})")
+            continue
+        if (raw := _raw_name(info)) is not None:
+            problems.append(f"member name {raw} is not valid UTF-8")
+        elif is_dir:
+            continue
+        elif stat.S_ISLNK(info.external_attr >> 16):
+            problems.append(f"{name}: symbolic links are not allowed in wheels")
+        elif info.flag_bits & 0x1:
+            problems.append(f"{name}: encrypted member")
+        elif info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            problems.append(
+                f"{name}: compression method {info.compress_type} (wheels use stored or deflate)"
+            )
+        files.append(info)
+    if windows:
+        names = (i.filename.rstrip("/") for i in archive.infolist())
+        problems += [
+            f"{p} differ only in case (one file on Windows)" for p in case_collisions(names)
+        ]
+    if problems:
+        raise PackagingError("invalid wheel members", path=path, problems=problems)
+    return files
+
+
+def _raw_name(info: zipfile.ZipInfo) -> str | None:
+    """A name stored without the UTF-8 flag, whose bytes are not UTF-8, shown as
+    ``'bad\\xff.py'`` (``zipfile`` decodes such names as cp437, and refuses a flagged name
+    that is not UTF-8 itself); None for a UTF-8 name."""
+    if info.flag_bits & _FLAG_UTF8 or info.orig_filename.isascii():
+        return None
+    raw = info.orig_filename.encode("cp437")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _shown_bytes(raw)
+    return None
+
+
+def _shown_bytes(raw: bytes) -> str:
+    return "'" + raw.decode("utf-8", "backslashreplace") + "'"
+
+
+def _check_sizes(infos: list[zipfile.ZipInfo], limits: Limits, path: Path) -> None:
+    """Refuse, before extracting anything, a wheel whose declared sizes exceed ``limits``."""
+    problems: list[str] = []
+    total = 0
+    for info in infos:
+        total += info.file_size
+        if info.file_size > limits.ratio_floor:
+            ratio = info.file_size / max(info.compress_size, 1)
+            if ratio > limits.max_ratio:
+                problems.append(
+                    f"{info.filename}: {info.compress_size} bytes would expand to "
+                    f"{info.file_size} ({ratio:.0f}:1, limit {limits.max_ratio:.0f}:1; raise it "
+                    "with --max-expansion-ratio)"
+                )
+    if total > limits.max_total:
+        problems.append(
+            f"members unpack to {total} bytes, over the limit of {limits.max_total} "
+            "(raise it with --max-unpacked-size)"
+        )
+    if problems:
+        raise PackagingError("wheel would expand too far", path=path, problems=problems)
+
+
+def _dist_info(infos: list[zipfile.ZipInfo], path: Path) -> str:
+    tops = sorted({i.filename.split("/", 1)[0] for i in infos if "/" in i.filename})
+    dist_infos = [t for t in tops if t.endswith(".dist-info")]
+    if len(dist_infos) != 1:
+        found = ", ".join(dist_infos) or "none"
+        raise PackagingError(
+            f"not a wheel: expected exactly one .dist-info directory, found {found}", path=path
+        )
+    return dist_infos[0]
+
+
+def _extract(archive: zipfile.ZipFile, info: zipfile.ZipInfo, root: Root, path: Path) -> bytes:
+    """Write one member below ``root``; return its sha256 (computed while writing).
+
+    Reads are counted: a member producing more or fewer bytes than its declared size is an
+    error (``zipfile`` stops at the declared size and checks the CRC; the count guards that).
+    """
+    digest = hashlib.sha256()
+    produced = 0
+    mode = 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
+    with (
+        _zip_errors(path, info.filename),
+        archive.open(info) as src,
+        root.open_write(info.filename, what="member", mode=mode) as out,
+    ):
+        chunks = _read_ahead(src) if info.file_size >= _READ_AHEAD_MIN else _read(src)
+        for chunk in chunks:
+            produced += len(chunk)
+            if produced > info.file_size:
+                raise PackagingError(
+                    f"member {info.filename!r} expands past its declared {info.file_size} bytes",
+                    path=path,
+                )
+            digest.update(chunk)
+            out.write(chunk)
+    if produced != info.file_size:
+        raise PackagingError(
+            f"member {info.filename!r} holds {produced} bytes, not its declared {info.file_size}",
+            path=path,
+        )
+    root.join(info.filename).chmod(mode)
+    return digest.digest()
+
+
+def _read(src: IO[bytes]) -> Iterator[bytes]:
+    while chunk := src.read(_CHUNK):
+        yield chunk
+
+
+def _read_ahead(src: IO[bytes]) -> Iterator[bytes]:
+    """The chunks of ``src``, read (inflated, CRC-checked) on a second thread while the
+    caller hashes and writes the ones before: both sides release the GIL, so a large member
+    costs about the longer of the two instead of their sum. At most a few chunks wait; an
+    error on the reading side is raised here; stopping early stops the reader."""
+    ready: queue.Queue[bytes | BaseException | None] = queue.Queue(_READ_AHEAD_CHUNKS)
+    stop = threading.Event()
+
+    def put(item: bytes | BaseException | None) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def reader() -> None:
+        try:
+            while chunk := src.read(_CHUNK):
+                if not put(chunk):
+                    return
+            put(None)
+        except BaseException as exc:  # handed to the caller, raised there
+            put(exc)
+
+    thread = threading.Thread(target=reader, name="wheel-inflate", daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _verify_record(root: Path, record_name: str, sha256: dict[str, bytes], path: Path) -> None:
+    if record_name not in sha256:
+        raise PackagingError(f"bad RECORD: {record_name} is missing", path=path)
+    try:
+        text = (root / record_name).read_text(encoding="utf-8")
+        rows = list(csv.reader(io.StringIO(text)))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise PackagingError(f"bad RECORD: cannot parse {record_name}: {exc}", path=path) from exc
+    problems: list[str] = []
+    listed: set[str] = set()
+    unhashed = 0
+    for number, row in enumerate(rows, 1):
+        if not row:
+            continue
+        if len(row) != 3:
+            problems.append(f"line {number}: expected 3 fields, got {len(row)}")
+            continue
+        arcname, hash_field, size_field = row
+        if arcname in listed:
+            problems.append(f"{arcname}: listed twice")
+        listed.add(arcname)
+        if arcname not in sha256:
+            problems.append(f"{arcname}: listed in RECORD but not in the wheel")
+            continue
+        problems += _check_row(root, record_name, arcname, hash_field, size_field, sha256)
+        skipped = arcname == record_name or arcname.endswith(_SIGNATURES)
+        unhashed += not hash_field and not skipped
+    if unhashed:
+        log.warning(
+            "%s: %d RECORD entries have no hash (accepted, as pip accepts them; sizes checked "
+            "where given; the output RECORD hashes every file)",
+            path.name, unhashed,
+        )  # fmt: skip
+    unlisted = sorted(set(sha256) - listed)
+    problems += [f"{name}: in the wheel but not listed in RECORD" for name in unlisted]
+    if problems:
+        raise PackagingError(f"bad RECORD ({record_name})", path=path, problems=problems)
+
+
+class _BadHash(ValueError):
+    """A RECORD hash field that cannot be checked (its message is the problem)."""
+
+
+def _claimed_digest(hash_field: str) -> tuple[str, bytes]:
+    """``(algorithm, digest)`` of a RECORD hash field ``<name>=<urlsafe base64, no padding>``."""
+    algorithm, _, encoded = hash_field.partition("=")
+    if algorithm not in RECORD_HASHES:
+        allowed = ", ".join(sorted(RECORD_HASHES))
+        raise _BadHash(f"hash algorithm {algorithm[:40]!r} is not allowed (use {allowed})")
+    size = hashlib.new(algorithm).digest_size
+    text = encoded.rstrip("=")
+    try:
+        if not _URLSAFE_B64.fullmatch(text):
+            raise ValueError(text)
+        digest = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:
+        raise _BadHash(
+            f"malformed {algorithm} digest {encoded[:100]!r} (not urlsafe base64)"
+        ) from None
+    if len(digest) != size:
+        raise _BadHash(
+            f"malformed {algorithm} digest {encoded[:100]!r} ({len(digest)} bytes, "
+            f"{algorithm} has {size})"
+        )
+    return algorithm, digest
+
+
+def _file_digest(path: Path, algorithm: str) -> bytes:
+    digest = hashlib.new(algorithm)
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.digest()
+
+
+def _b64(digest: bytes) -> str:
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def _check_row(
+    root: Path, record_name: str, arcname: str, hash_field: str, size_field: str,
+    sha256: dict[str, bytes],
+) -> list[str]:  # fmt: skip
+    if arcname == record_name or arcname.endswith(_SIGNATURES):
+        return []
+    problems = []
+    if hash_field:  # a row without a hash (`path,,size`) is accepted, as pip accepts it
+        try:
+            algorithm, claimed = _claimed_digest(hash_field)
+        except _BadHash as exc:
+            return [f"{arcname}: {exc}"]
+        if algorithm == "sha256":
+            digest = sha256[arcname]
+        else:
+            digest = _file_digest(root / arcname, algorithm)
+        if claimed != digest:
+            problems.append(
+                f"{arcname}: {algorithm} mismatch (RECORD {_b64(claimed)}, file {_b64(digest)})"
+            )
+    size = (root / arcname).stat().st_size
+    if size_field and size_field != str(size):
+        problems.append(f"{arcname}: size mismatch (RECORD {size_field}, file {size})")
+    return problems

@@ -1,0 +1,108 @@
+"""Write the split wheels with our deterministic wheel writer (:mod:`kpack.wheelfile`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from email.parser import BytesHeaderParser
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from kpack.errors import PackagingError
+from kpack.split._work import HostContent, host_source
+from kpack.wheelfile import Member, WheelResult, write_wheel
+from kpack.wheelfile._source import InputWheel
+
+__all__ = ["HostLayout", "dist_info_name", "write_split_wheel"]
+
+log = logging.getLogger(__name__)
+
+_REGENERATED = ("METADATA", "WHEEL", "RECORD", "RECORD.jws", "RECORD.p7s")
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    """The host payload: kept members (from the input) and stripped binaries."""
+
+    members: tuple[Member, ...]
+
+    @property
+    def arcnames(self) -> frozenset[str]:
+        return frozenset(m.arcname for m in self.members)
+
+
+def dist_info_name(name: str, version: str) -> str:
+    return f"{canonicalize_name(name).replace('-', '_')}-{Version(version)}.dist-info"
+
+
+def host_layout(
+    wheel: InputWheel, stripped: dict[str, HostContent], moved: frozenset[str]
+) -> HostLayout:
+    """Every input member but the moved database files and the regenerated dist-info
+    files; stripped binaries streamed from their verified transforms."""
+    members = []
+    regenerated = {f"{wheel.dist_info}/{n}" for n in _REGENERATED}
+    for entry in wheel.entries:
+        if entry.arcname in moved or entry.arcname in regenerated:
+            continue
+        content = stripped.get(entry.arcname)
+        source = wheel.root / entry.arcname if content is None else host_source(content)
+        members.append(Member(entry.arcname, source, executable=entry.executable))
+    return HostLayout(tuple(members))
+
+
+def write_split_wheel(
+    dest: Path,
+    wheel: InputWheel,
+    *,
+    dist_name: str,
+    version: str,
+    members: Sequence[Member],
+    metadata: bytes,
+    jobs: int,
+    label: str | None = None,
+) -> WheelResult:
+    """One wheel with ``wheel``'s tag (and build tag); ``label`` makes it a variant wheel."""
+    generator = _generator(wheel)
+    renamed = wheel.build is not None or label is not None
+    scratch = Path(tempfile.mkdtemp(prefix=".wheel-", dir=dest)) if renamed else dest
+    try:
+        result = write_wheel(
+            scratch, dist_name=dist_name, version=version, tag=wheel.tag, members=members,
+            metadata=metadata, jobs=jobs, generator=generator,
+        )  # fmt: skip
+        return _rename(result, dest, wheel, label)
+    finally:
+        if renamed:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _rename(result: WheelResult, dest: Path, wheel: InputWheel, label: str | None) -> WheelResult:
+    """Move a wheel written under its plain name to its name with build tag and label."""
+    name = result.path.name[: -len(".whl")]
+    if wheel.build is not None:
+        head, tag = name.split("-", 2)[:2], wheel.tag
+        name = "-".join([*head, wheel.build, tag])
+    if label is not None:
+        name = f"{name}-{label}"
+    final = dest / (name + ".whl")
+    if final != result.path:
+        if final.exists():
+            raise PackagingError("output exists already", path=final)
+        os.replace(result.path, final)
+    return WheelResult(final, result.size, result.file_count, result.uncompressed_bytes)
+
+
+def _generator(wheel: InputWheel) -> str:
+    """Keep the input's ``Generator`` so an unchanged WHEEL file stays byte-identical."""
+    headers = BytesHeaderParser().parsebytes(wheel.wheel_info)
+    generator = str(headers.get("Generator", "rocm-python-packaging")).strip()
+    if str(headers.get("Root-Is-Purelib", "false")).strip().lower() != "false":
+        log.warning("%s: Root-Is-Purelib is not false; the split wheels say false", wheel.path.name)
+    return generator or "rocm-python-packaging"
