@@ -9,7 +9,7 @@ library, about 400 MB of compressed device code), one wrapper per bundle. Then, 
 child processes and alternating, the best of ``--repeat`` runs of:
 
 - the baseline: copying the DLL (``shutil.copyfile``), what any packaging step costs;
-- ``kpack.pe.transform_pe``: parse, index every bundle, plan, verify the planned image
+- ``kpack.transform.transform_pe``: parse, index every bundle, plan, verify the planned image
   (one streaming pass for the checksum and the read-back), write it.
 
 Prints wall times, the ratio transform / copy, peak RSS (VmHWM of the child) and the
@@ -33,7 +33,7 @@ _CHILD = """
 import json, shutil, sys, time
 sys.path.insert(0, {repo!r})
 from pathlib import Path
-from kpack.pe import transform_pe
+from kpack.transform import transform_pe
 src, dest, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 start = time.perf_counter()
 if mode == "copy":
@@ -79,7 +79,7 @@ def main() -> int:
                 wall, peak = _run(src, work / f"out-{mode}.dll", mode)
                 times[mode].append(wall)
                 rss[mode] = max(rss[mode], peak)
-        from kpack.pe import transform_pe
+        from kpack.transform import transform_pe
 
         out = work / "out.dll"
         transform_pe(src, out, kernel_name="bin/big.dll", search_paths=["x_@GFXARCH@.kpack"])

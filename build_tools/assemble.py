@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kpack.artifact.names import base_target
 from kpack.elf import ElfInfo
 from kpack.generic_targets import generic_table
+from kpack.targets import base_target
 
 from .artifacts import Catalog
 from .kpack_split import KpackSplitPlan

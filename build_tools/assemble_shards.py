@@ -71,12 +71,12 @@ from build_tools.report import (
     target_rows,
 )
 from build_tools.shard_archives import archive_problems
-from kpack.artifact.names import is_isa_target
 from kpack.common.boundary import os_error_line
 from kpack.common.jsonfile import load_json_object
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import PackagingError, UsageError
 from kpack.generic_targets import generic_table
+from kpack.targets import is_isa_target
 
 __all__ = [
     "AssemblyPlan",

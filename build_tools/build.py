@@ -20,9 +20,8 @@ from pathlib import Path
 
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import PackagingError
-from kpack.split._work import SpooledArchive
-from kpack.wheelfile import Member, write_wheel
-from kpack.wheelfile._sdist import write_sdist
+from kpack.split import SpooledArchive
+from kpack.wheelfile import Member, write_sdist, write_wheel
 
 from .devel import write_devel_tar
 from .kpack_split import spool_planned_archives

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kpack.artifact.names import is_isa_target
 from kpack.common.jsonfile import load_json_object
 from kpack.errors import UsageError
+from kpack.targets import is_isa_target
 
 if TYPE_CHECKING:
     from build_tools.artifacts import Catalog

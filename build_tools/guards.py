@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kpack.artifact.names import base_target
 from kpack.common.safepath import case_collisions, is_utf8, shown_name, windows_name_problem
 from kpack.errors import ArtifactError, PackagingError
 from kpack.generic_targets import generic_table
-from kpack.pe import PeTransformPlan
+from kpack.targets import base_target
+from kpack.transform import PeTransformPlan
 
 from .artifacts import Catalog, EntryKind
 from .options import BuildOptions

@@ -24,23 +24,28 @@ from pathlib import Path, PurePosixPath
 
 from kpack.archive import Scheme
 from kpack.artifact.facts import FactsTable
-from kpack.artifact.names import ArtifactId, is_isa_target
+from kpack.artifact.names import ArtifactId
 from kpack.artifact.planned import PlannedArchive, PlannedKernel, TransformedBinary
 from kpack.databases import load_handlers
 from kpack.errors import ArtifactError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH, search_path
 from kpack.resolve import read_kpack_ref
-from kpack.split._plan import SplitOptions, SplitPlan, plan_split
-from kpack.split._scan import Kind, StageEntry, classify_entries
-from kpack.split._work import (
+from kpack.split import (
     ArchiveJob,
     KernelEntry,
+    Kind,
+    SplitOptions,
+    SplitPlan,
     SpooledArchive,
+    StageEntry,
+    classify_entries,
     frame_level,
     lay_out_archives,
+    plan_split,
     spool_kernels,
 )
+from kpack.targets import is_isa_target
 from kpack.transform import plan_host_transform
 
 from .artifacts import Artifact, Catalog, Entry, EntryKind

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
-from kpack.pe import PeTransformPlan
-from kpack.split._work import SpooledArchive
+from kpack.split import SpooledArchive
+from kpack.transform import PeTransformPlan
 from kpack.wheelfile import Generated
 
 __all__ = ["PayloadFile", "TarEntry", "TarKind"]

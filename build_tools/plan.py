@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kpack.artifact.names import base_target
 from kpack.artifact.planned import PlannedArchive, PlannedContent, TransformedBinary
 from kpack.elf import ElfEdit, ElfInfo, FileKind, check_rpath_edit, plan_rpath_edit
 from kpack.errors import ArtifactError, ManifestError, PackagingError
-from kpack.pe import PeTransformPlan
+from kpack.targets import base_target
+from kpack.transform import PeTransformPlan
 
 from .artifacts import Artifact, Catalog, Entry, EntryKind
 from .globs import GlobSet

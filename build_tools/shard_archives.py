@@ -30,8 +30,8 @@ from packaging.version import InvalidVersion, Version
 from kpack.common.safepath import is_utf8, safe_relpath, shown_name
 from kpack.common.tempdirs import temp_dir_name
 from kpack.errors import PackagingError, UnsafePathError
-from kpack.wheelfile._source import DEFAULT_LIMITS, open_wheel
-from kpack.wheelsplit._metadata import name_and_version
+from kpack.wheelfile import DEFAULT_LIMITS, open_wheel
+from kpack.wheelsplit import name_and_version
 
 __all__ = ["archive_problems"]
 

@@ -16,8 +16,8 @@ from typing import NewType
 
 import yaml
 
-from kpack.artifact.names import base_target, is_isa_target
 from kpack.errors import ManifestError, UsageError
+from kpack.targets import base_target, is_isa_target
 
 from ._cmake import CMakeCall, cmake_calls
 from ._data import data_dir

@@ -29,13 +29,12 @@ from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.databases import handler_names, load_handlers
 from kpack.errors import ArchiveError, UsageError
 from kpack.hipfmt import PE_FATBIN, identify
-from kpack.pe import read_pe_fat
 from kpack.resolve import ISA_PREFIX, read_kpack_ref, resolve_binary
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
 from kpack.targets import is_target_id
-from kpack.transform import extract_kernels, inspect_fat_binary
-from kpack.wheelsplit._cli import Parser
-from kpack.wheelsplit._cli import add_arguments as add_split_wheel_arguments
+from kpack.transform import extract_kernels, inspect_fat_binary, read_pe_fat
+from kpack.wheelsplit import Parser
+from kpack.wheelsplit import add_arguments as add_split_wheel_arguments
 
 __all__ = ["main"]
 

@@ -9,34 +9,23 @@ order, and :meth:`GenericTable.device_keys` the device packages a processor's us
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack.artifact.names import base_target
 from kpack.common.data import manifest_path
 from kpack.common.yamlfile import read_yaml
 from kpack.errors import ManifestError
+from kpack.targets import base_target, is_processor, looks_generic
 
 __all__ = [
     "GENERIC_TARGETS_YAML",
     "GenericTable",
     "generic_table",
     "load_generic_table",
-    "looks_generic",
 ]
 
 GENERIC_TARGETS_YAML = "generic_targets.yaml"
-
-_GENERIC_RE = re.compile(r"gfx[0-9]+(?:-[0-9]+)?-generic")
-_PROCESSOR_RE = re.compile(r"gfx[0-9a-f]+")
-
-
-def looks_generic(target: str) -> bool:
-    """True when ``target``'s processor is spelled as an LLVM generic target
-    (``gfx11-generic``, ``gfx9-4-generic:xnack-``), whether or not the table knows it."""
-    return _GENERIC_RE.fullmatch(base_target(target)) is not None
 
 
 @dataclass(frozen=True)
@@ -109,14 +98,16 @@ def load_generic_table(path: Path | None = None) -> GenericTable:
     owner: dict[str, str] = {}
     for generic, procs in table.items():
         key = f"generic_targets.{generic}"
-        if not isinstance(generic, str) or not _GENERIC_RE.fullmatch(generic):
+        if not isinstance(generic, str) or not (
+            looks_generic(generic) and base_target(generic) == generic
+        ):
             raise ManifestError(
                 f"{key}: not an LLVM generic target name (gfx<N>[-<M>]-generic)", path=path
             )
         if not isinstance(procs, list) or not procs:
             raise ManifestError(f"{key}: expected a non-empty list of processors", path=path)
         for proc in procs:
-            if not isinstance(proc, str) or not _PROCESSOR_RE.fullmatch(proc):
+            if not isinstance(proc, str) or not is_processor(proc):
                 raise ManifestError(f"{key}: {proc!r} is not a processor (gfx<hex>)", path=path)
             if proc in owner:
                 raise ManifestError(

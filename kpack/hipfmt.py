@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 import msgpack
 
-from kpack.archive._write import MAGIC as KPACK_MAGIC
-from kpack.bundle._ccob import CCOB_MAGIC
-from kpack.bundle._plain import PLAIN_MAGIC as PLAIN_BUNDLE_MAGIC
+from kpack.archive import MAGIC as KPACK_MAGIC
+from kpack.bundle import CCOB_MAGIC
+from kpack.bundle import PLAIN_MAGIC as PLAIN_BUNDLE_MAGIC
 from kpack.errors import RocmPackagingError
 
 _Path = str | os.PathLike[str] | None

@@ -23,7 +23,7 @@ from kpack.elf.reader import open_reader, read_layout
 from kpack.errors import ElfError, PeError, UsageError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH
-from kpack.pe._image import is_pe_file
+from kpack.pe.image import is_pe_file
 
 __all__ = [
     "ArchiveIndex",
@@ -67,7 +67,7 @@ class KpackRef:
 
 
 def _read_pe_ref(path: Path) -> KpackRef | None:
-    from kpack.pe import read_pe_fat, read_pe_kpack_ref  # PE support loads on use
+    from kpack.transform import read_pe_fat, read_pe_kpack_ref  # PE support loads on use
 
     ref = read_pe_kpack_ref(path)
     fat = read_pe_fat(path)

@@ -1,22 +1,68 @@
-"""AMDGPU target ids as LLVM writes them: ``gfx90a``, ``gfx942:sramecc+:xnack-``,
-``gfx9-4-generic``.
+"""AMDGPU target ids, the one grammar every reader and writer of the project uses.
 
-A target id read from input bytes (a bundle triple, a ``.kpack`` TOC) becomes part of archive,
-file and directory names, so only this grammar is accepted: a lower-case processor or generic
-target starting with ``gfx``, then ``:feature+`` / ``:feature-`` parts — never ``/``, ``..``,
-``\\``, spaces or control characters.
+A target id as LLVM writes it is a processor — ``gfx`` and hex digits (``gfx90a``) or an LLVM
+generic target (``gfx9-4-generic``) — then ``:feature+`` / ``:feature-`` parts
+(``gfx942:sramecc+:xnack-``). A target id read from input bytes (a bundle triple, a ``.kpack``
+TOC, an artifact directory name) becomes part of archive, file and directory names, so only
+these spellings are accepted: never ``/``, ``..``, ``\\``, spaces or control characters.
+
+- :func:`is_target_id`: the spelling a bundle or ``.kpack`` archive may carry (what both the
+  archive writer and its reader accept);
+- :func:`is_isa_target`: the stricter form of an artifact directory or ``--gpu-targets``;
+- :func:`base_target`, :func:`target_features`: a target id's processor and features;
+- :func:`looks_generic`: spelled as an LLVM generic target (which ones exist is the generic
+  target table's business, :mod:`kpack.generic_targets`).
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_TARGET_ID", "is_target_id"]
+__all__ = [
+    "MAX_TARGET_ID",
+    "base_target",
+    "is_isa_target",
+    "is_processor",
+    "is_target_id",
+    "looks_generic",
+    "target_features",
+]
 
 MAX_TARGET_ID = 64
 _TARGET_ID_RE = re.compile(r"gfx[0-9a-z]+(?:-[0-9a-z]+)*(?::[A-Za-z0-9_]+[+-])*")
+_ISA_RE = re.compile(r"(gfx[0-9a-f]+|gfx[0-9]+(-[0-9]+)?-generic)(:[A-Za-z0-9_-]+[+-])*")
+_GENERIC_RE = re.compile(r"gfx[0-9]+(?:-[0-9]+)?-generic")
+_PROCESSOR_RE = re.compile(r"gfx[0-9a-f]+")
 
 
 def is_target_id(value: str) -> bool:
     """True for ``gfx90a``, ``gfx942:sramecc+:xnack-``, ``gfx9-4-generic``; False otherwise."""
     return len(value) <= MAX_TARGET_ID and _TARGET_ID_RE.fullmatch(value) is not None
+
+
+def is_isa_target(value: str) -> bool:
+    """``gfx`` + hex digits or an LLVM generic target (``gfx9-4-generic``), optionally
+    ``:feature+`` / ``:feature-`` parts."""
+    return _ISA_RE.fullmatch(value) is not None
+
+
+def is_processor(value: str) -> bool:
+    """A processor name without features: ``gfx`` + hex digits (``gfx90a``)."""
+    return _PROCESSOR_RE.fullmatch(value) is not None
+
+
+def base_target(target: str) -> str:
+    """The part before the first ``:`` (``gfx942:xnack+`` -> ``gfx942``)."""
+    return target.split(":", 1)[0]
+
+
+def target_features(target: str) -> tuple[str, ...]:
+    """The ``:``-separated parts after the processor (``gfx942:sramecc+:xnack-`` ->
+    ``("sramecc+", "xnack-")``)."""
+    return tuple(target.split(":")[1:])
+
+
+def looks_generic(target: str) -> bool:
+    """True when ``target``'s processor is spelled as an LLVM generic target
+    (``gfx11-generic``, ``gfx9-4-generic:xnack-``), whether or not the table knows it."""
+    return _GENERIC_RE.fullmatch(base_target(target)) is not None

@@ -31,8 +31,16 @@ import zstandard
 from kpack.archive import _write as _archive_write
 from kpack.archive._read import Limits, load
 from kpack.archive._toc import SCHEMES, ArchiveEntry, Toc
-from kpack.archive._write import ZstdFrame, payload_size
+from kpack.archive._write import (
+    FrameWriter,
+    ZstdFrame,
+    compressed,
+    compressor,
+    payload_size,
+    write_chunks,
+)
 from kpack.errors import ArchiveError
+from kpack.targets import is_target_id
 
 __all__ = [
     "BLOB_ALIGNMENT",
@@ -41,6 +49,7 @@ __all__ = [
     "MAX_ZSTD_BLOB",
     "SCHEMES",
     "ArchiveEntry",
+    "FrameWriter",
     "KernelInput",
     "KpackArchive",
     "KpackLayout",
@@ -48,7 +57,10 @@ __all__ = [
     "Scheme",
     "StoredKernel",
     "ZstdFrame",
+    "compressed",
+    "compressor",
     "lay_out_kpack",
+    "write_chunks",
     "write_kpack",
 ]
 
@@ -61,7 +73,6 @@ MAX_KERNELS = 1_000_000  # the C reader's cap on num_kernels
 MAX_ZSTD_BLOB = 4 << 30  # the C reader's cap on the zstd blob
 _MAX_RATIO = 1 << 16  # no zstd frame expands more than this per compressed byte
 _KEY = re.compile(r"[^#\\\x00]+#(?:0|[1-9][0-9]*)")
-_TARGET = re.compile(r"gfx[0-9a-z]+(?:-[0-9a-z]+)*(?::[a-z]+[+-])*")
 
 Scheme = Literal["none", "zstd-per-kernel"]
 
@@ -94,7 +105,7 @@ def _identity_problems(
     problems = []
     if not isinstance(binary_key, str) or not _KEY.fullmatch(binary_key):
         problems.append(f"{where}: binary_key must be '<forward-slash path>#<N>'")
-    if not isinstance(target, str) or not _TARGET.fullmatch(target):
+    if not isinstance(target, str) or not is_target_id(target):
         problems.append(f"{where}: target is not a target id such as 'gfx942:xnack+'")
     if metadata is not None and not all(isinstance(x, str) for kv in metadata.items() for x in kv):
         problems.append(f"{where}: metadata must map str to str")

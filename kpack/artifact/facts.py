@@ -19,13 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack.elf import ElfInfo
-from kpack.elf._scan import scan_reader
+from kpack.elf import ElfInfo, scan_reader
 from kpack.elf.reader import is_regular_file, open_reader, read_ident, read_layout
 from kpack.elf.structs import ELF_MAGIC
 from kpack.errors import TransformError
-from kpack.transform import FatBinaryInfo, fat_binary_info, inspect_fat_binary
-from kpack.transform._scan import is_elf64le
+from kpack.transform import FatBinaryInfo, fat_binary_info, inspect_fat_binary, is_elf64le
 
 __all__ = ["FactsTable", "FileFacts", "read_facts"]
 

@@ -9,7 +9,6 @@ family (legacy builds) or an ISA target id ``gfx<hex>[:feature±…]`` or LLVM g
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -23,11 +22,9 @@ __all__ = [
     "MANIFEST",
     "ArtifactId",
     "Component",
-    "base_target",
     "check_manifest_line",
     "check_stage_dir",
     "check_symlink",
-    "is_isa_target",
     "read_manifest",
 ]
 
@@ -35,20 +32,6 @@ MANIFEST = "artifact_manifest.txt"
 
 Component = Literal["lib", "run", "dbg", "dev", "doc", "test"]
 COMPONENTS: tuple[Component, ...] = ("lib", "run", "dbg", "dev", "doc", "test")
-
-_ISA_RE = re.compile(r"^(gfx[0-9a-f]+|gfx[0-9]+(-[0-9]+)?-generic)(:[A-Za-z0-9_-]+[+-])*$")
-
-
-def is_isa_target(value: str) -> bool:
-    """``gfx`` + hex digits or an LLVM generic target (``gfx9-4-generic``), optionally
-    ``:feature+`` / ``:feature-`` parts. Whether a generic target is one LLVM defines is
-    the generic-target table's business (:mod:`kpack.generic_targets`)."""
-    return bool(_ISA_RE.match(value))
-
-
-def base_target(target: str) -> str:
-    """The part before the first ``:`` (``gfx942:xnack+`` -> ``gfx942``)."""
-    return target.split(":", 1)[0]
 
 
 @dataclass(frozen=True, order=True)

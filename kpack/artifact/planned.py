@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kpack.elf import ElfEdit
-from kpack.pe import PeTransformPlan
-from kpack.transform import ExtractedKernel, TransformPlan
+from kpack.transform import ExtractedKernel, PeTransformPlan, TransformPlan
 
 __all__ = ["PlannedArchive", "PlannedContent", "PlannedKernel", "TransformedBinary"]
 

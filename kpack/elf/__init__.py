@@ -10,18 +10,25 @@ from __future__ import annotations
 
 from kpack.elf._apply import apply_rpath_edit, check_rpath_edit
 from kpack.elf._edit import ElfEdit
+from kpack.elf._load import Blob, LoadPlan, Patch, grown_table, plan_load
 from kpack.elf._rpath import plan_rpath_edit
-from kpack.elf._scan import ElfInfo, FileKind, classify, scan_elf
+from kpack.elf._scan import ElfInfo, FileKind, classify, scan_elf, scan_reader
 from kpack.elf._verify import verify_elf
 
 __all__ = [
+    "Blob",
     "ElfEdit",
     "ElfInfo",
     "FileKind",
+    "LoadPlan",
+    "Patch",
     "apply_rpath_edit",
     "check_rpath_edit",
     "classify",
+    "grown_table",
+    "plan_load",
     "plan_rpath_edit",
     "scan_elf",
+    "scan_reader",
     "verify_elf",
 ]

@@ -1,39 +1,10 @@
-"""PE/COFF (Windows, x86-64) host binaries: reading their device code and the transform.
+"""PE/COFF (Windows, x86-64) images: the header reader (:mod:`kpack.pe.image`).
 
-:func:`read_image` parses the headers; :func:`extract_pe_kernels` returns the code objects
-each ``.hipFatB`` wrapper reaches in ``.hip_fat``; :func:`transform_pe` rewrites an image
-to load them from ``.kpack`` archives (see :mod:`kpack.transform._pe`).
+:func:`read_image` parses the headers, sections, data directories, base relocations and the
+debug directory; :func:`is_pe_file` tells a PE image by its bytes. The transform of a fat
+image lives with the ELF one in :mod:`kpack.transform`.
 """
 
-from kpack.pe._image import PeImage, Section, is_pe, is_pe_file, pe_checksum, read_image
-from kpack.transform._pe import (
-    PeFat,
-    PeKpackRef,
-    PeTransformPlan,
-    extract_pe_kernels,
-    plan_pe_transform,
-    read_pe_fat,
-    read_pe_kpack_ref,
-    transform_pe,
-    transformed_problems,
-    write_pe_transform,
-)
+from kpack.pe.image import PeImage, Section, is_pe, is_pe_file, pe_checksum, read_image
 
-__all__ = [
-    "PeFat",
-    "PeImage",
-    "PeKpackRef",
-    "PeTransformPlan",
-    "Section",
-    "extract_pe_kernels",
-    "is_pe",
-    "is_pe_file",
-    "pe_checksum",
-    "plan_pe_transform",
-    "read_image",
-    "read_pe_fat",
-    "read_pe_kpack_ref",
-    "transform_pe",
-    "transformed_problems",
-    "write_pe_transform",
-]
+__all__ = ["PeImage", "Section", "is_pe", "is_pe_file", "pe_checksum", "read_image"]

@@ -27,7 +27,7 @@ from kpack.artifact.names import ArtifactId
 from kpack.common.safepath import Root, windows_name_problem
 from kpack.databases import Handler
 from kpack.errors import ArtifactError, RocmPackagingError, UsageError
-from kpack.pe._image import is_pe_file
+from kpack.pe.image import is_pe_file
 from kpack.split._output import Staging, copy_file, make_dirs, write_manifest
 from kpack.split._plan import (
     GENERIC,
@@ -39,31 +39,57 @@ from kpack.split._plan import (
     plan_split,
     prefix_of,
 )
-from kpack.split._scan import Kind, StageEntry, scan_artifact
+from kpack.split._scan import Kind, StageEntry, classify_entries, scan_artifact
 from kpack.split._verify import VerifyReport, find_archives, verify_binary
 from kpack.split._work import (
     ArchiveJob,
+    FatJob,
     FatOutcome,
+    HostContent,
     KernelEntry,
+    SpooledArchive,
+    frame_level,
     group_by_target,
+    host_size,
+    host_source,
+    lay_out_archives,
     remove_spools,
     run_fat_jobs,
+    spool_kernels,
     write_archives,
 )
 
 __all__ = [
+    "ArchiveJob",
     "ArchiveOutput",
     "BatchResult",
     "BinaryReport",
     "DatabaseFile",
+    "FatJob",
+    "FatOutcome",
+    "HostContent",
+    "KernelEntry",
+    "Kind",
     "SplitOptions",
+    "SplitPlan",
     "SplitResult",
+    "SpooledArchive",
+    "StageEntry",
     "VerifyReport",
     "batch_inputs",
+    "classify_entries",
     "find_archives",
+    "frame_level",
+    "group_by_target",
+    "host_size",
+    "host_source",
+    "lay_out_archives",
+    "plan_split",
     "prefix_of",
+    "run_fat_jobs",
     "split_artifact",
     "split_artifacts",
+    "spool_kernels",
     "verify_binary",
 ]
 

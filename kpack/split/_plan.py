@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.archive import SCHEMES, Scheme
-from kpack.artifact.names import ArtifactId, is_isa_target
+from kpack.artifact.names import ArtifactId
 from kpack.databases import DatabaseMatch, Handler, base_arch
 from kpack.errors import ArtifactError, UsageError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import search_path
 from kpack.split._scan import ArtifactScan, Kind, StageEntry
 from kpack.split._work import FatJob, frame_level
+from kpack.targets import is_isa_target
 
 __all__ = [
     "GENERIC",

@@ -30,7 +30,7 @@ from kpack.elf.reader import open_reader, read_layout
 from kpack.errors import ArchiveError, ElfError, PeError, TransformError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH, MARKER, PE_MARKER
-from kpack.pe._image import is_pe_file
+from kpack.pe.image import is_pe_file
 from kpack.resolve import KpackRef, check_variant_overlays, read_kpack_ref
 
 __all__ = ["VerifyReport", "find_archives", "verify_binary"]
@@ -75,8 +75,8 @@ def find_archives(ref: KpackRef, search_root: Path | None = None) -> tuple[Path,
 
 
 def _pe_wrapper_problems(binary: Path, ref: KpackRef) -> list[str]:
-    """A transformed PE image: see :func:`kpack.pe.transformed_problems`."""
-    from kpack.pe import read_pe_fat, transformed_problems
+    """A transformed PE image: see :func:`kpack.transform.transformed_problems`."""
+    from kpack.transform import read_pe_fat, transformed_problems
 
     problems = [] if ref.co_indices else ["no HIPK wrappers"]
     try:

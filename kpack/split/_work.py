@@ -28,8 +28,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
-from kpack.archive import KpackLayout, KpackSummary, Scheme, StoredKernel, lay_out_kpack
-from kpack.archive._write import FrameWriter, compressed, compressor, write_chunks
+from kpack.archive import (
+    FrameWriter,
+    KpackLayout,
+    KpackSummary,
+    Scheme,
+    StoredKernel,
+    compressed,
+    compressor,
+    lay_out_kpack,
+    write_chunks,
+)
 from kpack.bundle import BundleSink, CodeObjectRef
 from kpack.databases import base_arch
 from kpack.elf import ElfEdit
@@ -115,7 +124,7 @@ class FatOutcome:
 
 
 if TYPE_CHECKING:
-    from kpack.pe import PeTransformPlan  # PE support loads on use
+    from kpack.transform import PeTransformPlan  # PE support loads on use
 
 HostContent: TypeAlias = "ElfEdit | PeTransformPlan | Path"
 

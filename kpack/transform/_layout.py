@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kpack.elf._edit import ElfEdit
-from kpack.elf._load import Blob, LoadPlan, Patch, grown_table, plan_load
+from kpack.elf import Blob, ElfEdit, LoadPlan, Patch, grown_table, plan_load
 from kpack.elf.reader import ElfLayout, Reader
 from kpack.elf.relocations import R_X86_64_RELATIVE, Rela
 from kpack.elf.structs import (

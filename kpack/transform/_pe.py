@@ -40,7 +40,7 @@ from kpack import hipfmt
 from kpack.bundle import BundleSink
 from kpack.errors import PeError, TransformError
 from kpack.hipfmt import HIPF, HIPK, PE_FATBIN, PE_MARKER, PE_SEGMENT, WRAPPER, RawWrapper
-from kpack.pe._image import (
+from kpack.pe.image import (
     DIR_CERTIFICATE,
     OPT_CHECKSUM,
     REL_BASED_DIR64,
@@ -55,8 +55,9 @@ from kpack.pe._image import (
     pe_checksum,
     read_image,
 )
-from kpack.transform import (
+from kpack.transform._model import (
     ExtractedKernel,
+    FatBinaryInfo,
     check_transformable,
     index_section,
     kernels_of_wrappers,
@@ -67,6 +68,7 @@ __all__ = [
     "PeKpackRef",
     "PeTransformPlan",
     "extract_pe_kernels",
+    "inspect_pe",
     "plan_pe_transform",
     "read_pe_fat",
     "read_pe_kpack_ref",
@@ -624,3 +626,20 @@ def read_pe_kpack_ref(path: Path) -> PeKpackRef | None:
     kernel_name, paths = hipfmt.decode_marker(raw, error=PeError, path=path)
     indices = tuple(w.co_index for w in fat.wrappers if w.magic == HIPK)
     return PeKpackRef(path, kernel_name, paths, indices)
+
+
+def inspect_pe(path: Path) -> FatBinaryInfo | None:
+    """A PE image's fat binary, described like an ELF one (addresses are VAs)."""
+    fat = read_pe_fat(path)
+    if fat is None:
+        return None
+    hipk = sum(w.magic == HIPK for w in fat.wrappers)
+    return FatBinaryInfo(
+        path,
+        fat.image.image_base + fat.fatbin.rva,
+        fat.fatbin.raw_offset,
+        fat.fatbin.file_bytes(),
+        len(fat.wrappers),
+        fat.marker is not None or bool(hipk),
+        "base",
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, replace
 
-from kpack.elf._load import Patch
+from kpack.elf import Patch
 from kpack.elf.reader import Reader
 from kpack.elf.structs import SHF_ALLOC, SHN_LORESERVE, SHT_DYNSYM, Shdr
 from kpack.errors import TransformError

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgpack
 
-from kpack.elf._verify import verify_elf
+from kpack.elf import verify_elf
 from kpack.elf.reader import ElfLayout, Reader, open_reader, read_layout
 from kpack.elf.relocations import (
     R_X86_64_64,

@@ -16,20 +16,28 @@ from kpack.wheelfile._member import (
 )
 from kpack.wheelfile._names import normalize_dist_name, normalize_version, wheel_filename
 from kpack.wheelfile._output import atomic_output, resolve_epoch
+from kpack.wheelfile._sdist import write_sdist
+from kpack.wheelfile._source import DEFAULT_LIMITS, InputWheel, Limits, WheelEntry, open_wheel
 from kpack.wheelfile._wheel import WheelResult, write_wheel
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "ContentSource",
     "Generated",
+    "InputWheel",
+    "Limits",
     "Member",
+    "WheelEntry",
     "WheelResult",
     "atomic_output",
     "normalize_dist_name",
     "normalize_version",
     "open_regular",
     "open_source",
+    "open_wheel",
     "read_all",
     "resolve_epoch",
     "wheel_filename",
+    "write_sdist",
     "write_wheel",
 ]

@@ -38,9 +38,8 @@ from kpack.common.safepath import (
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, UsageError
-from kpack.split._work import host_size
-from kpack.wheelfile import Member
-from kpack.wheelfile._source import DEFAULT_LIMITS, InputWheel, Limits, open_wheel
+from kpack.split import host_size
+from kpack.wheelfile import DEFAULT_LIMITS, InputWheel, Limits, Member, open_wheel
 from kpack.wheelsplit._bundles import (
     bundle_key,
     device_dist_name,
@@ -71,7 +70,16 @@ from kpack.wheelsplit._variant import (
     variant_document,
 )
 
-__all__ = ["SplitOptions", "main", "resolve_options", "run", "split_wheel"]
+__all__ = [
+    "Parser",
+    "SplitOptions",
+    "add_arguments",
+    "main",
+    "name_and_version",
+    "resolve_options",
+    "run",
+    "split_wheel",
+]
 
 log = logging.getLogger(__name__)
 

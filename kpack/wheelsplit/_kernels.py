@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kpack.archive import Scheme
 from kpack.errors import PackagingError
-from kpack.split._work import (
+from kpack.split import (
     ArchiveJob,
     FatJob,
     FatOutcome,

@@ -15,9 +15,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from kpack.errors import PackagingError
-from kpack.split._work import HostContent, host_source
-from kpack.wheelfile import Member, WheelResult, write_wheel
-from kpack.wheelfile._source import InputWheel
+from kpack.split import HostContent, host_source
+from kpack.wheelfile import InputWheel, Member, WheelResult, write_wheel
 
 __all__ = ["HostLayout", "dist_info_name", "write_split_wheel"]
 

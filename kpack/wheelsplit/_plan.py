@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from kpack.databases import Handler, match_database
 from kpack.hipfmt import identify, search_path
 from kpack.transform import inspect_fat_binary
-from kpack.wheelfile._source import InputWheel, WheelEntry
+from kpack.wheelfile import InputWheel, WheelEntry
 from kpack.wheelsplit._bundles import bundle_key
 
 __all__ = ["DatabaseFile", "FatBinary", "SplitPlan", "plan_split"]

@@ -498,7 +498,7 @@ def _pe_seeds() -> list[bytes]:
 
 
 def _run_pe(data: bytes, work: Path) -> None:
-    from kpack.pe import extract_pe_kernels, read_pe_fat, transform_pe
+    from kpack.transform import extract_pe_kernels, read_pe_fat, transform_pe
 
     path = work / "f.dll"
     path.write_bytes(data)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from kpack.errors import ManifestError
-from kpack.generic_targets import generic_table, load_generic_table, looks_generic
+from kpack.generic_targets import generic_table, load_generic_table
+from kpack.targets import looks_generic
 
 #: LLVM AMDGPUUsage, "Generic processors": every generic target and a member of each.
 LLVM_FACTS = {

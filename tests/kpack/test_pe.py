@@ -22,8 +22,13 @@ import pytest
 
 from kpack.archive import KernelInput, KpackArchive, write_kpack
 from kpack.errors import PeError, TransformError
-from kpack.pe import extract_pe_kernels, read_pe_fat, read_pe_kpack_ref, transform_pe
-from kpack.transform import AlreadyTransformed
+from kpack.transform import (
+    AlreadyTransformed,
+    extract_pe_kernels,
+    read_pe_fat,
+    read_pe_kpack_ref,
+    transform_pe,
+)
 from tests.kpack.pe_fixtures import build_pe
 from tests.pypi_inputs import Digests, independent_section_objects, pe_section, rocm7_bundles
 

@@ -629,7 +629,7 @@ def test_transformed_pe_dlls_are_checked_like_elf_libraries(
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kpack"))
     from bundle_fixtures import sample_bundle
 
-    from kpack.pe import transform_pe
+    from kpack.transform import transform_pe
     from tests.kpack.pe_fixtures import build_pe
 
     dll = build_pe(tmp_path / "build" / "fat.dll",
