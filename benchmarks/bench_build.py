@@ -125,7 +125,7 @@ def _input_listing(tree: Path, out: Path) -> tuple[Path, int]:
 
 
 def _add_rocsparse(tree: Path, family: str) -> None:
-    from build_tools.debian_inputs import fetch_debs
+    from sample_tree.debian_inputs import fetch_debs
 
     root = fetch_debs(["librocsparse0"])["librocsparse0"]
     lib = root / "usr/lib/x86_64-linux-gnu"
@@ -156,7 +156,7 @@ def main() -> int:
         tmp = Path(tmp_text)
         tree = args.tree
         if tree is None:
-            from build_tools.make_sample_tree import make_sample_tree
+            from sample_tree.make_sample_tree import make_sample_tree
 
             tree = make_sample_tree(
                 tmp / "artifacts", cache_dir=None, family="gfx90a-dcgpu", kpack_split=False

@@ -31,9 +31,9 @@ sys.path.insert(0, str(REPO))
 
 from elftools.elf.elffile import ELFFile  # noqa: E402
 
-from build_tools.debian_inputs import default_cache_dir, fetch_debs  # noqa: E402
 from kpack.archive import KernelInput, KpackArchive, write_kpack  # noqa: E402
 from kpack.bundle import Bundle, iter_bundles  # noqa: E402
+from sample_tree.debian_inputs import default_cache_dir, fetch_debs  # noqa: E402
 
 LIBDIR = "usr/lib/x86_64-linux-gnu"
 

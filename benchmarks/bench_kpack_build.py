@@ -53,7 +53,7 @@ def _build(tree: Path, dest: Path) -> tuple[float, int]:
 
 
 def _add_rocsparse(tree: Path, target: str) -> None:
-    from build_tools.debian_inputs import fetch_debs
+    from sample_tree.debian_inputs import fetch_debs
 
     root = fetch_debs(["librocsparse0"])["librocsparse0"]
     real = next((root / "usr/lib/x86_64-linux-gnu").glob("librocsparse.so.0.*"))
@@ -80,7 +80,7 @@ def main() -> int:
     ap.add_argument("--with-rocsparse", action="store_true")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
-    from build_tools.make_sample_tree import make_sample_tree
+    from sample_tree.make_sample_tree import make_sample_tree
 
     with tempfile.TemporaryDirectory(prefix="bench-kpack-") as tmp_text:
         tmp = Path(tmp_text)

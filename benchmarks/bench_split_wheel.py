@@ -41,7 +41,7 @@ def _library() -> tuple[Path, str]:
             path = root / "usr/lib/x86_64-linux-gnu" / lib
             if path.is_file():
                 return path, soname
-    from build_tools.debian_inputs import fetch_debs
+    from sample_tree.debian_inputs import fetch_debs
 
     root = fetch_debs(["librocrand1"])["librocrand1"]
     return root / "usr/lib/x86_64-linux-gnu/librocrand.so.1.1", "librocrand.so.1"

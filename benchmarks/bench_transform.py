@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from build_tools.debian_inputs import default_cache_dir, fetch_debs  # noqa: E402
+from sample_tree.debian_inputs import default_cache_dir, fetch_debs  # noqa: E402
 
 LIBDIR = "usr/lib/x86_64-linux-gnu"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from build_tools.debian_inputs import fetch_debs
 from kpack.errors import ToolError
+from sample_tree.debian_inputs import fetch_debs
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

@@ -65,7 +65,7 @@ def _build(tree: Path, dest: Path) -> Digests:
 
 
 def _sample(work: Path, kpack_split: bool) -> Digests:
-    from build_tools.make_sample_tree import make_sample_tree
+    from sample_tree.make_sample_tree import make_sample_tree
 
     tree = make_sample_tree(work / "tree", kpack_split=kpack_split)
     return _build(tree, work / "out")
@@ -81,7 +81,7 @@ def _windows(work: Path, kpack: bool) -> Digests:
 
 
 def _split_artifacts(work: Path) -> Digests:
-    from build_tools.make_sample_tree import make_sample_tree
+    from sample_tree.make_sample_tree import make_sample_tree
 
     tree = make_sample_tree(work / "tree", kpack_split=True)
     out: Digests = {}

@@ -22,8 +22,8 @@ import pefile
 import zstandard
 from elftools.elf.elffile import ELFFile
 
-from build_tools.debian_inputs import default_cache_dir
 from kpack.errors import ToolError
+from sample_tree.debian_inputs import default_cache_dir
 
 __all__ = [
     "BITSANDBYTES_WIN",

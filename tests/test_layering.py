@@ -1,6 +1,7 @@
 """The layers of the code, checked: the picture in the README stays true.
 
 - kpack is the lower layer: nothing under ``kpack/`` imports ``build_tools``;
+- the shipped packages never import ``sample_tree`` or ``tests`` (neither is installed);
 - kpack's packages import only from their own layer or the layers below (``LAYERS``);
 - no module imports another package's ``_private`` module: packages talk through their
   public face;
@@ -119,6 +120,17 @@ def test_kpack_never_imports_build_tools() -> None:
         f"{m}:{line}: {name}"
         for m, name, line in _edges()
         if m.startswith("kpack") and name.split(".")[0] == "build_tools"
+    ]
+    assert not offenders, offenders
+
+
+def test_shipped_code_never_imports_the_sample_tree_or_tests() -> None:
+    """``sample_tree`` and ``tests`` are not installed: the packages must not need them."""
+    offenders = [
+        f"{m}:{line}: {name}"
+        for m, path in _modules().items()
+        for name, line in _imports(m, path)
+        if name.split(".")[0] in ("sample_tree", "tests")
     ]
     assert not offenders, offenders
 

@@ -20,7 +20,7 @@ VERSION = "7.99.0.dev0"
 def sample_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real legacy-mode sample tree (Debian ROCm binaries + hipcc-compiled ones)."""
     require(shutil.which("hipcc") is not None, "hipcc is not installed")
-    from build_tools.make_sample_tree import make_sample_tree
+    from sample_tree.make_sample_tree import make_sample_tree
 
     out = tmp_path_factory.mktemp("sample") / "artifacts"
     return make_sample_tree(out, cache_dir=None, family="gfx90a-dcgpu", kpack_split=False)

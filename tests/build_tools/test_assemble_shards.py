@@ -315,7 +315,7 @@ def test_index_and_output_must_not_overlap(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def kpack_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require(shutil.which("hipcc") is not None, "hipcc is not installed")
-    from build_tools.make_sample_tree import make_sample_tree
+    from sample_tree.make_sample_tree import make_sample_tree
 
     out = tmp_path_factory.mktemp("kpack") / "artifacts"
     return make_sample_tree(out, cache_dir=None, family="gfx90a-dcgpu", kpack_split=True)

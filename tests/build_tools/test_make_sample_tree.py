@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from build_tools.make_sample_tree import DEB_PACKAGES, make_sample_tree
 from kpack.errors import ToolError, UsageError
+from sample_tree.make_sample_tree import DEB_PACKAGES, make_sample_tree
 
 from ..conftest import require
 

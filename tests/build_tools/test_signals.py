@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.real, pytest.mark.compile, pytest.mark.slow]
 def kpack_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real kpack-mode sample tree: fat artifacts split in-process by a worker pool."""
     require(shutil.which("hipcc") is not None, "hipcc is not installed")
-    from build_tools.make_sample_tree import make_sample_tree
+    from sample_tree.make_sample_tree import make_sample_tree
 
     out = tmp_path_factory.mktemp("kpack-signals") / "artifacts"
     return make_sample_tree(out, cache_dir=None, family="gfx90a-dcgpu", kpack_split=True)

@@ -68,7 +68,7 @@ def _hipcc_binary() -> bytes | None:
 
 def _debian_library() -> bytes | None:
     """Debian's real libhiprand (18 KB; downloaded once, then cached)."""
-    from build_tools.debian_inputs import fetch_debs
+    from sample_tree.debian_inputs import fetch_debs
 
     root = fetch_debs(["libhiprand1"])["libhiprand1"]
     found = sorted(root.rglob("libhiprand.so.*"))

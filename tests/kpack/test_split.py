@@ -634,7 +634,7 @@ def test_batch_refuses_two_artifacts_with_one_prefix(tree: BlasTree, tmp_path: P
 def real(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The kpack-mode sample tree and its fat ``rand_lib``/``fft_lib`` artifacts split."""
     require(shutil.which("hipcc") is not None, "hipcc is not installed")
-    from build_tools.make_sample_tree import make_sample_tree
+    from sample_tree.make_sample_tree import make_sample_tree
 
     tmp = tmp_path_factory.mktemp("real")
     tree_root = make_sample_tree(tmp / "artifacts", kpack_split=True)
@@ -804,7 +804,7 @@ def test_rocsparse_split_with_bounded_memory(tmp_path: Path) -> None:
     measured from a small intermediate process) stays far below the input size."""
     if os.environ.get("ROCM_PACKAGING_LARGE") != "1":
         pytest.skip("opt-in: set ROCM_PACKAGING_LARGE=1")
-    from build_tools.debian_inputs import fetch_debs
+    from sample_tree.debian_inputs import fetch_debs
 
     lib = (
         fetch_debs(["librocsparse0"])["librocsparse0"]

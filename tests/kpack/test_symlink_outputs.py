@@ -168,7 +168,7 @@ def test_split_wheel_over_a_planted_symlink(
 
 
 def test_make_sample_tree_refuses_a_symlinked_output(tmp_path: Path, outside: Path) -> None:
-    from build_tools.make_sample_tree import make_sample_tree
+    from sample_tree.make_sample_tree import make_sample_tree
 
     out = tmp_path / "tree"
     out.symlink_to(outside.parent)

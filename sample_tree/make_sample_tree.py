@@ -3,8 +3,8 @@
 The tree follows TheRock's layout (``artifact-tree.md``): one ``{name}_{component}_{target}``
 directory per artifact, each with an ``artifact_manifest.txt`` and its stage directories.
 Its contents are real: ROCm runtime libraries, headers and CMake files from Debian bookworm
-(fetched with :func:`build_tools.debian_inputs.fetch_debs`), plus small HIP fat binaries and
-host programs compiled from ``build_tools/sample_sources/`` with ``hipcc`` (always with
+(fetched with :func:`sample_tree.debian_inputs.fetch_debs`), plus small HIP fat binaries and
+host programs compiled from ``sample_tree/sample_sources/`` with ``hipcc`` (always with
 ``HIP_PLATFORM=amd``) and ``cc``.
 
 It covers the cases packaging must handle: SONAME-versioned libraries with their symlinks, a
@@ -51,8 +51,8 @@ from typing import Literal
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from build_tools.debian_inputs import default_cache_dir, fetch_debs
 from kpack.errors import RocmPackagingError, ToolError, UsageError
+from sample_tree.debian_inputs import default_cache_dir, fetch_debs
 
 __all__ = ["DEB_PACKAGES", "DEFAULT_FAMILY", "main", "make_sample_tree"]
 
@@ -440,7 +440,7 @@ def _dist_targets() -> str:
 def _plan_base(p: _Planner, kpack_split: bool) -> None:
     manifest = {
         "flags": {"KPACK_SPLIT_ARTIFACTS": kpack_split},
-        "generator": "build_tools/make_sample_tree.py",
+        "generator": "sample_tree/make_sample_tree.py",
         "submodules": [],
         "the_rock_commit": "sample",
     }
