@@ -28,6 +28,24 @@ from kpack.common.safepath import Root, windows_name_problem
 from kpack.databases import Handler
 from kpack.errors import ArtifactError, RocmPackagingError, UsageError
 from kpack.pe.image import is_pe_file
+from kpack.split._archives import (
+    ArchiveJob,
+    KernelEntry,
+    SpooledArchive,
+    lay_out_archives,
+    remove_spools,
+    write_archives,
+)
+from kpack.split._jobs import (
+    FatJob,
+    FatOutcome,
+    HostContent,
+    frame_level,
+    group_by_target,
+    host_size,
+    host_source,
+    run_fat_jobs,
+)
 from kpack.split._output import Staging, copy_file, make_dirs, write_manifest
 from kpack.split._plan import (
     GENERIC,
@@ -40,24 +58,8 @@ from kpack.split._plan import (
     prefix_of,
 )
 from kpack.split._scan import Kind, StageEntry, classify_entries, scan_artifact
+from kpack.split._spool import spool_kernels
 from kpack.split._verify import VerifyReport, find_archives, verify_binary
-from kpack.split._work import (
-    ArchiveJob,
-    FatJob,
-    FatOutcome,
-    HostContent,
-    KernelEntry,
-    SpooledArchive,
-    frame_level,
-    group_by_target,
-    host_size,
-    host_source,
-    lay_out_archives,
-    remove_spools,
-    run_fat_jobs,
-    spool_kernels,
-    write_archives,
-)
 
 __all__ = [
     "ArchiveJob",

@@ -17,8 +17,8 @@ from kpack.databases import DatabaseMatch, Handler, base_arch
 from kpack.errors import ArtifactError, UsageError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import search_path
+from kpack.split._jobs import FatJob, frame_level
 from kpack.split._scan import ArtifactScan, Kind, StageEntry
-from kpack.split._work import FatJob, frame_level
 from kpack.targets import is_isa_target
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Split the planned fat binaries and lay out one ``.kpack`` archive per target.
 
 The per-binary work and the archive layout are the artifact splitter's
-(:mod:`kpack.split._work`): each binary is transformed into ``host_dir`` and its kernels
+(:mod:`kpack.split`): each binary is transformed into ``host_dir`` and its kernels
 spooled as archive frames; each archive is then streamed from the spools straight into
 the device wheels that ship it, never written as a file of its own. The spools live in
 the work directory until the wheels are written.

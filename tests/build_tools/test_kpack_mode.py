@@ -354,7 +354,7 @@ def test_each_file_is_read_once_and_archives_go_straight_into_wheels(
     catalog's facts table), and no .kpack is written as a file on the way to its wheel."""
     from kpack.archive import _write as _archive_write
     from kpack.artifact import facts as file_facts
-    from kpack.split import _work as _split_work
+    from kpack.split import _archives as _split_work
 
     reads: collections.Counter[Path] = collections.Counter()
     real = file_facts.read_facts

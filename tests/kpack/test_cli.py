@@ -29,7 +29,7 @@ from transform_fixtures import synthetic
 
 from kpack.archive import KernelInput, KpackArchive, write_kpack
 from kpack.cli import main
-from kpack.split import _work as split_work
+from kpack.split import _jobs as split_work
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def test_python_m_kpack_and_verbose_logging(tree: BlasTree, tmp_path: Path) -> N
         [*cmd, str(tmp_path / "v"), "-v"], capture_output=True, text=True, cwd=REPO, check=False
     )
     assert loud.returncode == 0, loud.stderr
-    assert "INFO kpack.split:" in loud.stderr and "INFO kpack.split._work: wrote" in loud.stderr
+    assert "INFO kpack.split:" in loud.stderr and "INFO kpack.split._archives: wrote" in loud.stderr
     helped = subprocess.run(
         [sys.executable, "-m", "kpack", "--help"],
         capture_output=True,

@@ -27,7 +27,7 @@ from packaging.requirements import Requirement
 import kpack.wheelsplit as spw
 from kpack.bundle import _ccob as _bundle_ccob
 from kpack.resolve import read_kpack_ref, resolve_binary
-from kpack.split._work import FatJob, run_fat_job
+from kpack.split._jobs import FatJob, run_fat_job
 from kpack.transform import extract_kernels, transform_binary
 from tests.kpack.bundle_fixtures import read_kpack_by_spec
 from tests.pypi_inputs import (

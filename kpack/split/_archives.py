@@ -1,0 +1,154 @@
+"""Archives laid out from spooled kernels and streamed from the spools.
+
+Each target's archive is laid out from its spooled kernels (:class:`SpooledArchive`: the TOC
+and every size known before a byte is written) and streamed from the memory-mapped spools,
+once, to where it belongs: its file (``kpack split-artifacts``) or straight into the wheels
+that ship it (the wheel splitter, the package builder). Resident memory stays at a chunk,
+not a target's device code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpack.archive import (
+    KpackLayout,
+    KpackSummary,
+    Scheme,
+    StoredKernel,
+    lay_out_kpack,
+    write_chunks,
+)
+from kpack.errors import ArchiveError
+from kpack.split._spool import SpooledKernel, _mapped, _PageDropper
+from kpack.wheelfile import Generated
+
+__all__ = [
+    "ArchiveJob",
+    "KernelEntry",
+    "SpooledArchive",
+    "lay_out_archive",
+    "lay_out_archives",
+    "remove_spools",
+    "write_archives",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SpooledArchive:
+    """One target's archive, laid out from its spooled kernels and streamed from the spools
+    on demand, as often as needed: into its file (``kpack split-artifacts``) or straight
+    into the wheels that ship it (the wheel splitter, the package builder). Every kernel
+    is stored as spooled: a zstd frame at the archive's level, or (scheme ``none``) the
+    code object, from the spool or a view of the mapped input."""
+
+    target: str
+    path: Path  # where it is written, or what it is called inside a wheel
+    layout: KpackLayout
+    blobs: tuple[SpooledKernel, ...]  # per ordinal
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.blobs)
+
+    def summary(self) -> KpackSummary:
+        return self.layout.summary(self.path)
+
+    def source(self) -> Generated:
+        """The archive as a member source for the wheel writer."""
+        return Generated(self.size, self.chunks)
+
+    def chunks(self) -> Iterator[bytes | memoryview]:
+        """The archive's bytes. The spools are mapped for the walk and the pages it touched
+        dropped after, so resident memory stays small whatever the archive's size."""
+        spools = sorted({k.spool for k in self.blobs if k.view is None})
+        dropper = _PageDropper()
+        with _mapped(spools) as views:
+
+            def blobs() -> Iterator[memoryview]:
+                for k in self.blobs:
+                    data = (
+                        k.view
+                        if k.view is not None
+                        else views[k.spool][k.offset : k.offset + k.size]
+                    )
+                    yield data
+                    dropper.add(data, k.size)
+
+            yield from self.layout.chunks(blobs())
+        dropper.drop()
+
+    def write(self) -> KpackSummary:
+        """Write the archive to :attr:`path` (a temporary sibling, then renamed)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_chunks(self.path, self.chunks())
+        log.info(
+            "wrote %s: %d kernels, %d -> %d bytes (%s)", self.path, self.kernel_count,
+            self.layout.original_bytes, self.size, self.layout.scheme,
+        )  # fmt: skip
+        return self.summary()
+
+
+def lay_out_archive(job: ArchiveJob, *, prefix: str, scheme: Scheme, level: int) -> SpooledArchive:
+    """Lay out ``job``'s archive from its spooled kernels (nothing is read or written)."""
+    stored: list[StoredKernel] = []
+    for stage, name, k in job.entries:
+        framed = k.level is not None and k.view is None
+        if framed != (scheme != "none") or (framed and k.level != level):
+            raise ArchiveError(
+                f"kernel {name}#{k.index} ({k.target}) was spooled "
+                f"{'as a zstd frame at level ' + str(k.level) if framed else 'uncompressed'}, "
+                f"not as a {scheme} archive at level {level} stores it",
+                path=job.path,
+            )
+        meta = {"target": k.triple, "source_prefix": stage}
+        stored.append(StoredKernel(f"{name}#{k.index}", k.target, k.size, k.original_size, meta))
+    layout = lay_out_kpack(
+        stored, path=job.path, group_name=prefix, gfx_arch_family=job.target, scheme=scheme
+    )
+    return SpooledArchive(
+        job.target, job.path, layout, tuple(job.entries[i][2] for i in layout.order)
+    )
+
+
+def remove_spools(spools: Sequence[Path]) -> None:
+    for path in spools:
+        with suppress(FileNotFoundError):
+            path.unlink()
+
+
+KernelEntry = tuple[str, str, SpooledKernel]  # (stage or overlay root, kernel_name, kernel)
+
+
+@dataclass(frozen=True)
+class ArchiveJob:
+    """One target's archive: where it goes and its kernels."""
+
+    target: str
+    path: Path
+    entries: tuple[KernelEntry, ...]
+
+
+def lay_out_archives(
+    jobs: Sequence[ArchiveJob], *, prefix: str, scheme: Scheme, level: int
+) -> list[SpooledArchive]:
+    """Every archive of ``jobs``, laid out, in the order given."""
+    return [lay_out_archive(j, prefix=prefix, scheme=scheme, level=level) for j in jobs]
+
+
+def write_archives(
+    jobs: Sequence[ArchiveJob], *, prefix: str, scheme: Scheme, level: int
+) -> list[KpackSummary]:
+    """Write every archive to its file, in the order given: the kernels are stored as
+    spooled, so this only copies bytes."""
+    return [a.write() for a in lay_out_archives(jobs, prefix=prefix, scheme=scheme, level=level)]
