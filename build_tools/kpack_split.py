@@ -160,18 +160,12 @@ def _plan_one(artifact: Artifact, options: SplitOptions, facts: FactsTable) -> F
             kernels.setdefault(kernel.target, []).append(
                 PlannedKernel(fat.stage, fat.kernel_name, kernel)
             )
-    contributors: dict[str, set[str]] = {}
-    for target, planned in kernels.items():
-        contributors.setdefault(target, set()).update(k.stage for k in planned)
-    for db in plan.databases:
-        contributors.setdefault(db.match.base_arch, set()).add(db.entry.stage)
+    contributors = plan.output_stages({t: {k.stage for k in p} for t, p in kernels.items()})
     by_target: dict[str, list[Entry]] = {}
     archives: list[PlannedArchive] = []
     for target in sorted(kernels):
-        name = plan.out_name(target)
-        stage = min(contributors[target])
-        relpath = f".kpack/{name}.kpack"
-        key = f"{name}/{stage}/{relpath}"
+        place = plan.archive_place(target, contributors[target])
+        stage, relpath, key = place.stage, place.relpath, str(place.path)
         by_key = sorted(kernels[target], key=lambda k: (k.kernel_name, k.kernel.index))
         archive = PlannedArchive(key, prefix, target, tuple(by_key))
         archives.append(archive)

@@ -177,32 +177,19 @@ def _write_database(entry: StageEntry, root: Path) -> Path:
     return dest
 
 
-def _contributors(
-    plan: SplitPlan,
-    by_target: dict[str, list[KernelEntry]],
-) -> dict[str, set[str]]:
-    """Output dir name -> stage dirs that contributed kernels or database files."""
-    stages: dict[str, set[str]] = {}
-    for target, entries in by_target.items():
-        stages.setdefault(plan.out_name(target), set()).update(s for s, _, _ in entries)
-    for db in plan.databases:
-        stages.setdefault(plan.out_name(db.match.base_arch), set()).add(db.entry.stage)
-    return stages
-
-
 def _write_archives(
     plan: SplitPlan,
     staging: Staging,
     by_target: dict[str, list[KernelEntry]],
-    contributors: dict[str, set[str]],
+    stages: dict[str, set[str]],
     options: SplitOptions,
 ) -> list[ArchiveOutput]:
-    """One archive per target, in the first stage dir that contributed to its output."""
+    """One archive per target, where :meth:`SplitPlan.archive_place` puts it."""
     jobs = []
     for target in sorted(by_target):
-        name = plan.out_name(target)
-        relpath = Path(name) / min(contributors[name]) / ".kpack" / f"{name}.kpack"
-        jobs.append(ArchiveJob(target, staging.root / relpath, tuple(by_target[target])))
+        place = plan.archive_place(target, stages[target])
+        path = staging.root / place.path
+        jobs.append(ArchiveJob(target, path, tuple(by_target[target])))
     summaries = write_archives(jobs, prefix=plan.prefix, scheme=options.scheme, level=options.level)
     return [
         ArchiveOutput(
@@ -258,7 +245,8 @@ def _execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitR
         outcomes = run_fat_jobs(jobs, options.jobs)
         _check_windows_targets(outcomes)
         by_target = group_by_target(outcomes)
-        contributors = _contributors(plan, by_target)
+        stages = plan.output_stages({t: {s for s, _, _ in e} for t, e in by_target.items()})
+        contributors = {plan.out_name(t): s for t, s in stages.items()}
         staging.check_free([generic_name, *contributors])
         moved = [
             (
@@ -267,12 +255,12 @@ def _execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitR
             )
             for db in plan.databases
         ]
-        archives = _write_archives(plan, staging, by_target, contributors, options)
+        archives = _write_archives(plan, staging, by_target, stages, options)
         remove_spools([j.spool for j in jobs])
-        for name, stages in contributors.items():
-            for stage in stages:  # a stage that only gave kernels has no files here
+        for name, given in contributors.items():
+            for stage in given:  # a stage that only gave kernels has no files here
                 make_dirs(staging.dir(name), stage)
-            write_manifest(staging.dir(name), stages)
+            write_manifest(staging.dir(name), given)
         published = staging.publish([generic_name, *contributors])
     final_moved = tuple((k, output_dir / p.relative_to(staging.root)) for k, p in moved)
     notes = list(plan.notes) + [n for o in outcomes for n in o.notes]

@@ -2,14 +2,17 @@
 
 Everything here is a function of the scanned artifact and the options; nothing is
 written. The plan says which entries go to ``P_generic``, which fat binaries are
-transformed (and with which marker), and which database files move to ``P_<base arch>``.
+transformed (and with which marker), which database files move to ``P_<base arch>``, and
+where each target's archive goes (:meth:`SplitPlan.archive_place`, the one home of that
+rule for ``kpack split-artifacts``, the wheel-less builder and anything else that splits).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from kpack.archive import SCHEMES, Scheme
 from kpack.artifact.names import ArtifactId
@@ -23,6 +26,7 @@ from kpack.targets import is_isa_target
 
 __all__ = [
     "GENERIC",
+    "ArchivePlace",
     "DatabaseFile",
     "SplitOptions",
     "SplitPlan",
@@ -116,6 +120,37 @@ class SplitPlan:
 
     def out_name(self, target: str) -> str:
         return f"{self.prefix}_{target}"
+
+    def output_stages(self, kernel_stages: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:
+        """Per target, the stage dirs its output ``P_<target>`` holds: those that gave it
+        kernels (``kernel_stages``: target -> stages of the binaries holding its code
+        objects) or database files."""
+        stages: dict[str, set[str]] = {t: set(s) for t, s in kernel_stages.items()}
+        for db in self.databases:
+            stages.setdefault(db.match.base_arch, set()).add(db.entry.stage)
+        return stages
+
+    def archive_place(self, target: str, stages: Iterable[str]) -> ArchivePlace:
+        """Where ``target``'s archive goes: in ``P_<target>``, in the first stage dir that
+        contributed to that output (``stages``: :meth:`output_stages`'s), as
+        ``.kpack/P_<target>.kpack`` — the file the host binaries' search path
+        ``../…/.kpack/P_@GFXARCH@.kpack`` names once the stages are merged."""
+        name = self.out_name(target)
+        return ArchivePlace(target, name, min(stages), f".kpack/{name}.kpack")
+
+
+@dataclass(frozen=True)
+class ArchivePlace:
+    """Where one target's archive goes: ``artifact/stage/relpath``."""
+
+    target: str
+    artifact: str  # P_<target>
+    stage: str  # the first stage dir that contributed to P_<target>
+    relpath: str  # within the stage: .kpack/P_<target>.kpack
+
+    @property
+    def path(self) -> PurePosixPath:
+        return PurePosixPath(self.artifact, self.stage, self.relpath)
 
 
 def plan_split(scan: ArtifactScan, prefix: str, options: SplitOptions) -> SplitPlan:
