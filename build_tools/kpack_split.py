@@ -20,38 +20,29 @@ import logging
 import posixpath
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from kpack.archive import Scheme
-from kpack.artifact.facts import FactsTable
 from kpack.artifact.names import ArtifactId
-from kpack.artifact.planned import PlannedArchive, PlannedKernel, TransformedBinary
+from kpack.artifact.planned import PlannedArchive
 from kpack.databases import load_handlers
 from kpack.errors import ArtifactError
 from kpack.generic_targets import generic_table
-from kpack.hipfmt import GFXARCH, search_path
+from kpack.hipfmt import GFXARCH
 from kpack.resolve import read_kpack_ref
 from kpack.split import (
-    ArchiveJob,
-    KernelEntry,
     Kind,
+    PlannedSplit,
     SplitOptions,
-    SplitPlan,
     SpooledArchive,
-    StageEntry,
-    classify_entries,
-    frame_level,
-    lay_out_archives,
-    plan_split,
-    spool_kernels,
+    plan_in_place,
+    spool_planned,
 )
 from kpack.targets import is_isa_target
-from kpack.transform import plan_host_transform
 
-from .artifacts import Artifact, Catalog, Entry, EntryKind
+from .artifacts import Artifact, Catalog, EntryKind
 
 __all__ = [
-    "FatSplit",
     "KpackSplitPlan",
     "check_archive_references",
     "plan_fat_splits",
@@ -66,20 +57,8 @@ _KINDS = {Kind.DIR: EntryKind.DIR, Kind.SYMLINK: EntryKind.SYMLINK}
 
 
 @dataclass(frozen=True)
-class FatSplit:
-    """One fat artifact and what its split produces."""
-
-    artifact: Artifact
-    plan: SplitPlan
-    transformed: tuple[tuple[StageEntry, TransformedBinary], ...]
-    archives: tuple[PlannedArchive, ...]
-    outputs: tuple[Artifact, ...]
-    notes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class KpackSplitPlan:
-    splits: tuple[FatSplit, ...]
+    splits: tuple[PlannedSplit, ...]
 
     @property
     def archives(self) -> tuple[PlannedArchive, ...]:
@@ -87,120 +66,7 @@ class KpackSplitPlan:
 
     def describe(self) -> list[str]:
         """The split plan as lines, for ``--dry-run``."""
-        lines = []
-        for split in self.splits:
-            host = sum(t.size for _, t in split.transformed)
-            before = sum(e.size for e, _ in split.transformed)
-            lines.append(
-                f"split {split.artifact.id.dirname}: {len(split.transformed)} fat binaries "
-                f"({before / 1e6:.1f} MB -> {host / 1e6:.1f} MB host code), "
-                f"{len(split.archives)} archives, {len(split.plan.databases)} database files"
-            )
-            for archive in split.archives:
-                lines.append(
-                    f"  {archive.key}: {len(archive.kernels)} kernels, "
-                    f"{archive.original_bytes / 1e6:.1f} MB before compression"
-                )
-            for db in split.plan.databases:
-                lines.append(
-                    f"  {db.entry.kernel_name} -> {split.plan.out_name(db.match.base_arch)}"
-                )
-            lines += [f"  note: {n}" for n in split.notes]
-        return lines
-
-
-def _entry(art: ArtifactId, stage_entry: StageEntry, **changes: object) -> Entry:
-    entry = Entry(
-        relpath=stage_entry.relpath,
-        kind=_KINDS.get(stage_entry.kind, EntryKind.FILE),
-        source=stage_entry.source,
-        artifact=art,
-        stage=stage_entry.stage,
-        link=stage_entry.link,
-        size=stage_entry.size,
-        mode=stage_entry.mode,
-    )
-    return replace(entry, **changes) if changes else entry  # type: ignore[arg-type]
-
-
-def _dirs(art: ArtifactId, stage: str, relpath: str, source: Path) -> list[Entry]:
-    """Directory entries for the parents of ``relpath`` (as a scan of the output finds)."""
-    parents = list(PurePosixPath(relpath).parents)[:-1]
-    return [
-        Entry(
-            relpath=str(p), kind=EntryKind.DIR, source=source, artifact=art, stage=stage, mode=0o755
-        )
-        for p in reversed(parents)
-    ]
-
-
-def _plan_one(artifact: Artifact, options: SplitOptions, facts: FactsTable) -> FatSplit | None:
-    """The split of one artifact, or ``None`` if it has nothing to split."""
-    scan = classify_entries(
-        artifact.path, artifact.stages, artifact.entries, options.handlers,
-        fat_of=facts.fat,
-    )  # fmt: skip
-    prefix = f"{artifact.id.name}_{artifact.id.component}"
-    plan = plan_split(scan, prefix, options)
-    if not plan.fat and not plan.databases:
-        return None
-    generic = ArtifactId(artifact.id.name, artifact.id.component, "generic")
-    entries: list[Entry] = [_entry(generic, e) for e in plan.generic]
-    transformed: list[tuple[StageEntry, TransformedBinary]] = []
-    kernels: dict[str, list[PlannedKernel]] = {}
-    for fat in plan.fat:
-        search = search_path(fat.depth, prefix)
-        transform = plan_host_transform(
-            fat.source, kernel_name=fat.kernel_name, search_paths=[search]
-        )
-        content = TransformedBinary(transform)
-        transformed.append((fat, content))
-        entries.append(_entry(generic, fat, size=content.size, planned=content))
-        for kernel in transform.kernels:
-            kernels.setdefault(kernel.target, []).append(
-                PlannedKernel(fat.stage, fat.kernel_name, kernel)
-            )
-    contributors = plan.output_stages({t: {k.stage for k in p} for t, p in kernels.items()})
-    by_target: dict[str, list[Entry]] = {}
-    archives: list[PlannedArchive] = []
-    for target in sorted(kernels):
-        place = plan.archive_place(target, contributors[target])
-        stage, relpath, key = place.stage, place.relpath, str(place.path)
-        by_key = sorted(kernels[target], key=lambda k: (k.kernel_name, k.kernel.index))
-        archive = PlannedArchive(key, prefix, target, tuple(by_key))
-        archives.append(archive)
-        art = ArtifactId(artifact.id.name, artifact.id.component, target)
-        source = artifact.path / stage / relpath  # a label only: the file is planned
-        by_target.setdefault(target, []).extend(
-            [
-                *_dirs(art, stage, relpath, source),
-                Entry(
-                    relpath=relpath,
-                    kind=EntryKind.FILE,
-                    source=source,
-                    artifact=art,
-                    stage=stage,
-                    size=archive.original_bytes,
-                    planned=archive,
-                ),
-            ]
-        )
-    for db in plan.databases:
-        art = ArtifactId(artifact.id.name, artifact.id.component, db.match.base_arch)
-        by_target.setdefault(db.match.base_arch, []).extend(
-            [*_dirs(art, db.entry.stage, db.entry.relpath, db.entry.source), _entry(art, db.entry)]
-        )
-    outputs = [Artifact(generic, artifact.path, scan.stages, tuple(entries))]
-    for target, target_entries in sorted(by_target.items()):
-        unique = {(e.stage, e.relpath): e for e in target_entries}
-        art = ArtifactId(artifact.id.name, artifact.id.component, target)
-        stages = tuple(sorted(contributors[target]))
-        ordered = tuple(sorted(unique.values(), key=lambda e: (e.stage, e.relpath)))
-        outputs.append(Artifact(art, artifact.path, stages, ordered))
-    notes = tuple(plan.notes) + tuple(
-        f"{fat.kernel_name}: {note}" for fat, t in transformed for note in t.transform.notes
-    )
-    return FatSplit(artifact, plan, tuple(transformed), tuple(archives), tuple(outputs), notes)
+        return [line for split in self.splits for line in split.describe()]
 
 
 def _is_unsplit(artifact: Artifact) -> bool:
@@ -244,7 +110,7 @@ def plan_fat_splits(
         catalog.root, [(f"{a.id.dirname}: {a.id.target}", a.id.target) for a in catalog.artifacts]
     )
     wanted = set(names)
-    splits: list[FatSplit] = []
+    splits: list[PlannedSplit] = []
     relabeled: dict[str, Artifact] = {}
     for artifact in catalog.artifacts:
         unsplit = _is_unsplit(artifact)
@@ -252,7 +118,7 @@ def plan_fat_splits(
             continue
         handlers = load_handlers(split_databases.get(artifact.id.name, ()))
         options = SplitOptions(tuple(handlers), scheme=_SCHEME, level=_LEVEL)
-        split = _plan_one(artifact, options, catalog.facts)
+        split = plan_in_place(artifact, options, fat_of=catalog.facts.fat)
         if split is None:
             if unsplit:
                 relabeled[artifact.id.dirname] = _as_generic(artifact)
@@ -315,45 +181,9 @@ def _as_generic(artifact: Artifact) -> Artifact:
 def spool_planned_archives(
     plan: KpackSplitPlan, spool_dir: Path, *, jobs: int
 ) -> dict[str, SpooledArchive]:
-    """Spool every planned archive's kernels below ``spool_dir`` (each kernel as its
-    archive frame, a compressed bundle decoded once, as a stream) and lay the archives
-    out, by key. They stream from the spools straight into their wheels, never written
-    as files of their own: ``spool_dir`` must outlive the wheels."""
-    laid: dict[str, SpooledArchive] = {}
-    level = frame_level(_SCHEME, _LEVEL)
-    for number, split in enumerate(plan.splits):
-        if not split.archives:
-            continue
-        spooled: dict[tuple[str, int, str], KernelEntry] = {}
-        for index, (fat, content) in enumerate(split.transformed):
-            spool = spool_dir / f"{number:04d}-{index:05d}.spool"
-            kernels = content.transform.kernels
-            written = spool_kernels(kernels, spool, keep_views=True, level=level, threads=jobs)
-            for kernel, sk in zip(kernels, written, strict=True):
-                spooled[(fat.kernel_name, kernel.index, kernel.target)] = (
-                    fat.stage,
-                    fat.kernel_name,
-                    sk,
-                )
-        archive_jobs = [
-            ArchiveJob(
-                archive.target,
-                Path(archive.key),
-                tuple(
-                    spooled[(k.kernel_name, k.kernel.index, k.kernel.target)]
-                    for k in archive.kernels
-                ),
-            )
-            for archive in split.archives
-        ]
-        for archive in lay_out_archives(
-            archive_jobs, prefix=split.plan.prefix, scheme=_SCHEME, level=_LEVEL
-        ):
-            laid[str(archive.path)] = archive
-            log.info(
-                "%s: %d kernels, %d bytes", archive.path.name, archive.kernel_count, archive.size
-            )
-    return laid
+    """Every planned archive spooled below ``spool_dir`` and laid out, by key: they stream
+    from the spools straight into their wheels, so ``spool_dir`` must outlive the wheels."""
+    return spool_planned(plan.splits, spool_dir, scheme=_SCHEME, level=_LEVEL, jobs=jobs)
 
 
 def check_archive_references(catalog: Catalog, names: Sequence[str]) -> None:

@@ -36,6 +36,7 @@ from kpack.split._archives import (
     remove_spools,
     write_archives,
 )
+from kpack.split._inplan import PlannedSplit, plan_in_place, spool_planned
 from kpack.split._jobs import (
     FatJob,
     FatOutcome,
@@ -72,6 +73,7 @@ __all__ = [
     "HostContent",
     "KernelEntry",
     "Kind",
+    "PlannedSplit",
     "SplitOptions",
     "SplitPlan",
     "SplitResult",
@@ -86,12 +88,14 @@ __all__ = [
     "host_size",
     "host_source",
     "lay_out_archives",
+    "plan_in_place",
     "plan_split",
     "prefix_of",
     "run_fat_jobs",
     "split_artifact",
     "split_artifacts",
     "spool_kernels",
+    "spool_planned",
     "verify_binary",
 ]
 

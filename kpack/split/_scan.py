@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.artifact.names import ArtifactId
+from kpack.artifact.planned import PlannedContent
 from kpack.artifact.tree import Entry, EntryKind, read_stages, walk_stages
 from kpack.databases import DatabaseMatch, Handler, match_database
 from kpack.transform import FatBinaryInfo, inspect_fat_binary
@@ -31,6 +32,9 @@ class Kind(enum.Enum):
     FAT = "fat"  # .hip_fatbin with wrappers: transformed
     FAT_UNWRAPPED = "fat-unwrapped"  # .hip_fatbin without wrappers: left unchanged
     TRANSFORMED = "transformed"  # already has HIPK wrappers / a marker: passed through
+
+
+_ENTRY_KINDS = {Kind.DIR: EntryKind.DIR, Kind.SYMLINK: EntryKind.SYMLINK}
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,29 @@ class StageEntry:
     def depth(self) -> int:
         """Directories between the stage root and this entry."""
         return self.relpath.count("/")
+
+    def as_entry(
+        self,
+        artifact: ArtifactId,
+        *,
+        size: int | None = None,
+        planned: PlannedContent | None = None,
+    ) -> Entry:
+        """This path as an entry of the output ``artifact`` (a directory, a symlink or a
+        file), with the planned content that replaces its source, if any."""
+        kind = _ENTRY_KINDS.get(self.kind, EntryKind.FILE)
+        size = self.size if size is None else size
+        return Entry(
+            self.relpath,
+            kind,
+            self.source,
+            artifact,
+            self.stage,
+            self.link,
+            size,
+            self.mode,
+            planned,
+        )
 
 
 @dataclass(frozen=True)

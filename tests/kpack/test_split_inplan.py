@@ -1,25 +1,21 @@
-"""The builder's split plan as values, without binaries: a scanned artifact and planned
-transforms (stand-ins for what the kpack engine returns) go in; the catalog artifacts the
-split would write come out."""
+"""A split planned in place, as values, without binaries: a scanned artifact and planned
+transforms (stand-ins for what the transform returns) go in; the artifacts the split would
+write come out (what the package builder puts in its catalog)."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
-from build_tools import kpack_split
-from build_tools.artifacts import Artifact, EntryKind
-from build_tools.assemble import TemplateContext
-from build_tools.manifests import PackageKind
-from build_tools.plan import PlanKind
-from kpack.artifact.facts import FactsTable
 from kpack.artifact.names import ArtifactId
 from kpack.artifact.planned import PlannedArchive, TransformedBinary
+from kpack.artifact.tree import Artifact, EntryKind
 from kpack.bundle import IndexedBundle
 from kpack.databases import DatabaseMatch, Handler
 from kpack.elf import ElfEdit
+from kpack.split import _inplan
+from kpack.split._plan import SplitOptions
 from kpack.split._scan import ArtifactScan, Kind, StageEntry
 from kpack.transform import ExtractedKernel, TransformPlan
 
@@ -56,7 +52,7 @@ def _scan() -> ArtifactScan:
 
 
 @pytest.fixture
-def split(monkeypatch: pytest.MonkeyPatch) -> kpack_split.FatSplit:
+def split(monkeypatch: pytest.MonkeyPatch) -> _inplan.PlannedSplit:
     kernels = {
         "a/stage/lib/liba.so": {"gfx942": 300, "gfx9-4-generic": 200},
         "b/stage/lib/libb.so": {"gfx942": 50, "gfx90a:xnack+": 70},
@@ -70,25 +66,24 @@ def split(monkeypatch: pytest.MonkeyPatch) -> kpack_split.FatSplit:
         assert (path, stages, entries) == (artifact.path, artifact.stages, artifact.entries)
         return _scan()
 
-    monkeypatch.setattr(kpack_split, "classify_entries", classify)
+    monkeypatch.setattr(_inplan, "classify_entries", classify)
     monkeypatch.setattr(
-        kpack_split,
+        _inplan,
         "plan_host_transform",
         lambda source, kernel_name, search_paths: _transform(
             source, kernel_name, kernels[kernel_name]
         ),
     )
-    options = kpack_split.SplitOptions(())
-    result = kpack_split._plan_one(artifact, options, FactsTable())
+    result = _inplan.plan_in_place(artifact, SplitOptions(()), fat_of=lambda path: None)
     assert result is not None
     return result
 
 
-def _by_target(split: kpack_split.FatSplit) -> dict[str, Artifact]:
+def _by_target(split: _inplan.PlannedSplit) -> dict[str, Artifact]:
     return {a.id.target: a for a in split.outputs}
 
 
-def test_host_binaries_carry_their_planned_transform(split: kpack_split.FatSplit) -> None:
+def test_host_binaries_carry_their_planned_transform(split: _inplan.PlannedSplit) -> None:
     generic = _by_target(split)["generic"]
     files = {e.relpath: e for e in generic.entries if e.kind is EntryKind.FILE}
     assert set(files) == {"lib/liba.so", "lib/libb.so", "include/a.h"}  # the database left
@@ -99,7 +94,7 @@ def test_host_binaries_carry_their_planned_transform(split: kpack_split.FatSplit
 
 
 def test_one_archive_per_full_target_in_the_first_contributing_stage(
-    split: kpack_split.FatSplit,
+    split: _inplan.PlannedSplit,
 ) -> None:
     archives = {a.target: a for a in split.archives}
     assert sorted(archives) == ["gfx9-4-generic", "gfx90a:xnack+", "gfx942"]
@@ -112,7 +107,7 @@ def test_one_archive_per_full_target_in_the_first_contributing_stage(
 
 
 def test_target_artifacts_hold_archives_and_moved_database_files(
-    split: kpack_split.FatSplit,
+    split: _inplan.PlannedSplit,
 ) -> None:
     gfx942 = _by_target(split)["gfx942"]
     entries = {(e.stage, e.relpath): e for e in gfx942.entries}
@@ -125,33 +120,9 @@ def test_target_artifacts_hold_archives_and_moved_database_files(
     assert gfx942.stages == ("a/stage", "b/stage")  # both contributed kernels
 
 
-def test_the_dry_run_description_names_every_output(split: kpack_split.FatSplit) -> None:
-    text = "\n".join(kpack_split.KpackSplitPlan((split,)).describe())
+def test_the_dry_run_description_names_every_output(split: _inplan.PlannedSplit) -> None:
+    text = "\n".join(split.describe())
     assert "split blas_lib_generic: 2 fat binaries" in text
     for archive in split.archives:
         assert archive.key in text
     assert "a/stage/lib/x/T_gfx942.co -> blas_lib_gfx942" in text
-
-
-def test_plan_kinds_cover_every_manifest_kind() -> None:
-    assert {PlanKind.of(k) for k in PackageKind} | {PlanKind.SELECTOR} == set(PlanKind)
-
-
-def test_the_template_context_is_frozen_and_scoped_per_package() -> None:
-    ctx = TemplateContext(
-        "7.0",
-        "",
-        True,
-        None,
-        ("gfx942",),
-        ("gfx942",),
-        (),
-        (),
-        (),
-        (),
-        {"gfx9-4-generic": ("gfx942",)},
-    )
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        ctx.version = "8.0"  # type: ignore[misc]
-    core, devel = ctx.variables("core", None), ctx.variables("devel", "gfx942")
-    assert {k for k in core if core[k] != devel[k]} == {"this_package_entry", "this_target_family"}
