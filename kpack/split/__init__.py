@@ -17,24 +17,19 @@ and publish the finished dirs together. Inputs are never modified.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.archive import Scheme
 from kpack.artifact.names import ArtifactId
-from kpack.common.safepath import Root, windows_name_problem
 from kpack.databases import Handler
 from kpack.errors import ArtifactError, RocmPackagingError, UsageError
-from kpack.pe.image import is_pe_file
 from kpack.split._archives import (
     ArchiveJob,
     KernelEntry,
     SpooledArchive,
     lay_out_archives,
-    remove_spools,
-    write_archives,
 )
 from kpack.split._inplan import PlannedSplit, plan_in_place, spool_planned
 from kpack.split._jobs import (
@@ -47,20 +42,19 @@ from kpack.split._jobs import (
     host_source,
     run_fat_jobs,
 )
-from kpack.split._output import Staging, copy_file, make_dirs, write_manifest
 from kpack.split._plan import (
     GENERIC,
     DatabaseFile,
     SplitOptions,
     SplitPlan,
     check_prefix,
-    fat_jobs,
     plan_split,
     prefix_of,
 )
 from kpack.split._scan import Kind, StageEntry, classify_entries, scan_artifact
 from kpack.split._spool import spool_kernels
 from kpack.split._verify import VerifyReport, find_archives, verify_binary
+from kpack.split._write import ArchiveOutput, BinaryReport, SplitResult, execute
 
 __all__ = [
     "ArchiveJob",
@@ -103,35 +97,6 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ArchiveOutput:
-    target: str
-    path: Path
-    kernel_count: int
-    original_bytes: int
-    size: int
-
-
-@dataclass(frozen=True)
-class BinaryReport:
-    kernel_name: str
-    kernels: int  # written to archives
-    skipped: int  # outside --gpu-targets
-    removed_bytes: int
-    notes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class SplitResult:
-    artifact_dir: Path
-    prefix: str
-    outputs: tuple[Path, ...]  # published artifact dirs, sorted
-    archives: tuple[ArchiveOutput, ...]
-    binaries: tuple[BinaryReport, ...]
-    databases: tuple[tuple[str, Path], ...]  # (kernel_name, destination) of moved files
-    notes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class BatchResult:
     results: tuple[SplitResult, ...]
     failures: tuple[tuple[Path, str], ...]
@@ -143,140 +108,6 @@ class BatchResult:
                 "failed to split",
                 problems=[f"{path}: {message}" for path, message in self.failures],
             )
-
-
-# --- writing --------------------------------------------------------------------------------
-
-
-def _write_generic(plan: SplitPlan, root: Path) -> None:
-    """Write the generic artifact: every path through :class:`~kpack.common.safepath.Root`, so no
-    entry, symlink or symlink target can land outside ``root`` whatever the input held."""
-    out = Root(root, error=ArtifactError)
-    for stage in plan.scan.stages:
-        out.mkdir(stage, what="stage directory")
-    dirs: list[StageEntry] = []
-    for entry in plan.generic:
-        rel = f"{entry.stage}/{entry.relpath}"
-        if entry.kind is Kind.DIR:
-            out.mkdir(rel)
-            dirs.append(entry)
-        elif entry.kind is Kind.SYMLINK:
-            out.symlink(rel, entry.link or "", what="symlink")
-        else:
-            copy_file(entry.source, out.mkdir_parent(rel), entry.mode)
-    for entry in plan.fat:
-        out.mkdir_parent(f"{entry.stage}/{entry.relpath}")
-    for entry in reversed(dirs):  # modes last, children before parents
-        os.chmod(out.join(f"{entry.stage}/{entry.relpath}"), entry.mode)
-    write_manifest(root, plan.scan.stages)
-
-
-def _write_database(entry: StageEntry, root: Path) -> Path:
-    out = Root(root, error=ArtifactError)
-    rel = f"{entry.stage}/{entry.relpath}"
-    if entry.link is not None:
-        return out.symlink(rel, entry.link, what="database symlink")
-    dest = out.mkdir_parent(rel)
-    copy_file(entry.source, dest, entry.mode)
-    return dest
-
-
-def _write_archives(
-    plan: SplitPlan,
-    staging: Staging,
-    by_target: dict[str, list[KernelEntry]],
-    stages: dict[str, set[str]],
-    options: SplitOptions,
-) -> list[ArchiveOutput]:
-    """One archive per target, where :meth:`SplitPlan.archive_place` puts it."""
-    jobs = []
-    for target in sorted(by_target):
-        place = plan.archive_place(target, stages[target])
-        path = staging.root / place.path
-        jobs.append(ArchiveJob(target, path, tuple(by_target[target])))
-    summaries = write_archives(jobs, prefix=plan.prefix, scheme=options.scheme, level=options.level)
-    return [
-        ArchiveOutput(
-            job.target,
-            staging.output_dir / job.path.relative_to(staging.root),
-            summary.kernel_count,
-            summary.original_bytes,
-            summary.size,
-        )
-        for job, summary in zip(jobs, summaries, strict=True)
-    ]
-
-
-def _report(outcome: FatOutcome) -> BinaryReport:
-    return BinaryReport(
-        outcome.job.kernel_name,
-        len(outcome.kernels),
-        outcome.skipped,
-        outcome.removed_bytes,
-        outcome.notes,
-    )
-
-
-def _check_windows_targets(outcomes: Sequence[FatOutcome]) -> None:
-    """A Windows (PE) binary's kernels for a feature-qualified target would need
-    ``P_gfx90a:xnack+`` and ``…_gfx90a:xnack+.kpack``, names Windows cannot create (``:``
-    opens an NTFS stream); neither TheRock nor rocm-kpack defines another spelling, so the
-    split stops (nothing is published) instead of writing names that install wrong."""
-    problems = sorted(
-        f"{o.job.kernel_name}: {target}"
-        for o in outcomes
-        if is_pe_file(o.job.source)
-        for target in {k.target for k in o.kernels}
-        if windows_name_problem(target) is not None
-    )
-    if problems:
-        raise ArtifactError(
-            "PE (Windows) binaries with code for feature-qualified targets: their artifact and "
-            "archive names would hold ':', which Windows file systems reject",
-            problems=problems,
-        )
-
-
-def _execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitResult:
-    generic_name = plan.out_name(GENERIC)
-    with Staging(output_dir, force=options.force, protected=[plan.scan.path]) as staging:
-        staging.check_free([generic_name])
-        generic_root = staging.dir(generic_name)
-        _write_generic(plan, generic_root)
-        spool_dir = staging.dir(".spool")
-        spool_dir.mkdir()
-        jobs = fat_jobs(plan, generic_root, spool_dir, options)
-        outcomes = run_fat_jobs(jobs, options.jobs)
-        _check_windows_targets(outcomes)
-        by_target = group_by_target(outcomes)
-        stages = plan.output_stages({t: {s for s, _, _ in e} for t, e in by_target.items()})
-        contributors = {plan.out_name(t): s for t, s in stages.items()}
-        staging.check_free([generic_name, *contributors])
-        moved = [
-            (
-                db.entry.kernel_name,
-                _write_database(db.entry, staging.dir(plan.out_name(db.match.base_arch))),
-            )
-            for db in plan.databases
-        ]
-        archives = _write_archives(plan, staging, by_target, stages, options)
-        remove_spools([j.spool for j in jobs])
-        for name, given in contributors.items():
-            for stage in given:  # a stage that only gave kernels has no files here
-                make_dirs(staging.dir(name), stage)
-            write_manifest(staging.dir(name), given)
-        published = staging.publish([generic_name, *contributors])
-    final_moved = tuple((k, output_dir / p.relative_to(staging.root)) for k, p in moved)
-    notes = list(plan.notes) + [n for o in outcomes for n in o.notes]
-    return SplitResult(
-        plan.scan.path,
-        plan.prefix,
-        tuple(published),
-        tuple(archives),
-        tuple(_report(o) for o in outcomes),
-        final_moved,
-        tuple(notes),
-    )
 
 
 # --- public entry points --------------------------------------------------------------------
@@ -328,7 +159,7 @@ def _split_one(
         len(plan.fat),
         len(plan.databases),
     )
-    return _execute(plan, out, options)
+    return execute(plan, out, options)
 
 
 def batch_inputs(parent_dir: Path) -> list[Path]:
