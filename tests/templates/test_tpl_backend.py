@@ -33,8 +33,13 @@ def call_hook(tree: Path, hook: str, *args: str, family: str | None = None) -> o
     if family is not None:
         env["ROCM_SDK_TARGET_FAMILY"] = family
     env["SOURCE_DATE_EPOCH"] = "1700000000"
-    proc = subprocess.run([sys.executable, "-c", CALL_HOOK, hook, *args], cwd=tree, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CALL_HOOK, hook, *args],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -61,7 +66,7 @@ def test_hooks_need_nothing(tmp_path: Path) -> None:
     tree = rocm_sdk_tree(SAMPLE_CONTEXTS["legacy1"], tmp_path / "rocm")
     assert call_hook(tree, "get_requires_for_build_wheel") == []
     assert call_hook(tree, "get_requires_for_build_sdist") == []
-    assert 'requires = []' in (tree / "pyproject.toml").read_text()
+    assert "requires = []" in (tree / "pyproject.toml").read_text()
 
 
 def test_legacy_single_family(tmp_path: Path) -> None:
@@ -89,8 +94,16 @@ def test_legacy_two_families_env_selects(tmp_path: Path) -> None:
 def test_kpack_default_leaves_device_empty(tmp_path: Path) -> None:
     _, members = build(tmp_path, SAMPLE_CONTEXTS["kpack"])
     requires, extras, _ = metadata_of(members)
-    assert extras == ["devel", "device", "device-all", "device-gfx1201", "device-gfx90a",
-                      "device-gfx942", "libraries", "profiler"]
+    assert extras == [
+        "devel",
+        "device",
+        "device-all",
+        "device-gfx1201",
+        "device-gfx90a",
+        "device-gfx942",
+        "libraries",
+        "profiler",
+    ]
     assert not any('extra == "device"' in r for r in requires)
     assert 'rocm-sdk-libraries==7.1.0; extra == "libraries"' in requires
     assert 'rocm-sdk-device-gfx1201==7.1.0; extra == "device-gfx1201"' in requires
@@ -119,8 +132,10 @@ def test_windows_only_target_marker(tmp_path: Path) -> None:
     ctx = context("kpack", ("gfx942", "gfx1151"), linux=("gfx942",), windows=("gfx1151",))
     _, members = build(tmp_path, ctx, family="gfx1151")
     requires, _, _ = metadata_of(members)
-    assert ('rocm-sdk-device-gfx1151==7.1.0; (sys_platform == "win32") and extra == "device"'
-            in requires)
+    assert (
+        'rocm-sdk-device-gfx1151==7.1.0; (sys_platform == "win32") and extra == "device"'
+        in requires
+    )
 
 
 def test_one_platform_list_gives_no_markers(tmp_path: Path) -> None:
@@ -135,9 +150,13 @@ def test_wheel_contents_and_record(tmp_path: Path) -> None:
     names = list(members)
     info = "rocm-7.1.0.dist-info/"
     assert names[-1] == info + "RECORD"
-    assert names[: -5] == sorted(names[: -5]) and all(n.startswith("rocm_sdk/") for n in names[:-5])
-    for required in ("rocm_sdk/__init__.py", "rocm_sdk/_dist_info.py", "rocm_sdk/tests/utils.py",
-                     "rocm_sdk/tests/__init__.py"):
+    assert names[:-5] == sorted(names[:-5]) and all(n.startswith("rocm_sdk/") for n in names[:-5])
+    for required in (
+        "rocm_sdk/__init__.py",
+        "rocm_sdk/_dist_info.py",
+        "rocm_sdk/tests/utils.py",
+        "rocm_sdk/tests/__init__.py",
+    ):
         assert required in names
     assert not any("__pycache__" in n for n in names)
     assert b"rocm-sdk = rocm_sdk.__main__:main" in members[info + "entry_points.txt"]
@@ -168,8 +187,9 @@ def test_prepare_metadata_then_build(tmp_path: Path) -> None:
     prepared = (meta_dir / str(name) / "METADATA").read_text()
     assert "rocm-sdk-libraries-gfx120X-all" in prepared
     # A later build with another environment still uses the prepared metadata (PEP 517).
-    wheel = call_hook(tree, "build_wheel", str(tmp_path / "out"), str(meta_dir),
-                      family="gfx94X-dcgpu")
+    wheel = call_hook(
+        tree, "build_wheel", str(tmp_path / "out"), str(meta_dir), family="gfx94X-dcgpu"
+    )
     with zipfile.ZipFile(tmp_path / "out" / str(wheel)) as zf:
         assert zf.read("rocm-7.1.0.dist-info/METADATA").decode() == prepared
 
@@ -189,8 +209,13 @@ def test_build_sdist_is_reproducible(tmp_path: Path) -> None:
 def test_unavailable_env_family_fails_the_build(tmp_path: Path) -> None:
     tree = rocm_sdk_tree(SAMPLE_CONTEXTS["legacy1"], tmp_path / "rocm")
     env = dict(os.environ, ROCM_SDK_TARGET_FAMILY="gfx000")
-    proc = subprocess.run([sys.executable, "-c", CALL_HOOK, "build_wheel", str(tmp_path / "o")],
-                          cwd=tree, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CALL_HOOK, "build_wheel", str(tmp_path / "o")],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0 and "gfx000" in proc.stderr
 
 
@@ -213,7 +238,9 @@ def test_device_extras_pull_the_generic_target(tmp_path: Path) -> None:
     _, members = build(tmp_path, SAMPLE_CONTEXTS["kpack-generic"], family="gfx942")
     requires, extras, _ = metadata_of(members)
     assert _extra(requires, "device") == [
-        "rocm-sdk-device-gfx9-4-generic==7.1.0", "rocm-sdk-device-gfx942==7.1.0"]
+        "rocm-sdk-device-gfx9-4-generic==7.1.0",
+        "rocm-sdk-device-gfx942==7.1.0",
+    ]
     assert _extra(requires, "device-gfx942") == _extra(requires, "device")
     assert _extra(requires, "device-gfx950") == ["rocm-sdk-device-gfx9-4-generic==7.1.0"]
     assert _extra(requires, "device-gfx1101") == ["rocm-sdk-device-gfx11-generic==7.1.0"]
@@ -238,9 +265,15 @@ def test_env_generic_target_needs_only_itself(tmp_path: Path) -> None:
 
 
 def test_generic_wheel_carries_the_platform_of_its_processors(tmp_path: Path) -> None:
-    ctx = context("kpack", ("gfx942", "gfx9-4-generic", "gfx1201"),
-                  linux=("gfx942", "gfx9-4-generic"), windows=("gfx1201",))
+    ctx = context(
+        "kpack",
+        ("gfx942", "gfx9-4-generic", "gfx1201"),
+        linux=("gfx942", "gfx9-4-generic"),
+        windows=("gfx1201",),
+    )
     _, members = build(tmp_path, ctx, family="gfx942")
     requires, _, _ = metadata_of(members)
-    assert ('rocm-sdk-device-gfx9-4-generic==7.1.0; (sys_platform == "linux") and '
-            'extra == "device-gfx950"') in requires
+    assert (
+        'rocm-sdk-device-gfx9-4-generic==7.1.0; (sys_platform == "linux") and '
+        'extra == "device-gfx950"'
+    ) in requires

@@ -37,23 +37,40 @@ STANDARD = [
 ]
 
 
-def make_site(tmp_path: Path, members: list, compression: str = "", *,
-              record: bool = True, extra_files: int = 0) -> Path:
+def make_site(
+    tmp_path: Path,
+    members: list,
+    compression: str = "",
+    *,
+    record: bool = True,
+    extra_files: int = 0,
+) -> Path:
     site = tmp_path / "site"
     rocm_sdk_tree(CTX, tmp_path / "rocm")
     shutil.copytree(tmp_path / "rocm" / "src" / "rocm_sdk", site / "rocm_sdk")
-    fake_install(site, "rocm-sdk-core", VERSION, {
-        f"{CORE}/__init__.py": b"",
-        f"{CORE}/lib/libx.so.1": b"libx",
-        f"{CORE}/bin/tool": b"#!/bin/sh\n",
-    })
-    members = members + [("file", f"{TOP}/share/f{i:04d}.txt", b"x" * 2000)
-                         for i in range(extra_files)]
+    fake_install(
+        site,
+        "rocm-sdk-core",
+        VERSION,
+        {
+            f"{CORE}/__init__.py": b"",
+            f"{CORE}/lib/libx.so.1": b"libx",
+            f"{CORE}/bin/tool": b"#!/bin/sh\n",
+        },
+    )
+    members = members + [
+        ("file", f"{TOP}/share/f{i:04d}.txt", b"x" * 2000) for i in range(extra_files)
+    ]
     name = "_devel.tar.xz" if compression else "_devel.tar"
-    dist_info = fake_install(site, "rocm-sdk-devel", VERSION, {
-        "rocm_sdk_devel/__init__.py": b"",
-        f"rocm_sdk_devel/{name}": tar_bytes(members, compression),
-    })
+    dist_info = fake_install(
+        site,
+        "rocm-sdk-devel",
+        VERSION,
+        {
+            "rocm_sdk_devel/__init__.py": b"",
+            f"rocm_sdk_devel/{name}": tar_bytes(members, compression),
+        },
+    )
     if not record:
         (dist_info / "RECORD").unlink()
     return site
@@ -93,8 +110,15 @@ def assert_complete(site: Path) -> None:
     assert (root / "lib/llvm/bin/clang++").samefile(root / "lib/llvm/bin/clang")
     paths = [row[0] for row in record_rows(site)]
     assert len(paths) == len(set(paths))
-    for rel in ("__init__.py", "lib/libx.so", "bin/amdclang", "include/hip", "lib/dangling",
-                ".devel_reconcile.lock", "lib/cmake/hip/hip-config.cmake"):
+    for rel in (
+        "__init__.py",
+        "lib/libx.so",
+        "bin/amdclang",
+        "include/hip",
+        "lib/dangling",
+        ".devel_reconcile.lock",
+        "lib/cmake/hip/hip-config.cmake",
+    ):
         assert [f"{TOP}/{rel}", "", ""] in record_rows(site)
 
 
@@ -173,11 +197,12 @@ UNSAFE = {
     "escaping_symlink": [("sym", f"{TOP}/lib/evil", "../../../evil")],
     "escaping_via_dir_link": [("sym", f"{TOP}/up", ".."), ("sym", f"{TOP}/lib/evil", "../up/../x")],
     "into_own_final_name": [("sym", f"{TOP}/lib/evil", f"../../{TOP}/x")],
-    "member_under_link": [("sym", f"{TOP}/lnk", f"../{CORE}/lib"),
-                          ("sym", f"{TOP}/lnk/evil", "x")],
+    "member_under_link": [("sym", f"{TOP}/lnk", f"../{CORE}/lib"), ("sym", f"{TOP}/lnk/evil", "x")],
     "file_then_link_same_place": [("file", f"{TOP}/lib/a/b", b"x"), ("sym", f"{TOP}/lib/a", ".")],
-    "hardlink_through_link": [("sym", f"{TOP}/lnk", f"../{CORE}/lib"),
-                              ("hard", f"{TOP}/h", f"{TOP}/lnk/libx.so.1")],
+    "hardlink_through_link": [
+        ("sym", f"{TOP}/lnk", f"../{CORE}/lib"),
+        ("hard", f"{TOP}/h", f"{TOP}/lnk/libx.so.1"),
+    ],
     "hardlink_outside": [("hard", f"{TOP}/h", f"{CORE}/lib/libx.so.1")],
     "duplicate": [("file", f"{TOP}/__init__.py", b"again")],
 }
@@ -251,9 +276,16 @@ print(_devel.get_devel_root())
 def test_concurrent_expansions(tmp_path: Path) -> None:
     site = make_site(tmp_path, STANDARD, extra_files=300)
     env = dict(os.environ, PYTHONPATH=str(site))
-    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, [r[1] for r in results]
     assert {r[0].strip() for r in results} == {str(site / TOP)}

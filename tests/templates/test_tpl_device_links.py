@@ -21,15 +21,21 @@ TOP = "_rocm_sdk_devel_v7"
 LIBS = "_rocm_sdk_libraries_v7"
 
 
-def install_device(site: Path, target: str, version: str = VERSION,
-                   links: list[dict] | None = None) -> Path:
+def install_device(
+    site: Path, target: str, version: str = VERSION, links: list[dict] | None = None
+) -> Path:
     kpack = f".kpack/blas_lib_{target}.kpack"
     default = [{"relpath": kpack, "target": f"../../{LIBS}/{kpack}"}]
     manifest = {"version": version, "links": links if links is not None else default}
-    return fake_install(site, f"rocm-sdk-device-{target}", version, {
-        f"{LIBS}/{kpack}": f"code for {target}".encode(),
-        f"{LIBS}/.devel_links/{target}.json": json.dumps(manifest).encode(),
-    })
+    return fake_install(
+        site,
+        f"rocm-sdk-device-{target}",
+        version,
+        {
+            f"{LIBS}/{kpack}": f"code for {target}".encode(),
+            f"{LIBS}/.devel_links/{target}.json": json.dumps(manifest).encode(),
+        },
+    )
 
 
 def record(dist_info: Path) -> list[str]:
@@ -43,12 +49,20 @@ def site(tmp_path: Path) -> Iterator[tuple[Path, ModuleType]]:
     rocm_sdk_tree(CTX, tmp_path / "rocm")
     shutil.copytree(tmp_path / "rocm" / "src" / "rocm_sdk", site / "rocm_sdk")
     fake_install(site, "rocm-sdk-libraries", VERSION, {f"{LIBS}/__init__.py": b""})
-    members = [("dir", TOP, None), ("file", f"{TOP}/__init__.py", b""),
-               ("sym", f"{TOP}/.kpack/blas_lib_gfx942.kpack", "stale-symlink")]
-    fake_install(site, "rocm-sdk-devel", VERSION, {
-        "rocm_sdk_devel/__init__.py": b"",
-        "rocm_sdk_devel/_devel.tar": tar_bytes(members),
-    })
+    members = [
+        ("dir", TOP, None),
+        ("file", f"{TOP}/__init__.py", b""),
+        ("sym", f"{TOP}/.kpack/blas_lib_gfx942.kpack", "stale-symlink"),
+    ]
+    fake_install(
+        site,
+        "rocm-sdk-devel",
+        VERSION,
+        {
+            "rocm_sdk_devel/__init__.py": b"",
+            "rocm_sdk_devel/_devel.tar": tar_bytes(members),
+        },
+    )
     with importable(site):
         from rocm_sdk import _devel
 
@@ -85,7 +99,8 @@ def test_device_wheel_added_later(site: tuple[Path, ModuleType]) -> None:
     later = install_device(path, "gfx1201")
     assert _devel.get_devel_root() == root
     assert (root / ".kpack" / "blas_lib_gfx1201.kpack").samefile(
-        path / LIBS / ".kpack" / "blas_lib_gfx1201.kpack")
+        path / LIBS / ".kpack" / "blas_lib_gfx1201.kpack"
+    )
     assert f"{TOP}/.kpack/blas_lib_gfx1201.kpack" in record(later)
 
 
@@ -100,26 +115,32 @@ def test_duplicate_record_rows_are_repaired(site: tuple[Path, ModuleType]) -> No
     assert len(rows) == len(set(rows))
 
 
-def test_version_mismatch_is_skipped_with_warning(site: tuple[Path, ModuleType],
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_version_mismatch_is_skipped_with_warning(
+    site: tuple[Path, ModuleType], caplog: pytest.LogCaptureFixture
+) -> None:
     path, _devel = site
     install_device(path, "gfx942", version="7.0.0")
     post = install_device(path, "gfx1201", version=f"{VERSION}.post1")
     with caplog.at_level(logging.WARNING):
         root = _devel.get_devel_root()
-    assert not (root / ".kpack" / "blas_lib_gfx942.kpack").exists() or \
-        (root / ".kpack" / "blas_lib_gfx942.kpack").is_symlink()
+    assert (
+        not (root / ".kpack" / "blas_lib_gfx942.kpack").exists()
+        or (root / ".kpack" / "blas_lib_gfx942.kpack").is_symlink()
+    )
     assert "7.0.0" in caplog.text
     assert (root / ".kpack" / "blas_lib_gfx1201.kpack").is_file()  # .postN is accepted
     assert post.exists()
 
 
-def test_unsafe_manifest_entries_are_ignored(site: tuple[Path, ModuleType],
-                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_unsafe_manifest_entries_are_ignored(
+    site: tuple[Path, ModuleType], caplog: pytest.LogCaptureFixture
+) -> None:
     path, _devel = site
-    bad = [{"relpath": "../escape", "target": "x"},
-           {"relpath": "ok/file", "target": "/etc/passwd"},
-           {"relpath": "ok/out", "target": "../../../outside"}]
+    bad = [
+        {"relpath": "../escape", "target": "x"},
+        {"relpath": "ok/file", "target": "/etc/passwd"},
+        {"relpath": "ok/out", "target": "../../../outside"},
+    ]
     install_device(path, "gfx942", links=bad)
     with caplog.at_level(logging.WARNING):
         root = _devel.get_devel_root()

@@ -76,9 +76,18 @@ def test_malicious_values_stay_inert(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert di.AVAILABLE_TARGET_FAMILIES == [MALICIOUS]
     # Also rendered through every other template that takes these values.
     for template in ("metadata/METADATA.j2", "metadata/PKG-INFO.j2"):
-        text = render(template, {"name": "rocm", "version": MALICIOUS, "summary": "s\nX: y",
-                                 "description": "", "requires_dist": [], "provides_extra": [],
-                                 "dynamic": []})
+        text = render(
+            template,
+            {
+                "name": "rocm",
+                "version": MALICIOUS,
+                "summary": "s\nX: y",
+                "description": "",
+                "requires_dist": [],
+                "provides_extra": [],
+                "dynamic": [],
+            },
+        )
         assert "\nX: y" not in text
 
 
@@ -112,8 +121,12 @@ def test_kpack_naming(tmp_path: Path) -> None:
 
 
 def test_device_package_uses_libraries_py_package_name(tmp_path: Path) -> None:
-    ctx = {**SAMPLE_CONTEXTS["kpack"], "this_package_entry": "device",
-           "this_target_family": "gfx942", "libraries_py_package_name": "_rocm_sdk_libraries_v7"}
+    ctx = {
+        **SAMPLE_CONTEXTS["kpack"],
+        "this_package_entry": "device",
+        "this_target_family": "gfx942",
+        "libraries_py_package_name": "_rocm_sdk_libraries_v7",
+    }
     di = load(tmp_path, ctx)
     assert di.LIBRARIES_PY_PACKAGE_NAME == "_rocm_sdk_libraries_v7"
     assert di.THIS_TARGET_FAMILY == "gfx942"
@@ -152,11 +165,16 @@ def test_discovery_prefers_legacy_family_then_bare_arch(
     tmp_path: Path, clean_env: pytest.MonkeyPatch
 ) -> None:
     di = load(tmp_path, context("kpack", ("gfx942", "gfx1201")))
-    bindir = fake_offload_arch(tmp_path / "bin", 'echo gfx90a; echo gfx942; echo gfx1201\n')
+    bindir = fake_offload_arch(tmp_path / "bin", "echo gfx90a; echo gfx942; echo gfx1201\n")
     use_offload_arch(clean_env, di, bindir)
     assert di.determine_target_family() == "gfx942"
     assert di.candidate_target_families("gfx942")[:5] == [
-        "gfx94X-all", "gfx94X-dgpu", "gfx94X-igpu", "gfx94X-dcgpu", "gfx942"]
+        "gfx94X-all",
+        "gfx94X-dgpu",
+        "gfx94X-igpu",
+        "gfx94X-dcgpu",
+        "gfx942",
+    ]
 
 
 def test_discovery_disables_devel_expansion(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
@@ -178,16 +196,18 @@ def test_discovery_scripts_dir_comes_first_on_path(
     assert di.determine_target_family() == "gfx1201"
 
 
-def test_discovery_errors_fall_back_quietly(tmp_path: Path, clean_env: pytest.MonkeyPatch,
-                                            capfd: pytest.CaptureFixture[str]) -> None:
+def test_discovery_errors_fall_back_quietly(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     di = load(tmp_path, context("kpack", ("gfx942", "gfx1201")))
     use_offload_arch(clean_env, di, fake_offload_arch(tmp_path / "bin", "echo boom >&2; exit 3\n"))
     assert di.resolve_target_family() == ("gfx1201", "default")
     assert capfd.readouterr().err == ""
 
 
-def test_discovery_verbose_diagnostics(tmp_path: Path, clean_env: pytest.MonkeyPatch,
-                                       capfd: pytest.CaptureFixture[str]) -> None:
+def test_discovery_verbose_diagnostics(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     di = load(tmp_path, context("kpack", ("gfx942",)))
     use_offload_arch(clean_env, di, fake_offload_arch(tmp_path / "bin", "echo boom >&2; exit 3\n"))
     clean_env.setenv("ROCM_SDK_VERBOSE", "1")
@@ -235,8 +255,9 @@ def test_byte_identical_across_hash_seeds() -> None:
     outputs = set()
     for seed in ("0", "1", "12345"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        proc = subprocess.run([sys.executable, "-c", RENDER_ALL, str(HERE)], env=env,
-                              capture_output=True, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", RENDER_ALL, str(HERE)], env=env, capture_output=True, check=True
+        )
         outputs.add(proc.stdout)
     assert len(outputs) == 1
 
@@ -247,8 +268,11 @@ def test_rendered_module_passes_ruff(tmp_path: Path) -> None:
         pytest.skip("ruff is not installed")
     for name, ctx in SAMPLE_CONTEXTS.items():
         (tmp_path / f"di_{name}.py").write_text(render("common/_dist_info.py.j2", ctx))
-    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--select",
-                           "E9,F", str(tmp_path)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E9,F", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (TEMPLATES / "common" / "_dist_info.py.j2").is_file()
 
@@ -266,7 +290,7 @@ def test_env_target_with_features_or_bare_arch_resolves_to_its_family(
     tmp_path: Path, clean_env: pytest.MonkeyPatch, context: str, value: str, expected: str
 ) -> None:
     di = load(tmp_path, SAMPLE_CONTEXTS[context])
-    assert expected in di.AVAILABLE_TARGET_FAMILIES and value != expected or value == expected
+    assert (expected in di.AVAILABLE_TARGET_FAMILIES and value != expected) or value == expected
     clean_env.setenv("ROCM_SDK_TARGET_FAMILY", value)
     assert di.resolve_target_family() == (expected, "env")
 
@@ -288,7 +312,9 @@ def test_discovery_falls_back_to_the_generic_target(
     assert "gfx1153" in di.served_processors() and "gfx1030" not in di.served_processors()
 
 
-def test_env_processor_served_only_by_a_generic(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+def test_env_processor_served_only_by_a_generic(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
     di = load(tmp_path, context("kpack", ("gfx90a", "gfx12-generic")))
     clean_env.setenv("ROCM_SDK_TARGET_FAMILY", "gfx1201")
     assert di.resolve_target_family() == ("gfx12-generic", "env")

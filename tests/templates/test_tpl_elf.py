@@ -13,7 +13,8 @@ from tpl_kit import compile_library
 from tpl_rendering import TEMPLATES
 
 _spec = importlib.util.spec_from_file_location(
-    "tpl_rocm_sdk_elf", TEMPLATES / "rocm" / "src" / "rocm_sdk" / "_elf.py")
+    "tpl_rocm_sdk_elf", TEMPLATES / "rocm" / "src" / "rocm_sdk" / "_elf.py"
+)
 assert _spec is not None and _spec.loader is not None
 _elf = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = _elf
@@ -25,8 +26,9 @@ finally:
 
 
 def readelf_dynamic(path: Path) -> tuple[list[str], str | None]:
-    out = subprocess.run(["readelf", "-dW", str(path)], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["readelf", "-dW", str(path)], capture_output=True, text=True, check=True
+    ).stdout
     needed, soname = [], None
     for line in out.splitlines():
         if "(NEEDED)" in line:
@@ -37,10 +39,16 @@ def readelf_dynamic(path: Path) -> tuple[list[str], str | None]:
 
 
 def test_tiny_library(tmp_path: Path) -> None:
-    base = compile_library(tmp_path / "libbase.so.1", "int f(void){return 1;}",
-                           soname="libbase.so.1")
-    user = compile_library(tmp_path / "libuser.so.2", "int f(void); int g(void){return f();}",
-                           soname="libuser.so.2", link=[base], rpath="$ORIGIN")
+    base = compile_library(
+        tmp_path / "libbase.so.1", "int f(void){return 1;}", soname="libbase.so.1"
+    )
+    user = compile_library(
+        tmp_path / "libuser.so.2",
+        "int f(void); int g(void){return f();}",
+        soname="libuser.so.2",
+        link=[base],
+        rpath="$ORIGIN",
+    )
     info = _elf.read_dynamic(user)
     assert info.soname == "libuser.so.2" and info.e_type == _elf.ET_DYN
     assert "libbase.so.1" in info.needed
@@ -48,8 +56,10 @@ def test_tiny_library(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf is not installed")
-@pytest.mark.parametrize("path", [sys.executable, "/lib/x86_64-linux-gnu/libc.so.6",
-                                  "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"])
+@pytest.mark.parametrize(
+    "path",
+    [sys.executable, "/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"],
+)
 def test_matches_readelf(path: str) -> None:
     if not Path(path).exists():
         pytest.skip(f"{path} does not exist here")

@@ -618,9 +618,7 @@ def test_a_processor_falls_back_to_its_generic_target(zstd_site: Site, inputs: I
 # --- Windows: PE host binaries -----------------------------------------------------------
 
 
-def test_transformed_pe_dlls_are_checked_like_elf_libraries(
-    inputs: Inputs, tmp_path: Path
-) -> None:
+def test_transformed_pe_dlls_are_checked_like_elf_libraries(inputs: Inputs, tmp_path: Path) -> None:
     """A kpack-transformed Windows DLL (linked by lld-link, transformed by our engine) in
     the libraries package's ``bin/``: the self-test finds it, reads its ``.kpackrf``
     marker as the engine does, resolves every wrapper, and fails on a damaged archive."""

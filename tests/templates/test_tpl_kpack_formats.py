@@ -64,8 +64,10 @@ scalars = (
     | st.text(max_size=70)
     | st.binary(max_size=300)
 )
-keys = st.text(max_size=20) | st.integers(min_value=-(2**63), max_value=2**64 - 1) | st.binary(
-    max_size=8
+keys = (
+    st.text(max_size=20)
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.binary(max_size=8)
 )
 values = st.recursive(
     scalars,

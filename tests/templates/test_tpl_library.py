@@ -76,8 +76,9 @@ def test_package_not_installed_names_the_extra(sdk: tuple[Path, ModuleType]) -> 
     assert "hipblas, rccl" in str(info.value)
 
 
-def test_target_specific_package_uses_resolved_family(sdk: tuple[Path, ModuleType],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_target_specific_package_uses_resolved_family(
+    sdk: tuple[Path, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
     site, rocm_sdk = sdk
     for family in ("gfx94X_dcgpu", "gfx120X_all"):
         pkg = site / f"_rocm_sdk_libraries_{family}"
@@ -85,7 +86,8 @@ def test_target_specific_package_uses_resolved_family(sdk: tuple[Path, ModuleTyp
         (pkg / "__init__.py").write_text("")
         (pkg / "lib" / "libhipblas.so.3").write_bytes(b"")
     assert rocm_sdk.find_libraries("hipblas") == [
-        site / "_rocm_sdk_libraries_gfx94X_dcgpu" / "lib" / "libhipblas.so.3"]
+        site / "_rocm_sdk_libraries_gfx94X_dcgpu" / "lib" / "libhipblas.so.3"
+    ]
 
 
 def test_namespace_package_is_reported(sdk: tuple[Path, ModuleType]) -> None:
@@ -106,11 +108,13 @@ def test_windows_patterns(sdk: tuple[Path, ModuleType], monkeypatch: pytest.Monk
     (site / CORE / "bin").mkdir()
     (site / CORE / "bin" / "amdhip64_7.dll").write_bytes(b"")
     assert rocm_sdk.find_libraries("amdhip64", "rocm_sysdeps_liblzma") == [
-        site / CORE / "bin" / "amdhip64_7.dll"]
+        site / CORE / "bin" / "amdhip64_7.dll"
+    ]
 
 
-def test_preload_and_env_override(sdk: tuple[Path, ModuleType],
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_preload_and_env_override(
+    sdk: tuple[Path, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, rocm_sdk = sdk
     from rocm_sdk import _library
 
@@ -121,8 +125,9 @@ def test_preload_and_env_override(sdk: tuple[Path, ModuleType],
     rocm_sdk.preload_libraries("amdhip64", rtld_global=False)  # cached, no error
 
 
-def test_env_override_failure_is_runtime_error(sdk: tuple[Path, ModuleType],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_override_failure_is_runtime_error(
+    sdk: tuple[Path, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, rocm_sdk = sdk
     monkeypatch.setenv("ROCM_SDK_PRELOAD_LIBRARIES", "amdhip64,hipblas")
     with pytest.raises(RuntimeError, match="ROCM_SDK_PRELOAD_LIBRARIES"):
@@ -130,8 +135,9 @@ def test_env_override_failure_is_runtime_error(sdk: tuple[Path, ModuleType],
     rocm_sdk.initialize_process(env_override=False)
 
 
-@pytest.mark.parametrize("pattern", [VERSION, "*", "7.*", "*.1.0", re.compile(r"7\.\d+\.0"),
-                                     re.compile(".+")])
+@pytest.mark.parametrize(
+    "pattern", [VERSION, "*", "7.*", "*.1.0", re.compile(r"7\.\d+\.0"), re.compile(".+")]
+)
 def test_check_version_matches(sdk: tuple[Path, ModuleType], pattern: str | re.Pattern) -> None:
     _, rocm_sdk = sdk
     rocm_sdk.initialize_process(check_version=pattern, fail_on_version_mismatch=True)

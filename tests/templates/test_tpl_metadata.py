@@ -38,9 +38,13 @@ def test_wheel_metadata_without_description_or_requirements() -> None:
 
 
 def test_extras_and_dynamic() -> None:
-    ctx = {**BASE, "name": "rocm", "provides_extra": ["devel"], "dynamic": ["Requires-Dist"],
-           "requires_dist": ["rocm-sdk-core==7.1.0rc1",
-                             'rocm-sdk-devel==7.1.0rc1; extra == "devel"']}
+    ctx = {
+        **BASE,
+        "name": "rocm",
+        "provides_extra": ["devel"],
+        "dynamic": ["Requires-Dist"],
+        "requires_dist": ["rocm-sdk-core==7.1.0rc1", 'rocm-sdk-devel==7.1.0rc1; extra == "devel"'],
+    }
     meta = Metadata.from_email(render("metadata/METADATA.j2", ctx), validate=True)
     assert meta.metadata_version == "2.2"
     assert meta.provides_extra == ["devel"] and meta.dynamic == ["requires-dist"]

@@ -22,16 +22,27 @@ def env(tmp_path: Path) -> Iterator[tuple[Path, ModuleType]]:
     lib = site / CORE / "lib"
     lib.mkdir(parents=True)
     (site / CORE / "__init__.py").write_text("")
-    hip = compile_library(lib / "libamdhip64.so.7", "int hip(void){return 1;}",
-                          soname="libamdhip64.so.7")
-    compile_library(lib / "libgood.so.1", "int hip(void); int f(void){return hip();}",
-                    soname="libgood.so.1", link=[hip], rpath="$ORIGIN")
-    compile_library(lib / "libnorpath.so.1", "int hip(void); int f(void){return hip();}",
-                    soname="libnorpath.so.1", link=[hip])
+    hip = compile_library(
+        lib / "libamdhip64.so.7", "int hip(void){return 1;}", soname="libamdhip64.so.7"
+    )
+    compile_library(
+        lib / "libgood.so.1",
+        "int hip(void); int f(void){return hip();}",
+        soname="libgood.so.1",
+        link=[hip],
+        rpath="$ORIGIN",
+    )
+    compile_library(
+        lib / "libnorpath.so.1",
+        "int hip(void); int f(void){return hip();}",
+        soname="libnorpath.so.1",
+        link=[hip],
+    )
     elsewhere = tmp_path / "system"
     elsewhere.mkdir()
-    compile_library(elsewhere / "libamdhip64.so.7", "int hip(void){return 2;}",
-                    soname="libamdhip64.so.7")
+    compile_library(
+        elsewhere / "libamdhip64.so.7", "int hip(void){return 2;}", soname="libamdhip64.so.7"
+    )
     with importable(site):
         from rocm_sdk.tests import utils
 
@@ -47,8 +58,9 @@ def test_good_library(env: tuple[Path, ModuleType]) -> None:
     assert outcome.status == "ok", outcome.detail
 
 
-def test_system_copy_is_detected(env: tuple[Path, ModuleType], tmp_path: Path,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_system_copy_is_detected(
+    env: tuple[Path, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     site, utils = env
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "system"))
     providers = utils.provider_index([site / CORE])
@@ -58,8 +70,9 @@ def test_system_copy_is_detected(env: tuple[Path, ModuleType], tmp_path: Path,
     assert str(tmp_path / "system" / "libamdhip64.so.7") in outcome.detail
 
 
-def test_unresolved_package_library_fails(env: tuple[Path, ModuleType],
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unresolved_package_library_fails(
+    env: tuple[Path, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
     site, utils = env
     monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
     providers = utils.provider_index([site / CORE])
@@ -67,8 +80,9 @@ def test_unresolved_package_library_fails(env: tuple[Path, ModuleType],
     assert outcome.status == "fail" and "libamdhip64.so.7" in outcome.detail
 
 
-def test_preload_satisfies_dependency(env: tuple[Path, ModuleType],
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_preload_satisfies_dependency(
+    env: tuple[Path, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
     site, utils = env
     monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
     providers = utils.provider_index([site / CORE])

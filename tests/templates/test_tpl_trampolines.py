@@ -16,8 +16,12 @@ from tpl_rendering import context
 
 VERSION = "7.1.0"
 CTX = context("kpack", ("gfx942",), nonce="_v7", version=VERSION)
-CORE, DEVEL, PROF, LIBS = ("_rocm_sdk_core_v7", "_rocm_sdk_devel_v7", "_rocm_profiler_v7",
-                           "_rocm_sdk_libraries_v7")
+CORE, DEVEL, PROF, LIBS = (
+    "_rocm_sdk_core_v7",
+    "_rocm_sdk_devel_v7",
+    "_rocm_profiler_v7",
+    "_rocm_sdk_libraries_v7",
+)
 SH = "#!/bin/sh\n"
 X = 0o755
 
@@ -32,8 +36,9 @@ def make_site(tmp_path: Path, devel: bool = True) -> Path:
         f"{CORE}/bin/hipconfig": (SH + 'echo "core hipconfig $*"\nexit 3\n').encode(),
         f"{CORE}/bin/amd-smi": (SH + 'echo "core amd-smi"\n').encode(),
     }
-    fake_install(site, "rocm-sdk-core", VERSION, core,
-                 {f"{CORE}/bin/hipconfig": X, f"{CORE}/bin/amd-smi": X})
+    fake_install(
+        site, "rocm-sdk-core", VERSION, core, {f"{CORE}/bin/hipconfig": X, f"{CORE}/bin/amd-smi": X}
+    )
     fake_install(site, "rocm-sdk-libraries", VERSION, platform_init(LIBS))
     if devel:
         members = [
@@ -42,20 +47,35 @@ def make_site(tmp_path: Path, devel: bool = True) -> Path:
             ("exe", f"{DEVEL}/bin/hipconfig", SH + 'echo "devel hipconfig $*"\n'),
             ("sym", f"{DEVEL}/bin/amd-smi", f"../../{CORE}/bin/amd-smi"),
         ]
-        fake_install(site, "rocm-sdk-devel", VERSION, {
-            **pure_package_files("devel", "rocm_sdk_devel", CTX, this_package_entry="devel"),
-            "rocm_sdk_devel/_devel.tar": tar_bytes(members),
-        })
+        fake_install(
+            site,
+            "rocm-sdk-devel",
+            VERSION,
+            {
+                **pure_package_files("devel", "rocm_sdk_devel", CTX, this_package_entry="devel"),
+                "rocm_sdk_devel/_devel.tar": tar_bytes(members),
+            },
+        )
     return site
 
 
-def run_script(site: Path, func: str, *args: str, package: str = "rocm_sdk_core",
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_script(
+    site: Path,
+    func: str,
+    *args: str,
+    package: str = "rocm_sdk_core",
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     code = f"import sys\nfrom {package}._cli import {func}\n{func}()"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_SDK_")}
     full_env.update(env or {}, PYTHONPATH=str(site))
-    return subprocess.run([sys.executable, "-c", code, *args], env=full_env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_core_without_devel(tmp_path: Path) -> None:
@@ -96,10 +116,15 @@ def test_device_links_reconciled_before_running_from_devel(tmp_path: Path) -> No
     kpack = ".kpack/blas_lib_gfx942.kpack"
     link = {"relpath": kpack, "target": f"../../{LIBS}/{kpack}"}
     manifest = {"version": VERSION, "links": [link]}
-    fake_install(site, "rocm-sdk-device-gfx942", VERSION, {
-        f"{LIBS}/{kpack}": b"code",
-        f"{LIBS}/.devel_links/gfx942.json": json.dumps(manifest).encode(),
-    })
+    fake_install(
+        site,
+        "rocm-sdk-device-gfx942",
+        VERSION,
+        {
+            f"{LIBS}/{kpack}": b"code",
+            f"{LIBS}/.devel_links/gfx942.json": json.dumps(manifest).encode(),
+        },
+    )
     run_script(site, "hipconfig")
     assert (site / DEVEL / kpack).samefile(site / LIBS / kpack)
 
@@ -116,15 +141,21 @@ def test_unknown_function_and_missing_tool(tmp_path: Path) -> None:
 def make_profiler_site(tmp_path: Path) -> Path:
     site = make_site(tmp_path, devel=False)
     tool = SH + 'echo "LD=$LD_LIBRARY_PATH"\necho "PY=$PYTHONPATH"\necho "ARGS=$*"\n'
-    fake_install(site, "rocm-profiler", VERSION, {
-        **pure_package_files("profiler", "rocm_profiler", CTX, this_package_entry="profiler"),
-        **platform_init(PROF),
-        f"{PROF}/bin/rocprof-sys-run": tool.encode(),
-        f"{PROF}/lib/librocprof-sys-dl.so.1": b"dl",
-        f"{PROF}/lib/libprofiler-hub.so.0": b"hub",
-        f"{PROF}/lib/librocprof-sys.so": b"shipped unversioned",
-        f"{PROF}/lib/librocprof-sys.so.1": b"versioned",
-    }, {f"{PROF}/bin/rocprof-sys-run": X})
+    fake_install(
+        site,
+        "rocm-profiler",
+        VERSION,
+        {
+            **pure_package_files("profiler", "rocm_profiler", CTX, this_package_entry="profiler"),
+            **platform_init(PROF),
+            f"{PROF}/bin/rocprof-sys-run": tool.encode(),
+            f"{PROF}/lib/librocprof-sys-dl.so.1": b"dl",
+            f"{PROF}/lib/libprofiler-hub.so.0": b"hub",
+            f"{PROF}/lib/librocprof-sys.so": b"shipped unversioned",
+            f"{PROF}/lib/librocprof-sys.so.1": b"versioned",
+        },
+        {f"{PROF}/bin/rocprof-sys-run": X},
+    )
     return site
 
 
@@ -140,7 +171,8 @@ def test_profiler_environment_and_aliases(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split("=", 1) for line in proc.stdout.splitlines())
     assert lines["LD"] == os.pathsep.join(
-        [str(site / PROF / "lib"), str(site / CORE / "lib/rocm_sysdeps/lib"), "/old/lib"])
+        [str(site / PROF / "lib"), str(site / CORE / "lib/rocm_sysdeps/lib"), "/old/lib"]
+    )
     assert lines["PY"].split(os.pathsep)[0] == str(site / PROF / "libexec/rocprofiler-compute")
     assert lines["ARGS"] == "--version"
     lib = site / PROF / "lib"

@@ -63,8 +63,9 @@ def _hash(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def _dist_info_files(name: str, version: str, files: Files, entry_points: str | None,
-                     purelib: bool) -> dict[str, bytes]:
+def _dist_info_files(
+    name: str, version: str, files: Files, entry_points: str | None, purelib: bool
+) -> dict[str, bytes]:
     norm = name.replace("-", "_").lower()
     info = f"{norm}-{version}.dist-info"
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
@@ -81,8 +82,9 @@ def _dist_info_files(name: str, version: str, files: Files, entry_points: str | 
     return extra
 
 
-def fake_install(site: Path, name: str, version: str, files: Files,
-                 modes: Mapping[str, int] | None = None) -> Path:
+def fake_install(
+    site: Path, name: str, version: str, files: Files, modes: Mapping[str, int] | None = None
+) -> Path:
     """Write ``files`` and a dist-info with a RECORD into ``site``; return the dist-info."""
     everything = {**files, **_dist_info_files(name, version, files, None, False)}
     for rel, data in everything.items():
@@ -95,9 +97,16 @@ def fake_install(site: Path, name: str, version: str, files: Files,
     return site / f"{norm}-{version}.dist-info"
 
 
-def write_wheel(dist: Path, name: str, version: str, files: Files, *,
-                entry_points: str | None = None, purelib: bool = False,
-                executables: frozenset[str] = frozenset()) -> Path:
+def write_wheel(
+    dist: Path,
+    name: str,
+    version: str,
+    files: Files,
+    *,
+    entry_points: str | None = None,
+    purelib: bool = False,
+    executables: frozenset[str] = frozenset(),
+) -> Path:
     norm = name.replace("-", "_").lower()
     path = dist / f"{norm}-{version}-py3-none-any.whl"
     members = {**files, **_dist_info_files(name, version, files, entry_points, purelib)}
@@ -138,9 +147,11 @@ def sdist_bytes(tree: Path, top: str) -> bytes:
 
 
 @contextmanager
-def importable(path: Path, prefixes: tuple[str, ...] = ("rocm_sdk", "_rocm", "rocm_profiler")
-               ) -> Iterator[None]:
+def importable(
+    path: Path, prefixes: tuple[str, ...] = ("rocm_sdk", "_rocm", "rocm_profiler")
+) -> Iterator[None]:
     """Put ``path`` first on sys.path; forget modules of the given prefixes afterwards."""
+
     def purge() -> None:
         for name in [m for m in sys.modules if m.startswith(prefixes)]:
             del sys.modules[name]
@@ -154,8 +165,14 @@ def importable(path: Path, prefixes: tuple[str, ...] = ("rocm_sdk", "_rocm", "ro
         purge()
 
 
-def compile_library(out: Path, source: str, *, soname: str | None = None,
-                    link: Sequence[Path] = (), rpath: str | None = None) -> Path:
+def compile_library(
+    out: Path,
+    source: str,
+    *,
+    soname: str | None = None,
+    link: Sequence[Path] = (),
+    rpath: str | None = None,
+) -> Path:
     """Compile a tiny C shared library with gcc (the test is skipped without gcc)."""
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
