@@ -1,24 +1,36 @@
-"""Open and validate a ``.kpack`` archive: header, TOC and blob layout (kpack.md §1).
+"""Read a ``.kpack`` archive: open and validate it, then decode one kernel at a time (kpack.md §1).
 
 Private to :mod:`kpack.archive`. :func:`load` maps the file read-only, checks everything
-that can be checked without decompressing, and resolves each TOC entry to the absolute
-location of its stored bytes (walking the zstd size prefixes once).
+that can be checked without decompressing (header, TOC, blob layout, the C reader's caps),
+and resolves each TOC entry to the absolute location of its stored bytes (walking the zstd
+size prefixes once). :class:`KpackArchive` is the opened archive: it looks kernels up by
+``(binary_key, target)`` and decompresses each on demand, refusing a frame whose declared or
+decoded size disagrees with the TOC.
 """
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import NamedTuple
 
+import zstandard
+
+from kpack.archive import _write as _archive_write
 from kpack.archive._toc import ArchiveEntry, Toc, decode_toc
 from kpack.archive._write import BLOB_ALIGNMENT, MAGIC, VERSION
 from kpack.errors import ArchiveError
 
+log = logging.getLogger("kpack.archive")  # the package's logger, as callers configure it
+
 _HEADER = struct.Struct("<4sIQ")
 _U32 = struct.Struct("<I")
+_MAX_RATIO = 1 << 16  # no zstd frame expands more than this per compressed byte
 
 
 class Limits(NamedTuple):
@@ -131,3 +143,120 @@ def load(path: Path, limits: Limits) -> tuple[mmap.mmap, Toc, dict[tuple[str, st
         mm.close()
         raise
     return mm, toc, entries
+
+
+class KpackArchive:
+    """A ``.kpack`` archive opened for reading; use :meth:`open` (also a context manager)."""
+
+    def __init__(
+        self,
+        path: Path,
+        mm: mmap.mmap,
+        toc: Toc,
+        entries: dict[tuple[str, str], ArchiveEntry],
+    ) -> None:
+        self.path = path
+        self.group_name = toc.group_name
+        self.gfx_arch_family = toc.gfx_arch_family
+        self.gfx_arches = toc.gfx_arches
+        self.scheme = toc.scheme
+        self._mm = mm
+        self._entries = entries
+
+    @classmethod
+    def open(cls, path: Path) -> KpackArchive:
+        """Map ``path`` and validate its header, TOC and blob layout."""
+        path = Path(path)
+        limits = Limits(_archive_write.MAX_KERNELS, _archive_write.MAX_ZSTD_BLOB)
+        mm, toc, entries = load(path, limits)
+        log.debug("opened %s: %d kernels (%s)", path, len(entries), toc.scheme)
+        return cls(path, mm, toc, entries)
+
+    def close(self) -> None:
+        self._mm.close()
+
+    def __enter__(self) -> KpackArchive:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def keys(self) -> list[tuple[str, str]]:
+        """Every ``(binary_key, target)``, sorted."""
+        return sorted(self._entries)
+
+    def entry(self, binary_key: str, target: str) -> ArchiveEntry:
+        try:
+            return self._entries[(binary_key, target)]
+        except KeyError:
+            raise ArchiveError(f"no kernel {binary_key!r} for {target!r}", path=self.path) from None
+
+    def read(self, binary_key: str, target: str) -> bytes:
+        """Decompress one kernel and check its size against ``original_size``."""
+        return self._read(self.entry(binary_key, target))
+
+    def _read(self, entry: ArchiveEntry) -> bytes:
+        where = f"toc[{entry.binary_key!r}][{entry.target!r}] (ordinal {entry.ordinal})"
+        raw = self._mm[entry.offset : entry.offset + entry.size]
+        data = raw
+        if self.scheme != "none":
+            data = self._decompress(raw, entry.original_size, where)
+        if len(data) != entry.original_size:
+            raise ArchiveError(
+                f"{where}: {len(data)} bytes stored, original_size is {entry.original_size}",
+                path=self.path,
+            )
+        return data
+
+    def _decompress(self, frame: bytes, size: int, where: str) -> bytes:
+        if size > len(frame) * _MAX_RATIO:
+            raise ArchiveError(
+                f"{where}: original_size {size} is impossible for a {len(frame)}-byte frame",
+                path=self.path,
+            )
+        try:
+            declared = zstandard.frame_content_size(frame)
+            if declared not in (-1, size):
+                raise ArchiveError(
+                    f"{where}: the zstd frame declares {declared} bytes, original_size is {size}",
+                    path=self.path,
+                )
+            dctx = zstandard.ZstdDecompressor()
+            data: bytes = dctx.decompress(
+                frame, max_output_size=max(size, 1), allow_extra_data=False
+            )
+        except zstandard.ZstdError as exc:
+            message = f"{where}: zstd frame does not decode: {exc}"
+            raise ArchiveError(message, path=self.path) from None
+        return data
+
+    def verify(self) -> None:
+        """Decode every kernel and check ``gfx_arches``; report all problems together."""
+        problems: list[str] = []
+        arches = set(self.gfx_arches)
+        for key in self.keys():
+            entry = self._entries[key]
+            try:
+                self._read(entry)
+            except ArchiveError as exc:
+                problems.append(exc.message)
+            if entry.target not in arches:
+                problems.append(
+                    f"target {entry.target!r} of {entry.binary_key!r} is not in gfx_arches"
+                )
+        if problems:
+            raise ArchiveError("archive failed verification", path=self.path, problems=problems)

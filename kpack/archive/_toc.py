@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import msgpack
 
@@ -17,6 +17,7 @@ from kpack.errors import ArchiveError
 from kpack.targets import is_target_id
 
 SCHEMES = ("none", "zstd-per-kernel")
+Scheme = Literal["none", "zstd-per-kernel"]
 _T = TypeVar("_T")
 
 

@@ -33,6 +33,8 @@ from kpack.errors import ArchiveError
 MAGIC = b"KPAK"
 VERSION = 1
 BLOB_ALIGNMENT = 64
+MAX_KERNELS = 1_000_000  # the C reader's cap on num_kernels
+MAX_ZSTD_BLOB = 4 << 30  # the C reader's cap on the zstd blob
 _HEADER = struct.Struct("<4sIQ")
 U32 = struct.Struct("<I")
 

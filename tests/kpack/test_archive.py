@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 from kpack import archive
 from kpack.archive import KernelInput, KpackArchive, write_kpack
+from kpack.archive import _write as _archive_write
 from kpack.archive._write import FrameWriter, compress_frame, compressor
 from kpack.bundle import iter_bundles
 from kpack.errors import ArchiveError
@@ -234,12 +235,12 @@ def test_existing_archive_is_replaced_atomically(tmp_path: Path) -> None:
 
 def test_limits_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kernels = sample_kernels()
-    monkeypatch.setattr(archive, "MAX_KERNELS", len(kernels) - 1)
+    monkeypatch.setattr(_archive_write, "MAX_KERNELS", len(kernels) - 1)
     with pytest.raises(ArchiveError, match=f"exceed the C runtime's limit of {len(kernels) - 1}"):
         write(tmp_path, kernels)
-    monkeypatch.setattr(archive, "MAX_KERNELS", len(kernels))
+    monkeypatch.setattr(_archive_write, "MAX_KERNELS", len(kernels))
     write(tmp_path, kernels)
-    monkeypatch.setattr(archive, "MAX_ZSTD_BLOB", 2000)
+    monkeypatch.setattr(_archive_write, "MAX_ZSTD_BLOB", 2000)
     with pytest.raises(ArchiveError, match="zstd blob would exceed 2000 bytes"):
         write(tmp_path, kernels, "big.kpack")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.kpack"]  # no temp file left
@@ -247,11 +248,11 @@ def test_limits_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_reader_enforces_the_c_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path, sample_kernels())
-    monkeypatch.setattr(archive, "MAX_KERNELS", 3)
+    monkeypatch.setattr(_archive_write, "MAX_KERNELS", 3)
     with pytest.raises(ArchiveError, match="num_kernels 10"):
         KpackArchive.open(path)
-    monkeypatch.setattr(archive, "MAX_KERNELS", 100)
-    monkeypatch.setattr(archive, "MAX_ZSTD_BLOB", 100)
+    monkeypatch.setattr(_archive_write, "MAX_KERNELS", 100)
+    monkeypatch.setattr(_archive_write, "MAX_ZSTD_BLOB", 100)
     with pytest.raises(ArchiveError, match="exceeds 100"):
         KpackArchive.open(path)
 

@@ -1,0 +1,196 @@
+"""Pack kernels into a ``.kpack`` archive: ordinals, the TOC, and the two ways to write it.
+
+Private to :mod:`kpack.archive`. Both ways sort the kernels by ``(binary_key, target)``
+before they assign ordinals, so an archive's bytes depend only on its set of kernels.
+:func:`write_kpack` compresses and writes the archive in one go. :func:`lay_out_kpack`
+takes kernels whose stored bytes exist already and computes everything but the blobs up
+front, as a :class:`KpackLayout` that streams the same bytes wherever they are wanted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgpack
+
+from kpack.archive import _write as _archive_write
+from kpack.archive._kernels import (
+    KernelInput,
+    StoredKernel,
+    check_kernels,
+    check_options,
+    check_stored,
+)
+from kpack.archive._toc import Scheme
+from kpack.archive._write import BLOB_ALIGNMENT, VERSION, payload_size
+from kpack.errors import ArchiveError
+
+log = logging.getLogger("kpack.archive")  # the package's logger, as callers configure it
+
+
+@dataclass(frozen=True)
+class KpackSummary:
+    path: Path
+    size: int
+    kernel_count: int
+    original_bytes: int
+    gfx_arches: tuple[str, ...]
+
+
+_TocRow = tuple[str, str, int, "Mapping[str, str] | None"]  # key, target, original size, meta
+
+
+def _toc(ordered: Sequence[_TocRow], group: str, family: str, scheme: str) -> dict[str, object]:
+    toc: dict[str, dict[str, object]] = {}
+    for ordinal, (binary_key, target, size, metadata) in enumerate(ordered):
+        entry: dict[str, object] = {"type": "hsaco", "ordinal": ordinal, "original_size": size}
+        if metadata is not None:
+            entry["metadata"] = dict(metadata)
+        toc.setdefault(binary_key, {})[target] = entry
+    return {
+        "format_version": VERSION,
+        "group_name": group,
+        "gfx_arch_family": family,
+        "gfx_arches": sorted({row[1] for row in ordered}),
+        "toc": toc,
+        "compression_scheme": scheme,
+    }
+
+
+def write_kpack(
+    path: Path,
+    kernels: Sequence[KernelInput],
+    *,
+    group_name: str,
+    gfx_arch_family: str,
+    scheme: Scheme = "zstd-per-kernel",
+    level: int = 3,
+    jobs: int = 2,
+) -> KpackSummary:
+    """Write ``kernels`` to ``path`` (atomically: a temporary file next to it, then rename)."""
+    path = Path(path)
+    check_options(path, scheme, level, group_name, gfx_arch_family)
+    if jobs < 1:
+        raise ArchiveError(f"jobs must be >= 1, got {jobs}", path=path)
+    check_kernels(kernels, path)
+    ordered = sorted(kernels, key=lambda k: (k.binary_key, k.target))
+    rows = [(k.binary_key, k.target, payload_size(k.data), k.metadata) for k in ordered]
+    toc = _toc(rows, group_name, gfx_arch_family, scheme)
+    payloads = [k.data for k in ordered]
+    size = _archive_write.write_file(
+        path,
+        payloads,
+        toc,
+        scheme=scheme,
+        level=level,
+        jobs=jobs,
+        max_blob=_archive_write.MAX_ZSTD_BLOB,
+    )
+    arches = tuple(sorted({k.target for k in ordered}))
+    original = sum(payload_size(d) for d in payloads)
+    log.info(
+        "wrote %s: %d kernels, %d -> %d bytes (%s)", path, len(ordered), original, size, scheme
+    )
+    return KpackSummary(path, size, len(ordered), original, arches)
+
+
+@dataclass(frozen=True)
+class KpackLayout:
+    """An archive laid out before any of it is written (:func:`lay_out_kpack`): its size,
+    which input kernel each ordinal holds, and the bytes around the blobs. :meth:`chunks`
+    streams it, so it can go straight into a wheel or a file, as often as needed."""
+
+    path: Path  # what it is called, for messages
+    scheme: Scheme
+    order: tuple[int, ...]  # the input index of each ordinal
+    stored_sizes: tuple[int, ...]  # per ordinal
+    original_bytes: int
+    gfx_arches: tuple[str, ...]
+    head: bytes = field(repr=False)
+    toc: bytes = field(repr=False)
+    size: int = 0
+
+    def chunks(self, blobs: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:
+        """The archive's bytes, given each ordinal's stored blob, in ordinal order."""
+        yield self.head
+        count = 0
+        for blob in blobs:
+            size = memoryview(blob).nbytes
+            if count >= len(self.stored_sizes) or size != self.stored_sizes[count]:
+                raise ArchiveError(
+                    f"blob {count} holds {size} bytes, not the {self.stored_sizes[count:][:1]} "
+                    "laid out",
+                    path=self.path,
+                )
+            if self.scheme != "none":
+                yield _archive_write.U32.pack(size)
+            yield blob
+            count += 1
+        if count != len(self.stored_sizes):
+            raise ArchiveError(
+                f"{count} blobs given for {len(self.stored_sizes)} kernels", path=self.path
+            )
+        yield self.toc
+
+    def summary(self, path: Path) -> KpackSummary:
+        return KpackSummary(path, self.size, len(self.order), self.original_bytes, self.gfx_arches)
+
+
+def _blob_area(
+    scheme: Scheme, sizes: tuple[int, ...], path: Path
+) -> tuple[dict[str, object], int, bytes]:
+    """Where the blobs lie (the TOC's location fields), the blob area's size, and the bytes
+    that open it (``num_kernels`` in scheme ``zstd-per-kernel``)."""
+    if scheme == "none":
+        offsets, offset = [], BLOB_ALIGNMENT
+        for size in sizes:
+            offsets.append({"offset": offset, "size": size})
+            offset += size
+        return {"blobs": offsets}, offset - BLOB_ALIGNMENT, b""
+    area = _archive_write.U32.size + sum(_archive_write.U32.size + s for s in sizes)
+    limit = _archive_write.MAX_ZSTD_BLOB
+    if area > limit:
+        raise ArchiveError(
+            f"the zstd blob would exceed {limit} bytes, the C runtime's limit", path=path
+        )
+    location: dict[str, object] = {"zstd_offset": BLOB_ALIGNMENT, "zstd_size": area}
+    return location, area, _archive_write.U32.pack(len(sizes))
+
+
+def lay_out_kpack(
+    kernels: Sequence[StoredKernel],
+    *,
+    path: Path,
+    group_name: str,
+    gfx_arch_family: str,
+    scheme: Scheme = "zstd-per-kernel",
+) -> KpackLayout:
+    """Lay out an archive of ``kernels`` whose stored bytes exist already (frames made by
+    :class:`~kpack.archive._write.FrameWriter` at the archive's level). The bytes are those
+    :func:`write_kpack` writes for the same kernels: ordinals by ``(binary_key, target)``."""
+    path = Path(path)
+    check_options(path, scheme, 1, group_name, gfx_arch_family)
+    check_stored(kernels, path)
+    order = tuple(
+        sorted(range(len(kernels)), key=lambda i: (kernels[i].binary_key, kernels[i].target))
+    )
+    ordered = [kernels[i] for i in order]
+    rows = [(k.binary_key, k.target, k.original_size, k.metadata) for k in ordered]
+    toc = _toc(rows, group_name, gfx_arch_family, scheme)
+    sizes = tuple(k.stored_size for k in ordered)
+    location, area, tail = _blob_area(scheme, sizes, path)
+    toc_bytes = msgpack.packb({**toc, **location}, use_bin_type=True)
+    return KpackLayout(
+        path=path,
+        scheme=scheme,
+        order=order,
+        stored_sizes=sizes,
+        original_bytes=sum(k.original_size for k in ordered),
+        gfx_arches=tuple(sorted({k.target for k in ordered})),
+        head=_archive_write.header(BLOB_ALIGNMENT + area) + tail,
+        toc=toc_bytes,
+        size=BLOB_ALIGNMENT + area + len(toc_bytes),
+    )
