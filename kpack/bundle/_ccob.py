@@ -4,7 +4,8 @@ Private to :mod:`kpack.bundle`. The header is untrusted: its uncompressed size i
 against :data:`MAX_UNCOMPRESSED` and against what the compressed length can really expand
 to *before* anything is decoded, and nothing is allocated from it. Decompression is streamed
 in chunks of :data:`_OUT_CHUNK`: memory grows only with bytes that really decode, and decoding
-stops as soon as the output would pass the declared size.
+stops as soon as the output would pass the declared size. :func:`make_ccob`, the writer the
+package exports, compresses plain bundles into a ``CCOB`` of any version.
 """
 
 from __future__ import annotations
@@ -249,3 +250,12 @@ def write_ccob(plain: bytes, *, version: int, method: str, level: int) -> bytes:
     if version < 3 and max(sizes[:-1]) > 0xFFFFFFFF:
         raise ValueError(f"CCOB v{version} cannot hold sizes above 4 GiB; use version 3")
     return CCOB_MAGIC + _U16X2.pack(version, method_id) + fields.pack(*sizes) + payload
+
+
+def make_ccob(plain: bytes, *, version: int = 2, method: str = "zstd", level: int = 3) -> bytes:
+    """Compress ``plain`` (one or more plain bundles) into a CCOB of ``version`` 1, 2 or 3.
+
+    The hash field is the first 8 bytes of the MD5 of ``plain``; v1 has no total-size field.
+    Invalid arguments raise :class:`ValueError`.
+    """
+    return write_ccob(plain, version=version, method=method, level=level)

@@ -1,7 +1,8 @@
 """Uncompressed ``__CLANG_OFFLOAD_BUNDLE__`` bundles: header reader and writer (kpack.md §2.2).
 
 Private to :mod:`kpack.bundle`. The reader only does header arithmetic on a buffer view and
-returns raw entries; it never copies code-object bytes.
+returns raw entries; it never copies code-object bytes. :func:`make_plain_bundle`, the
+writer the package exports, lays a bundle out as clang-offload-bundler does.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ _COUNT = struct.Struct("<Q")
 _ENTRY = struct.Struct("<QQQ")  # offset, size, triple_len
 HEADER_FIXED = len(PLAIN_MAGIC) + _COUNT.size  # 32
 _MAX_TRIPLE = 4096
+DEFAULT_HOST_TRIPLE = "host-x86_64-unknown-linux-gnu-"
 
 
 @dataclass(frozen=True)
@@ -149,3 +151,17 @@ def write_plain(
             pos = offset + len(data)
         header += _ENTRY.pack(offset, len(data), len(triple)) + triple
     return bytes(header) + bytes(first - len(header)) + bytes(body)
+
+
+def make_plain_bundle(
+    entries: Sequence[tuple[str, bytes]],
+    *,
+    align: int = 4096,
+    host_triple: str | None = DEFAULT_HOST_TRIPLE,
+) -> bytes:
+    """Write an uncompressed bundle: an empty host entry (unless None), then ``entries``.
+
+    Each payload starts at a multiple of ``align`` from the bundle start; the bundle ends at
+    the end of the last payload, as clang-offload-bundler lays them out.
+    """
+    return write_plain(entries, align=align, host_triple=host_triple)
