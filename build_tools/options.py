@@ -10,6 +10,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from kpack.errors import UsageError
+from kpack.wheelfile import source_date_epoch
 
 __all__ = ["BuildOptions", "canonical_version", "default_platform_tag", "source_date_epoch"]
 
@@ -58,28 +59,3 @@ def default_platform_tag() -> str:
     if env:
         return env
     return sysconfig.get_platform().replace("-", "_").replace(".", "_")
-
-
-#: The latest time every archive we write can hold: a gzip header's 32-bit MTIME (2106-02-07).
-MAX_EPOCH = 0xFFFFFFFF
-
-
-def source_date_epoch() -> int:
-    """``SOURCE_DATE_EPOCH`` if set (clamped to the ZIP minimum, 1980), else 1980-01-01.
-
-    A value after 2106-02-07 is an error, not clamped: no gzip header can hold it, and it is
-    surely a mistake (a time in milliseconds, say).
-    """
-    text = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    if not text:
-        return 315532800
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise UsageError(f"SOURCE_DATE_EPOCH={text!r} is not an integer") from exc
-    if value > MAX_EPOCH:
-        raise UsageError(
-            f"SOURCE_DATE_EPOCH={text[:30]} is after 2106-02-07T06:28:15Z ({MAX_EPOCH}), the "
-            "latest time a gzip header can hold (a time in milliseconds?)"
-        )
-    return max(value, 315532800)

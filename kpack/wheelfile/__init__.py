@@ -15,7 +15,7 @@ from kpack.wheelfile._member import (
     read_all,
 )
 from kpack.wheelfile._names import normalize_dist_name, normalize_version, wheel_filename
-from kpack.wheelfile._output import atomic_output, resolve_epoch
+from kpack.wheelfile._output import atomic_output, resolve_epoch, source_date_epoch
 from kpack.wheelfile._sdist import write_sdist
 from kpack.wheelfile._source import DEFAULT_LIMITS, InputWheel, Limits, WheelEntry, open_wheel
 from kpack.wheelfile._wheel import WheelResult, write_wheel
@@ -37,6 +37,7 @@ __all__ = [
     "open_wheel",
     "read_all",
     "resolve_epoch",
+    "source_date_epoch",
     "wheel_filename",
     "write_sdist",
     "write_wheel",
