@@ -19,14 +19,10 @@ past what its header promised.
 
 from __future__ import annotations
 
-import base64
-import csv
 import hashlib
-import io
 import logging
 import lzma
 import queue
-import re
 import stat
 import struct
 import threading
@@ -40,6 +36,7 @@ from typing import IO
 
 from kpack.common.safepath import Root, case_collisions, safe_relpath, windows_platform
 from kpack.errors import PackagingError, UnsafePathError
+from kpack.wheelfile._record import SIGNATURES, verify_record
 
 __all__ = ["DEFAULT_LIMITS", "InputWheel", "Limits", "WheelEntry", "open_wheel"]
 
@@ -49,14 +46,6 @@ _CHUNK = 1 << 20
 _FLAG_UTF8 = 0x800
 _READ_AHEAD_MIN = 16 << 20  # members this large are inflated on a second thread
 _READ_AHEAD_CHUNKS = 4
-_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
-#: RECORD hash names accepted: guaranteed by every ``hashlib``, with a fixed digest of at
-#: least 256 bits (PEP 427: sha256 or stronger). ``md5``, ``sha1``, ``sha224`` and the
-#: variable-length ``shake_*`` are refused.
-RECORD_HASHES = frozenset(
-    n for n in hashlib.algorithms_guaranteed if hashlib.new(n).digest_size >= 32
-)
-_URLSAFE_B64 = re.compile(r"[A-Za-z0-9_-]*")
 # Everything zipfile (and the codecs under it) raises on a damaged archive.
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
@@ -196,8 +185,8 @@ def open_wheel(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> Input
     except zipfile.BadZipFile as exc:  # pragma: no cover - _zip_errors converts it
         raise PackagingError(f"not a wheel: not a valid zip file ({exc})", path=path) from exc
     record_name = f"{dist_info}/RECORD"
-    _verify_record(dest, record_name, hashes, path)
-    skipped = {record_name, *(f"{dist_info}/{s}" for s in _SIGNATURES)}
+    verify_record(dest, record_name, hashes, path)
+    skipped = {record_name, *(f"{dist_info}/{s}" for s in SIGNATURES)}
     entries = tuple(
         WheelEntry(i.filename, i.file_size, bool((i.external_attr >> 16) & 0o111))
         for i in infos
@@ -388,108 +377,3 @@ def _read_ahead(src: IO[bytes]) -> Iterator[bytes]:
     finally:
         stop.set()
         thread.join()
-
-
-def _verify_record(root: Path, record_name: str, sha256: dict[str, bytes], path: Path) -> None:
-    if record_name not in sha256:
-        raise PackagingError(f"bad RECORD: {record_name} is missing", path=path)
-    try:
-        text = (root / record_name).read_text(encoding="utf-8")
-        rows = list(csv.reader(io.StringIO(text)))
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise PackagingError(f"bad RECORD: cannot parse {record_name}: {exc}", path=path) from exc
-    problems: list[str] = []
-    listed: set[str] = set()
-    unhashed = 0
-    for number, row in enumerate(rows, 1):
-        if not row:
-            continue
-        if len(row) != 3:
-            problems.append(f"line {number}: expected 3 fields, got {len(row)}")
-            continue
-        arcname, hash_field, size_field = row
-        if arcname in listed:
-            problems.append(f"{arcname}: listed twice")
-        listed.add(arcname)
-        if arcname not in sha256:
-            problems.append(f"{arcname}: listed in RECORD but not in the wheel")
-            continue
-        problems += _check_row(root, record_name, arcname, hash_field, size_field, sha256)
-        skipped = arcname == record_name or arcname.endswith(_SIGNATURES)
-        unhashed += not hash_field and not skipped
-    if unhashed:
-        log.warning(
-            "%s: %d RECORD entries have no hash (accepted, as pip accepts them; sizes checked "
-            "where given; the output RECORD hashes every file)",
-            path.name, unhashed,
-        )  # fmt: skip
-    unlisted = sorted(set(sha256) - listed)
-    problems += [f"{name}: in the wheel but not listed in RECORD" for name in unlisted]
-    if problems:
-        raise PackagingError(f"bad RECORD ({record_name})", path=path, problems=problems)
-
-
-class _BadHash(ValueError):
-    """A RECORD hash field that cannot be checked (its message is the problem)."""
-
-
-def _claimed_digest(hash_field: str) -> tuple[str, bytes]:
-    """``(algorithm, digest)`` of a RECORD hash field ``<name>=<urlsafe base64, no padding>``."""
-    algorithm, _, encoded = hash_field.partition("=")
-    if algorithm not in RECORD_HASHES:
-        allowed = ", ".join(sorted(RECORD_HASHES))
-        raise _BadHash(f"hash algorithm {algorithm[:40]!r} is not allowed (use {allowed})")
-    size = hashlib.new(algorithm).digest_size
-    text = encoded.rstrip("=")
-    try:
-        if not _URLSAFE_B64.fullmatch(text):
-            raise ValueError(text)
-        digest = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except ValueError:
-        raise _BadHash(
-            f"malformed {algorithm} digest {encoded[:100]!r} (not urlsafe base64)"
-        ) from None
-    if len(digest) != size:
-        raise _BadHash(
-            f"malformed {algorithm} digest {encoded[:100]!r} ({len(digest)} bytes, "
-            f"{algorithm} has {size})"
-        )
-    return algorithm, digest
-
-
-def _file_digest(path: Path, algorithm: str) -> bytes:
-    digest = hashlib.new(algorithm)
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.digest()
-
-
-def _b64(digest: bytes) -> str:
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-
-
-def _check_row(
-    root: Path, record_name: str, arcname: str, hash_field: str, size_field: str,
-    sha256: dict[str, bytes],
-) -> list[str]:  # fmt: skip
-    if arcname == record_name or arcname.endswith(_SIGNATURES):
-        return []
-    problems = []
-    if hash_field:  # a row without a hash (`path,,size`) is accepted, as pip accepts it
-        try:
-            algorithm, claimed = _claimed_digest(hash_field)
-        except _BadHash as exc:
-            return [f"{arcname}: {exc}"]
-        if algorithm == "sha256":
-            digest = sha256[arcname]
-        else:
-            digest = _file_digest(root / arcname, algorithm)
-        if claimed != digest:
-            problems.append(
-                f"{arcname}: {algorithm} mismatch (RECORD {_b64(claimed)}, file {_b64(digest)})"
-            )
-    size = (root / arcname).stat().st_size
-    if size_field and size_field != str(size):
-        problems.append(f"{arcname}: size mismatch (RECORD {size_field}, file {size})")
-    return problems
