@@ -13,6 +13,7 @@ from build_tools.build_python_packages import run as build_run
 from kpack import cli as cli_mod
 from kpack import wheelsplit as spw
 from kpack.archive import KernelInput, write_kpack
+from kpack.cli import _inspect as cli_inspect
 from kpack.common.boundary import Interrupted
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from tests.build_tools.treeutil import add_artifact, write_manifest
@@ -73,7 +74,7 @@ def test_extract_interrupted_as_its_staging_dir_appears(
     archive = tmp_path / "a.kpack"
     write_kpack(archive, [KernelInput("lib/a.so#0", "gfx942", b"\x7fELF" + bytes(64))],
                 group_name="a", gfx_arch_family="gfx942")  # fmt: skip
-    made = _interrupt_once_made(monkeypatch, cli_mod)
+    made = _interrupt_once_made(monkeypatch, cli_inspect)
     out = tmp_path / "x" / "kernels"
     assert cli_mod.main(["extract", str(archive), "-o", str(out)]) == 128 + 15
     assert made and not made[0].exists()

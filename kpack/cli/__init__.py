@@ -1,0 +1,151 @@
+"""``kpack``: inspect, extract, split, verify and resolve HIP device code.
+
+Thin layer: argparse, logging setup and printing. The work lives in
+:mod:`kpack.split`, :mod:`kpack.resolve`, :mod:`kpack.bundle`, :mod:`kpack.archive` and
+:mod:`kpack.transform`. Any :class:`~kpack.errors.RocmPackagingError` becomes one
+``error: ...`` line on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from kpack.cli._inspect import cmd_extract, cmd_inspect
+from kpack.cli._split import cmd_resolve, cmd_split, cmd_split_wheel, cmd_verify
+from kpack.common.boundary import guarded
+from kpack.databases import handler_names
+from kpack.wheelsplit import Parser
+from kpack.wheelsplit import add_arguments as add_split_wheel_arguments
+
+__all__ = ["main"]
+
+log = logging.getLogger(__name__)
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = Parser(add_help=False)
+    common.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)"
+    )
+    parser = Parser(prog="kpack", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("inspect", parents=[common], help="describe a fat binary, bundle or .kpack")
+    p.add_argument("file", type=Path)
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("extract", parents=[common], help="write code objects as files")
+    p.add_argument("file", type=Path)
+    p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    p.add_argument(
+        "--target", help="only this target id (a bare gfxNNN also selects its feature variants)"
+    )
+    p.set_defaults(func=cmd_extract)
+
+    p = sub.add_parser(
+        "split-artifacts",
+        parents=[common],
+        help="split fat artifacts into P_generic and per-target P_<target>",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--artifact-dir", type=Path, help="one artifact directory")
+    source.add_argument(
+        "--batch-artifact-parent-dir",
+        type=Path,
+        help="split every artifact below DIR (except *_generic)",
+    )
+    p.add_argument("--output-dir", type=Path, required=True)
+    p.add_argument("--artifact-prefix", help="P = {name}_{component} (default: from the dir name)")
+    p.add_argument(
+        "--split-databases",
+        nargs="+",
+        metavar="HANDLER",
+        choices=handler_names(),
+        help="database handlers: " + ", ".join(handler_names()),
+    )
+    p.add_argument(
+        "--gpu-targets",
+        nargs="+",
+        metavar="TARGET",
+        help="only produce per-arch outputs for these targets' base arches",
+    )
+    p.add_argument("--compression", choices=("none", "zstd"), default="zstd")
+    p.add_argument("--compression-level", type=int, metavar="N", help="zstd level 1-22 (3)")
+    p.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (2)")
+    p.add_argument("--force", action="store_true", help="replace existing output dirs")
+    p.add_argument(
+        "--tmp-dir", type=Path, metavar="DIR",
+        help="where temporary files go (rocm-kpack's option; default: TMPDIR)",
+    )  # fmt: skip
+    p.add_argument(
+        "--clang-offload-bundler", type=Path, metavar="PATH",
+        help="accepted for rocm-kpack's command line and ignored: bundles are read in-process",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_split)
+
+    p = sub.add_parser(
+        "verify", parents=[common], help="check a transformed binary against its archives"
+    )
+    p.add_argument("binary", type=Path)
+    p.add_argument(
+        "--archive",
+        type=Path,
+        action="append",
+        metavar="A",
+        help="archive to check against (repeatable; default: from the marker)",
+    )
+    p.add_argument(
+        "--search-root",
+        type=Path,
+        metavar="DIR",
+        help="find the marker's archives anywhere below DIR",
+    )
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser(
+        "resolve", parents=[common], help="print what the runtime would load for an agent ISA"
+    )
+    p.add_argument("binary", type=Path)
+    p.add_argument(
+        "--arch",
+        action="append",
+        required=True,
+        metavar="ISA",
+        help="agent ISA, e.g. gfx942:sramecc+:xnack-; its LLVM generic target "
+        "(gfx9-4-generic:sramecc+:xnack-) is tried next, as the runtime does",
+    )
+    p.add_argument(
+        "--no-generic",
+        action="store_true",
+        help="look the ISA up alone, without its generic target",
+    )
+    p.set_defaults(func=cmd_resolve)
+
+    p = sub.add_parser(
+        "split-wheel", help="split a fat Python wheel into a host wheel and device wheels"
+    )
+    add_split_wheel_arguments(p)
+    p.set_defaults(func=cmd_split_wheel)
+    return parser
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    verbose: int = args.verbose
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    return int(args.func(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return guarded(_run, argv, one_line=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
