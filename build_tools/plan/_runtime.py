@@ -21,16 +21,16 @@ from kpack.errors import ArtifactError, ManifestError, PackagingError
 from kpack.targets import base_target
 from kpack.transform import PeTransformPlan
 
-from .artifacts import Artifact, Catalog, Entry, EntryKind
-from .globs import GlobSet
-from .kpack_split import KpackSplitPlan
-from .launcher import LauncherTemplate, compile_launcher
-from .layout import RuntimeLayout, layout_device, layout_runtime
-from .manifests import Manifests, PackageKind, PackageSpec
-from .namespace import Namespace, merge
-from .options import BuildOptions
-from .payload import PayloadFile, TarEntry, TarKind
-from .rpath import PackageFiles, derive_rpath
+from ..artifacts import Artifact, Catalog, Entry, EntryKind
+from ..globs import GlobSet
+from ..kpack_split import KpackSplitPlan
+from ..launcher import LauncherTemplate, compile_launcher
+from ..layout import RuntimeLayout, layout_device, layout_runtime
+from ..manifests import Manifests, PackageKind, PackageSpec
+from ..namespace import Namespace, merge
+from ..options import BuildOptions
+from ..payload import PayloadFile, TarEntry, TarKind
+from ..rpath import PackageFiles, derive_rpath
 
 __all__ = [
     "BuildPlan",
