@@ -1,0 +1,205 @@
+"""One complete package plan per kind: runtime, device, devel and the ``rocm`` sdist.
+
+Each adds to what a runtime package ships the files rendered from the templates: the
+pure package (``rocm_sdk_core/`` …, with ``_dist_info.py``), the platform package's
+``__init__.py``, METADATA (or PKG-INFO), entry points, a device wheel's
+``.devel_links/<T>.json`` and the devel tarball's members.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kpack.elf import ElfInfo
+
+from .artifacts import Catalog
+from .manifests import Manifests, PackageKind
+from .options import BuildOptions
+from .payload import PayloadFile, TarEntry, TarKind
+from .plan import (
+    PackagePlan,
+    PlanKind,
+    RuntimePackage,
+    devel_members,
+    devel_namespace,
+    dist_name,
+    needs_elf_scan,
+    platform_name,
+    pure_name,
+    runtime_payload,
+)
+from .render import render_file, render_tree
+from .template_context import TemplateContext
+
+__all__ = ["devel_plan", "device_plan", "meta_plan", "runtime_plan"]
+
+
+def _metadata(ctx: TemplateContext, name: str, summary: str, requires: Sequence[str] = ()) -> bytes:
+    """METADATA of a wheel."""
+    return render_file(
+        "metadata/METADATA.j2",
+        {
+            "name": name,
+            "version": ctx.version,
+            "summary": summary,
+            "description": summary + ".\n",
+            "requires_dist": list(requires),
+            "provides_extra": [],
+            "dynamic": [],
+        },
+    )
+
+
+def _pure_files(
+    ctx: TemplateContext, template: str, pure: str, entry: str, family: str | None
+) -> list[PayloadFile]:
+    variables = ctx.variables(entry, family)
+    files = [
+        PayloadFile.literal(f"{pure}/{rel}", data, executable=exe)
+        for rel, (data, exe) in render_tree(template, variables).items()
+    ]
+    dist_info = render_file("common/_dist_info.py.j2", variables)
+    files.append(PayloadFile.literal(f"{pure}/_dist_info.py", dist_info))
+    return files
+
+
+def _platform_init(platform: str) -> list[PayloadFile]:
+    return [
+        PayloadFile.literal(f"{platform}/{rel}", data, executable=exe)
+        for rel, (data, exe) in render_tree("platform", {}).items()
+    ]
+
+
+def runtime_plan(
+    pkg: RuntimePackage,
+    ctx: TemplateContext,
+    search: Sequence[RuntimePackage],
+    launcher: Any,
+    subdir: str,
+) -> PackagePlan:
+    payload = runtime_payload(pkg, search, launcher)
+    payload += _platform_init(pkg.platform)
+    if pkg.pure is not None:
+        payload += _pure_files(ctx, pkg.spec.kind.value, pkg.pure, pkg.spec.logical, pkg.family)
+    scripts = tuple(
+        (s.name, f"{pkg.pure}._cli:{s.func}") for s in ctx.scripts if s.package == pkg.spec.logical
+    )
+    return PackagePlan(
+        logical=pkg.spec.logical,
+        kind=PlanKind.of(pkg.spec.kind),
+        dist_name=pkg.dist_name,
+        family=pkg.family,
+        subdir=subdir,
+        payload=tuple(payload),
+        entry_points=scripts,
+        summary=pkg.spec.summary,
+        metadata=_metadata(ctx, pkg.dist_name, pkg.spec.summary),
+    )
+
+
+def devel_plan(
+    catalog: Catalog,
+    manifests: Manifests,
+    options: BuildOptions,
+    ctx: TemplateContext,
+    scope: Sequence[RuntimePackage],
+    family: str | None,
+    subdir: str,
+    elf: dict[Path, ElfInfo | None],
+) -> PackagePlan | None:
+    spec = next((s for s in manifests.packages.values() if s.kind is PackageKind.DEVEL), None)
+    if spec is None:
+        return None
+    ns = devel_namespace(catalog, spec, family, scope)
+    elf.update(
+        catalog.facts.scan(
+            (e.source for e in ns if needs_elf_scan(e) and e.source not in elf), jobs=options.jobs
+        )
+    )
+    dist = dist_name(spec, family)
+    platform = platform_name(dist, options.nonce)
+    members = devel_members(ns, scope, platform, elf)
+    for init in _platform_init(platform):
+        members.append(TarEntry(TarKind.FILE, file=init))
+    pure = pure_name(spec, family) or "rocm_sdk_devel"
+    suffix = ".tar.xz" if options.devel_tarball_compression else ".tar"
+    payload = _pure_files(ctx, "devel", pure, spec.logical, family)
+    return PackagePlan(
+        logical=spec.logical,
+        kind=PlanKind.DEVEL,
+        dist_name=dist,
+        family=family,
+        subdir=subdir,
+        payload=tuple(payload),
+        devel_tar=tuple(sorted(members, key=lambda m: m.arcname)),
+        devel_tar_name=f"{pure}/_devel{suffix}",
+        summary=spec.summary,
+        metadata=_metadata(ctx, dist, spec.summary),
+    )
+
+
+def meta_plan(ctx: TemplateContext, family: str | None, subdir: str) -> PackagePlan:
+    variables = ctx.variables("meta", family)
+    files = [
+        PayloadFile.literal(rel, data, executable=exe)
+        for rel, (data, exe) in render_tree("rocm", variables).items()
+    ]
+    files.append(
+        PayloadFile.literal(
+            "src/rocm_sdk/_dist_info.py", render_file("common/_dist_info.py.j2", variables)
+        )
+    )
+    summary = "ROCm SDK: installs the ROCm packages for this machine's GPU"
+    pkg_info = render_file(
+        "metadata/PKG-INFO.j2",
+        {
+            "name": "rocm",
+            "version": ctx.version,
+            "summary": summary,
+            "description": summary + ".\n",
+            "requires_dist": [f"rocm-sdk-core=={ctx.version}"],
+            "provides_extra": [],
+            "dynamic": ["Requires-Dist", "Provides-Extra"],
+        },
+    )
+    return PackagePlan(
+        logical="meta",
+        kind=PlanKind.SELECTOR,
+        dist_name="rocm",
+        family=family,
+        subdir=subdir,
+        payload=tuple(files),
+        summary=summary,
+        metadata=pkg_info,
+    )
+
+
+def device_plan(
+    pkg: RuntimePackage, ctx: TemplateContext, search: Sequence[RuntimePackage], launcher: Any
+) -> PackagePlan:
+    """A device wheel: files overlaying the libraries platform package, no __init__.py,
+    plus ``.devel_links/<T>.json`` for the devel tree (§10)."""
+    version = str(ctx.version)
+    payload = runtime_payload(pkg, [pkg, *search], launcher)
+    links = [
+        {"relpath": rel, "target": "../" * len(rel.split("/")) + f"{pkg.platform}/{rel}"}
+        for rel in sorted(pkg.layout.files)
+    ]
+    text = json.dumps({"version": version, "links": links}, indent=2, sort_keys=True) + "\n"
+    payload.append(
+        PayloadFile.literal(f"{pkg.platform}/.devel_links/{pkg.family}.json", text.encode())
+    )
+    requires = [f"rocm-sdk-libraries=={version}"]
+    return PackagePlan(
+        logical=pkg.spec.logical,
+        kind=PlanKind.DEVICE,
+        dist_name=pkg.dist_name,
+        family=pkg.family,
+        subdir="",
+        payload=tuple(payload),
+        summary=f"{pkg.spec.summary} ({pkg.family})",
+        metadata=_metadata(ctx, pkg.dist_name, f"{pkg.spec.summary} ({pkg.family})", requires),
+    )
