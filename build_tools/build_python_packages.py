@@ -16,7 +16,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,9 +28,6 @@ from kpack.errors import UsageError
 from kpack.targets import is_isa_target
 
 if TYPE_CHECKING:
-    from build_tools.artifacts import Catalog
-    from build_tools.kpack_split import KpackSplitPlan
-    from build_tools.manifests import Manifests
     from build_tools.options import BuildOptions
     from build_tools.progress import Progress
 
@@ -239,88 +236,23 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, progress: Progress) -> int:
-    from build_tools.artifacts import scan_artifacts
-    from build_tools.manifests import load_manifests
-
-    say = progress.phase
-    options = _options(args)
-    say(f"scanning {args.artifact_dir}")
-    catalog = scan_artifacts(args.artifact_dir)
-    for notice in catalog.notices if not args.quiet else ():
-        print(f"notice: {notice}", file=sys.stderr)
-    mode = "kpack-split" if catalog.kpack_split else "legacy"
-    say(f"{len(catalog.artifacts)} artifacts, {mode} mode")
-    manifests = load_manifests()
-    if options.targets and not catalog.kpack_split:
-        raise UsageError("--targets applies to kpack-split trees only", path=catalog.manifest_path)
-    split = None
-    if options.windows:
-        from build_tools.guards import check_no_symlinks
-
-        check_no_symlinks(catalog)
-    if catalog.kpack_split:
-        catalog, split = _plan_kpack(catalog, manifests, options, say)
-    say("planning")
-    return _plan_and_apply(catalog, manifests, options, args, progress, split)
-
-
-def _plan_kpack(
-    catalog: Catalog,
-    manifests: Manifests,
-    options: BuildOptions,
-    say: Callable[[str], None],
-) -> tuple[Catalog, KpackSplitPlan]:
-    """Plan the split of fat artifacts (nothing is written), then check archive references
-    and targets."""
-    from build_tools.guards import check_targets_present
-    from build_tools.kpack_split import check_archive_references, plan_fat_splits
-
-    device = manifests.for_mode(True)["device"]
-    names = [n for sel in device.select for n in sel.names]
-    catalog, split = plan_fat_splits(
-        catalog, names, device.split_databases, families=options.families
-    )
-    if split.splits:
-        fat = sum(len(s.transformed) for s in split.splits)
-        say(
-            f"planned the split of {len(split.splits)} fat artifacts ({fat} binaries, "
-            f"{len(split.archives)} archives): "
-            + ", ".join(s.artifact.id.dirname for s in split.splits)
-        )
-    check_archive_references(catalog, names)
-    check_targets_present(catalog, options)
-    return catalog, split
-
-
-def _plan_and_apply(
-    catalog: Catalog,
-    manifests: Manifests,
-    options: BuildOptions,
-    args: argparse.Namespace,
-    progress: Progress,
-    split: KpackSplitPlan | None,
-) -> int:
-    from build_tools.assemble import plan_build
     from build_tools.build import apply_plan
-    from build_tools.guards import (
-        check_member_names,
-        check_required_packages,
-        check_windows_names,
-    )
+    from build_tools.pipeline import plan_packages
 
-    plan = plan_build(catalog, manifests, options, split)
-    check_member_names(plan.packages, windows=options.windows)
-    if catalog.kpack_split:
-        check_required_packages(catalog, options, plan.packages)
-    if options.windows:
-        check_windows_names(plan.packages)
+    def notice(line: str) -> None:
+        if not args.quiet:
+            print(f"notice: {line}", file=sys.stderr)
+
+    options = _options(args)
+    planned = plan_packages(options, say=progress.phase, notice=notice)
+    plan, split = planned.plan, planned.split
     edits = sum(1 for p in plan.packages for f in p.payload if f.edit is not None)
     progress.phase(
         f"planned {len(plan.packages)} packages, {edits} binary edits, "
         f"{_size(sum(p.input_bytes for p in plan.packages))} of input"
     )
-    for notice in plan.notices if not args.quiet else ():
-        print(f"notice: {notice}", file=sys.stderr)
+    for line in plan.notices:
+        notice(line)
     if args.dry_run:
         if split is not None and split.splits:
             print("\n".join(split.describe()))
