@@ -237,6 +237,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, progress: Progress) -> int:
     from build_tools.build import apply_plan
+    from build_tools.payload import Edited
     from build_tools.pipeline import plan_packages
 
     def notice(line: str) -> None:
@@ -246,7 +247,7 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
     options = _options(args)
     planned = plan_packages(options, say=progress.phase, notice=notice)
     plan, split = planned.plan, planned.split
-    edits = sum(1 for p in plan.packages for f in p.payload if f.edit is not None)
+    edits = sum(isinstance(f.what, Edited) for p in plan.packages for f in p.payload)
     progress.phase(
         f"planned {len(plan.packages)} packages, {edits} binary edits, "
         f"{_size(sum(p.input_bytes for p in plan.packages))} of input"

@@ -7,7 +7,6 @@ same bytes and expansion never depends on member order.
 
 from __future__ import annotations
 
-import io
 import tarfile
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -32,13 +31,7 @@ def _info(name: str, epoch: int) -> tarfile.TarInfo:
 
 
 def _open(file: PayloadFile, stack: ExitStack) -> BinaryIO:
-    if file.data is not None:
-        return io.BytesIO(file.data)
-    if file.edit is not None:
-        return stack.enter_context(file.edit.open())
-    if file.source is None:
-        raise PackagingError("devel member has no content", path=file.arcname)
-    return stack.enter_context(file.source.open("rb"))
+    return stack.enter_context(file.open())
 
 
 def write_devel_tar(path: Path, members: Sequence[TarEntry], *, epoch: int, xz: bool) -> None:

@@ -8,7 +8,6 @@ from kpack.common.safepath import case_collisions, is_utf8, shown_name, windows_
 from kpack.errors import ArtifactError, PackagingError
 from kpack.generic_targets import generic_table
 from kpack.targets import base_target
-from kpack.transform import PeTransformPlan
 
 from .artifacts import Catalog, EntryKind
 from .options import BuildOptions
@@ -98,8 +97,7 @@ def _member_names(plan: PackagePlan) -> list[str]:
 def _source(file: PayloadFile | None) -> str:
     if file is None:
         return ""
-    edit = file.edit
-    path = edit.source if isinstance(edit, PeTransformPlan) else edit.path if edit else file.source
+    path = file.input_path
     return f" (from {shown_name(str(path))})" if path is not None else ""
 
 

@@ -1,17 +1,20 @@
 """What one archive member will contain, decided at plan time, produced at write time.
 
-A payload file is a copy of an input file, an input ELF with a planned edit (an RPATH
-edit, a device-code transform, or both composed; streamed, never materialised), literal
-bytes (rendered templates, launcher stubs), or a ``.kpack`` archive that apply writes
-before the packages (:attr:`PayloadFile.archive`, found under the apply's archive dir).
+A payload file's content is exactly one :data:`Content`: a copy of an input file
+(:class:`Copied`), an input binary with a planned edit (:class:`Edited`: an RPATH edit, a
+device-code transform, or both composed; streamed, never materialised), literal bytes
+(:class:`Literal`: rendered templates, launcher stubs), or a ``.kpack`` archive that apply
+spools before the packages (:class:`PlannedArchive`, found by key among apply's archives).
 """
 
 from __future__ import annotations
 
 import enum
+import io
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
@@ -19,57 +22,116 @@ from kpack.split import SpooledArchive
 from kpack.transform import PeTransformPlan
 from kpack.wheelfile import Generated
 
-__all__ = ["PayloadFile", "TarEntry", "TarKind"]
+__all__ = [
+    "Content",
+    "Copied",
+    "Edited",
+    "Literal",
+    "PayloadFile",
+    "PlannedArchive",
+    "TarEntry",
+    "TarKind",
+]
 
 _CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Copied:
+    """An input file, copied as it is."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class Edited:
+    """An input binary with a planned edit (an ELF edit — RPATH, device-code transform or
+    both composed — or a PE transform), streamed from the input, never materialised."""
+
+    edit: ElfEdit | PeTransformPlan
+
+    @property
+    def path(self) -> Path:
+        return self.edit.source if isinstance(self.edit, PeTransformPlan) else self.edit.path
+
+
+@dataclass(frozen=True)
+class Literal:
+    """Bytes made at plan time (rendered templates, launcher stubs)."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class PlannedArchive:
+    """A ``.kpack`` archive the plan holds by key; apply spools it before the packages."""
+
+    key: str
+
+
+#: What one payload file contains: exactly one of these.
+Content = Copied | Edited | Literal | PlannedArchive
 
 
 @dataclass(frozen=True)
 class PayloadFile:
     arcname: str
     size: int
+    what: Content
     executable: bool = False
-    source: Path | None = None
-    edit: ElfEdit | PeTransformPlan | None = None  # streamed: an ELF edit, a PE transform
-    data: bytes | None = None
-    archive: str | None = None  # key of a planned .kpack archive
 
     @classmethod
     def copy(cls, arcname: str, source: Path, *, executable: bool) -> PayloadFile:
-        return cls(arcname, source.stat().st_size, executable, source=source)
+        return cls(arcname, source.stat().st_size, Copied(source), executable)
 
     @classmethod
     def edited(
         cls, arcname: str, edit: ElfEdit | PeTransformPlan, *, executable: bool
     ) -> PayloadFile:
-        return cls(arcname, edit.size, executable, edit=edit)
+        return cls(arcname, edit.size, Edited(edit), executable)
 
     @classmethod
     def literal(cls, arcname: str, data: bytes, *, executable: bool = False) -> PayloadFile:
-        return cls(arcname, len(data), executable, data=data)
+        return cls(arcname, len(data), Literal(data), executable)
 
     @classmethod
     def planned_archive(cls, arcname: str, key: str, *, size: int) -> PayloadFile:
         """``size`` is the archive's uncompressed kernel bytes (its real size is known once
         apply has spooled its kernels)."""
-        return cls(arcname, size, False, archive=key)
+        return cls(arcname, size, PlannedArchive(key))
+
+    @property
+    def input_path(self) -> Path | None:
+        """The input file this one is made from (None for literal bytes and archives)."""
+        return self.what.path if isinstance(self.what, (Copied, Edited)) else None
 
     def content(
         self, archives: Mapping[str, SpooledArchive] | None = None
     ) -> Path | bytes | Callable[[], Iterator[bytes | memoryview]]:
         """A content source for the archive writers; ``archives`` are the planned archives
         by key, as apply laid them out."""
-        if self.data is not None:
-            return self.data
-        if self.edit is not None:
-            return Generated(self.edit.size, self.edit.iter_chunks)
-        if self.archive is not None:
-            if archives is None or self.archive not in archives:
+        what = self.what
+        if isinstance(what, Literal):
+            return what.data
+        if isinstance(what, Edited):
+            return Generated(what.edit.size, what.edit.iter_chunks)
+        if isinstance(what, PlannedArchive):
+            if archives is None or what.key not in archives:
                 raise PackagingError("planned archive was not spooled", path=self.arcname)
-            return archives[self.archive].source()
-        if self.source is None:
-            raise PackagingError("payload file has no content", path=self.arcname)
-        return self.source
+            return archives[what.key].source()
+        return what.path
+
+    def open(self) -> BinaryIO:
+        """A stream of the bytes (literal bytes, a streamed edit or the input file); a
+        planned archive has none until apply spools it."""
+        what = self.what
+        if isinstance(what, Literal):
+            return io.BytesIO(what.data)
+        if isinstance(what, Edited):
+            return what.edit.open()
+        if isinstance(what, PlannedArchive):
+            raise PackagingError("a planned archive has no stream before apply", path=self.arcname)
+        return what.path.open("rb")
 
     def iter_chunks(
         self, archives: Mapping[str, SpooledArchive] | None = None
