@@ -48,17 +48,19 @@ from kpack.transform._model import (
     stream_kernels,
 )
 from kpack.transform._pe import (
+    PeTransformPlan,
+    plan_pe_transform,
+    transform_pe,
+    write_pe_transform,
+)
+from kpack.transform._pe_read import (
     PeFat,
     PeKpackRef,
-    PeTransformPlan,
     extract_pe_kernels,
     inspect_pe,
-    plan_pe_transform,
     read_pe_fat,
     read_pe_kpack_ref,
-    transform_pe,
     transformed_problems,
-    write_pe_transform,
 )
 from kpack.transform._scan import is_elf64le
 

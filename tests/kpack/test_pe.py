@@ -280,7 +280,7 @@ def test_a_planned_image_that_fails_its_check_is_never_written(
 
     def forgetful(*args: object, **kwargs: object) -> pe_transform.PeTransformPlan:
         plan = real(*args, **kwargs)  # type: ignore[arg-type]
-        fat = pe_transform.read_pe_fat(plan.source)
+        fat = read_pe_fat(plan.source)
         assert fat is not None and fat.segment is not None
         lo, hi = fat.segment.raw_offset, fat.segment.raw_offset + fat.segment.raw_size
         kept = tuple(p for p in plan.patches if not lo <= p[0] < hi)
