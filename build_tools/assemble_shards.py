@@ -17,7 +17,7 @@ a device wheel named for no gfx target (``gfx942`` or a listed generic target); 
 that is not printable; an archive that does not read and check in full (a wheel: zip,
 .dist-info, RECORD hashes and sizes, METADATA Name/Version as its file name, member names;
 the sdist: gzip'd tar under ``<name>-<version>/`` with a matching PKG-INFO; see
-:mod:`build_tools.shard_archives`). The shards' ``report.json`` files are merged into one
+:mod:`build_tools.shards.archives`). The shards' ``report.json`` files are merged into one
 ``report.json`` + ``report.md`` equal to an unsharded build's (read next to each shard's
 dist dir, where the builder writes them, or inside it; written next to ``--output``, so the
 output holds distributions only): device rows are united,
@@ -70,7 +70,7 @@ from build_tools.report import (
     render_markdown,
     target_rows,
 )
-from build_tools.shard_archives import archive_problems
+from build_tools.shards.archives import archive_problems
 from kpack.common.boundary import os_error_line
 from kpack.common.jsonfile import load_json_object
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
@@ -306,7 +306,7 @@ def _read_archive(path: Path, project: str, version: str) -> tuple[str, list[str
 
 def scan_shards(directories: Sequence[Path], *, jobs: int | None = None) -> tuple[Shard, ...]:
     """List, classify, hash and check every shard's files (in parallel): each wheel and
-    sdist is read in full (:mod:`build_tools.shard_archives`); all problems at once."""
+    sdist is read in full (:mod:`build_tools.shards.archives`); all problems at once."""
     problems: list[str] = []
     used: dict[Path, Path] = {}
     listed = [_list_shard(Path(d), problems, used) for d in directories]

@@ -22,7 +22,7 @@ import pytest
 
 from build_tools import assemble_shards
 from build_tools.assemble_shards import _classify, main
-from build_tools.shard_archives import archive_problems
+from build_tools.shards.archives import archive_problems
 from kpack.common.tempdirs import make_temp_dir
 
 from .test_assemble_shards import TAG, VERSION, make_shard

@@ -661,7 +661,7 @@ def _run_shard_sdist(data: bytes, work: Path) -> None:
     problems are raised as one error (a refusal), anything else escaping is a finding."""
     import gzip
 
-    from build_tools.shard_archives import archive_problems
+    from build_tools.shards.archives import archive_problems
 
     path = work / f"rocm-{_SHARD_VERSION}.tar.gz"
     path.write_bytes(data if data[:2] == b"\x1f\x8b" else gzip.compress(data, mtime=0))
