@@ -215,7 +215,7 @@ def test_output_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     a = make_shard(tmp_path / "a", ("gfx1200",))
     b = make_shard(tmp_path / "b", ("gfx1201",))
     plan = plan_assembly(scan_shards([a, b]))
-    import build_tools.assemble_shards as mod
+    import build_tools.shards.write as mod
 
     def fail(*_args: object, **_kwargs: object) -> None:
         raise PackagingError("index exploded")

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import assemble_shards
-from build_tools.assemble_shards import _classify, main
+from build_tools.assemble_shards import main
+from build_tools.shards import write
 from build_tools.shards.archives import archive_problems
+from build_tools.shards.scan import _classify
 from kpack.common.tempdirs import make_temp_dir
 
 from .test_assemble_shards import TAG, VERSION, make_shard
@@ -467,7 +468,7 @@ def test_interrupted_right_after_a_temp_dir_appears(
             raise KeyboardInterrupt
         return made
 
-    monkeypatch.setattr(assemble_shards, "make_temp_dir", make_then_interrupt)
+    monkeypatch.setattr(write, "make_temp_dir", make_then_interrupt)
     a, b = shards
     before = _snapshot(tmp_path)
     assert main(_argv(a, b, tmp_path / "new" / "dist")) == 130

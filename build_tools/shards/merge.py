@@ -1,0 +1,93 @@
+"""The shards' reports merged into the one report an unsharded build would write.
+
+Device rows are united (the same wheel's rows must agree), the generic rows must be the
+same in every shard, and every row must name a file the shards hold, of its kind and
+size; the per-target download rows are computed again over all device wheels, since a
+shard's own rows count only its share. Without a report in some shard the merge is
+skipped with a notice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from build_tools.report import DeviceRow, GenericRow, Report, TargetRow, target_rows
+
+from .report import REPORT_JSON, shown
+from .scan import REQUIRED_WHEELS, DistFile, Kind, Shard, device_target
+
+__all__ = ["merge_reports"]
+
+
+def merge_reports(
+    shards: Sequence[Shard],
+    files: Sequence[DistFile],
+    version: str,
+    problems: list[str],
+    notices: list[str],
+) -> Report | None:
+    """The shards' reports as one over ``files``, the planned output; None (with a notice)
+    when some shard has no report. Problems are added to ``problems``."""
+    absent = [str(s.directory) for s in shards if s.report is None]
+    if absent:
+        notices.append(f"no {REPORT_JSON} in {', '.join(absent)}: report merge skipped")
+        return None
+    reports = [s.report for s in shards if s.report is not None]
+    device = _unite((r for rep in reports for r in rep.device_wheels), "wheel", "device", problems)
+    generic = _unite((r for rep in reports for r in rep.generic), "wheel", "generic", problems)
+    problems += [
+        f"{s.directory}'s {REPORT_JSON}: generic rows differ from {shards[0].directory}'s"
+        for s in shards[1:]
+        if s.report is not None and reports[0].generic != s.report.generic
+    ]
+    _check_rows(files, device, generic, problems)
+    problems += [
+        f"report.json has no device_wheels row for {f.name}"
+        for f in files
+        if f.kind is Kind.DEVICE and f.name not in {r.wheel for r in device}
+    ]
+    device.sort(key=lambda r: (r.target, r.wheel))
+    return Report(version, "kpack", tuple(device), _target_rows(files), reports[0].generic)
+
+
+def _unite(rows: Iterable[Any], key: str, what: str, problems: list[str]) -> list[Any]:
+    kept: dict[str, Any] = {}
+    for row in rows:
+        name = getattr(row, key)
+        if kept.setdefault(name, row) != row:
+            problems.append(f"report.json: {what} rows for {name} disagree: {kept[name]} vs {row}")
+    return [kept[k] for k in sorted(kept)]
+
+
+def _target_rows(files: Sequence[DistFile]) -> tuple[TargetRow, ...]:
+    """What each GPU user downloads against a fat install, as ``build_tools.report``
+    computes it for one build."""
+    base = sum(f.size for f in files if f.project in REQUIRED_WHEELS and f.platforms)
+    devices = [(f.target or "", f.name, f.size) for f in files if f.kind is Kind.DEVICE]
+    return target_rows(base, devices)
+
+
+def _check_rows(
+    files: Sequence[DistFile],
+    device: Sequence[DeviceRow],
+    generic: Sequence[GenericRow],
+    problems: list[str],
+) -> None:
+    """Every row names a file of its kind (a device row: of its target) and its size."""
+    by_name = {f.name: f for f in files}
+    rows: list[DeviceRow | GenericRow] = [*device, *generic]
+    for row in rows:
+        f = by_name.get(row.wheel)
+        if f is None:
+            problems.append(f"report.json lists {shown(row.wheel)}, which no shard holds")
+            continue
+        if f.size != row.size:
+            problems.append(f"report.json: {row.wheel} size {row.size}, but the file has {f.size}")
+        if isinstance(row, GenericRow) and f.kind is Kind.DEVICE:
+            problems.append(f"report.json: generic row for the device wheel {row.wheel}")
+        elif isinstance(row, DeviceRow) and f.target != device_target(row.target):
+            problems.append(
+                f"report.json: device row for {row.wheel} names target {shown(row.target)}"
+                + (f", the wheel's is {f.target}" if f.target else ", but it is no device wheel")
+            )
