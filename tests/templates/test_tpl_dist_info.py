@@ -30,8 +30,16 @@ def load(tmp_path: Path, ctx: dict, name: str = "_dist_info") -> ModuleType:
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for var in ("ROCM_SDK_TARGET_FAMILY", "ROCM_SDK_VERBOSE", "ROCM_SDK_NO_DEVEL_EXPANSION"):
+    for var in (
+        "ROCM_SDK_TARGET_FAMILY",
+        "ROCM_SDK_VERBOSE",
+        "ROCM_SDK_NO_DEVEL_EXPANSION",
+        "ROCM_BOOTSTRAP_DISABLE_DETECTION",
+        "ROCM_BOOTSTRAP_FORCE_GFX_ARCH",
+    ):
         monkeypatch.delenv(var, raising=False)
+    # this machine's own GPUs (if any) never take part: detection sees an empty topology
+    monkeypatch.setenv("ROCM_SDK_KFD_TOPOLOGY", "/nonexistent/kfd/topology/nodes")
     return monkeypatch
 
 

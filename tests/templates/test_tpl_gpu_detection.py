@@ -1,0 +1,140 @@
+"""GPU detection without ROCm, shared by the rocm sdist's build backend and the runtime: KFD's
+sysfs topology read as rocm-bootstrap reads it, its variables honoured as it honours them, then
+offload-arch; ROCM_SDK_TARGET_FAMILY still first. Expected processors come from the spec's
+table of gfx_target_version values (shared/spec/gpu-detection.md), not from the code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from test_tpl_dist_info import clean_env, fake_offload_arch, load, use_offload_arch
+from tpl_rendering import context
+
+__all__ = ["clean_env"]  # the fixture, used by name
+
+KPACK = context("kpack", ("gfx90a", "gfx1030", "gfx1100", "gfx1250", "gfx942"))
+
+
+def _topology(root: Path, nodes: dict[str, dict[str, int]]) -> Path:
+    """A fake .../topology/nodes tree: one dir per node with its properties file."""
+    for name, props in nodes.items():
+        node = root / name
+        node.mkdir(parents=True)
+        lines = [f"{key} {value}" for key, value in props.items()]
+        (node / "properties").write_text("cpu_cores_count 8\n" + "\n".join(lines) + "\n")
+    return root
+
+
+def _gpu(version: int) -> dict[str, int]:
+    return {"simd_count": 104, "gfx_target_version": version, "gpu_id": 4321}
+
+
+@pytest.mark.parametrize(
+    ("version", "processor"),
+    [
+        (90010, "gfx90a"),
+        (90402, "gfx942"),
+        (100300, "gfx1030"),
+        (110000, "gfx1100"),
+        (110501, "gfx1151"),
+        (120001, "gfx1201"),
+        (120500, "gfx1250"),
+    ],
+)
+def test_kfd_versions_name_their_processors(tmp_path: Path, version: int, processor: str) -> None:
+    di = load(tmp_path, KPACK)
+    assert di.gfx_target_name(version) == processor
+
+
+def test_kfd_topology_skips_cpus_and_keeps_node_order(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    di = load(tmp_path, KPACK)
+    nodes = _topology(
+        tmp_path / "nodes",
+        {
+            "0": {"simd_count": 0, "gfx_target_version": 0},  # the CPU
+            "10": _gpu(100300),
+            "2": _gpu(90010),
+            "3": {"simd_count": 64, "gfx_target_version": 0},  # no version: skipped
+        },
+    )
+    clean_env.setenv("ROCM_SDK_KFD_TOPOLOGY", str(nodes))
+    found = di.detect_gpus()
+    assert [(g.target, g.source) for g in found] == [("gfx90a", "kfd"), ("gfx1030", "kfd")]
+    assert di.determine_target_family() == "gfx90a"
+
+
+def test_kfd_comes_before_offload_arch(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+    di = load(tmp_path, KPACK)
+    use_offload_arch(clean_env, di, fake_offload_arch(tmp_path / "bin", "echo gfx1100\n"))
+    clean_env.setenv("ROCM_SDK_KFD_TOPOLOGY", str(_topology(tmp_path / "n", {"1": _gpu(90402)})))
+    assert di.determine_target_family() == "gfx942"
+    clean_env.setenv("ROCM_SDK_KFD_TOPOLOGY", str(tmp_path / "absent"))
+    di.CACHED_TARGET_FAMILY = None
+    assert [(g.target, g.source) for g in di.detect_gpus()] == [("gfx1100", "offload-arch")]
+
+
+def test_forced_targets_stand_in_for_the_machine(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    di = load(tmp_path, KPACK)
+    clean_env.setenv("ROCM_SDK_KFD_TOPOLOGY", str(_topology(tmp_path / "n", {"1": _gpu(90402)})))
+    clean_env.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", " gfx1030, gfx1030,,gfx90a:xnack+ ")
+    assert [g.target for g in di.detect_gpus()] == ["gfx1030", "gfx1030", "gfx90a:xnack+"]
+    assert {g.source for g in di.detect_gpus()} == {"forced"}
+    assert di.determine_target_family() == "gfx1030"
+
+
+def test_disabling_wins_over_forcing_and_takes_exactly_1(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    di = load(tmp_path, KPACK)
+    clean_env.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx942")
+    clean_env.setenv("ROCM_BOOTSTRAP_DISABLE_DETECTION", "true")  # not rocm-bootstrap's "1"
+    assert [g.target for g in di.detect_gpus()] == ["gfx942"]
+    clean_env.setenv("ROCM_BOOTSTRAP_DISABLE_DETECTION", "1")
+    assert di.detect_gpus() == []
+    assert di.resolve_target_family()[1] == "default"
+
+
+def test_the_family_variable_still_comes_first(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    di = load(tmp_path, KPACK)
+    clean_env.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx942")
+    clean_env.setenv("ROCM_SDK_TARGET_FAMILY", "gfx1100")
+    assert di.resolve_target_family() == ("gfx1100", "env")
+
+
+def test_gfx1250_strict_is_owned_by_gfx1250(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+    di = load(tmp_path, KPACK)
+    assert di.package_owner("gfx1250-strict") == "gfx1250"
+    assert di.package_owner("gfx90a:xnack-") == "gfx90a"
+    clean_env.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx1250-strict")
+    assert di.determine_target_family() == "gfx1250"
+
+
+@pytest.mark.parametrize("value", ["gfx942;rm -rf /", "../gfx942", "942", "gfx942\nx"])
+def test_a_forced_value_that_is_no_target_list_is_one_error(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, value: str
+) -> None:
+    di = load(tmp_path, KPACK)
+    clean_env.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", value)
+    with pytest.raises(ValueError, match="ROCM_BOOTSTRAP_FORCE_GFX_ARCH=") as info:
+        di.detect_gpus()
+    assert "\n" not in str(info.value)
+
+
+def test_a_huge_properties_file_is_read_capped(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    di: ModuleType = load(tmp_path, KPACK)
+    node = tmp_path / "nodes" / "1"
+    node.mkdir(parents=True)
+    junk = "x 1\n" * (1 << 20)  # 4 MiB of lines before the real ones
+    (node / "properties").write_text(junk + "simd_count 64\ngfx_target_version 90010\n")
+    clean_env.setenv("ROCM_SDK_KFD_TOPOLOGY", str(tmp_path / "nodes"))
+    assert di.detect_gpus() == []  # past the cap: not read, so no GPU claimed from it
