@@ -123,11 +123,58 @@ def _rocrand_path(venv: Path) -> str:
     return out[0]
 
 
-def _self_test(venv: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ROCM_SDK_TARGET_FAMILY"}
+def _self_test(venv: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_DETECTION_VARIABLES)}
+    env.update(extra)
     return subprocess.run(
         [str(venv / "bin/rocm-sdk"), "test"], capture_output=True, text=True, env=env, timeout=900
     )
+
+
+#: what decides which GPU the self-test checks: this machine's own GPUs take no part
+_DETECTION_VARIABLES = ("ROCM_SDK_TARGET_FAMILY", "ROCM_BOOTSTRAP_", "ROCM_SDK_KFD_TOPOLOGY")
+
+
+def _kfd_topology(root: Path, gfx_target_version: int) -> Path:
+    """A fake KFD topology: node 0 a CPU, node 1 a GPU of ``gfx_target_version``."""
+    for node, simds, version in (("0", 0, 0), ("1", 64, gfx_target_version)):
+        (root / node).mkdir(parents=True)
+        text = f"simd_count {simds}\ngfx_target_version {version}\n"
+        (root / node / "properties").write_text(text)
+    return root
+
+
+def test_self_test_fails_for_a_gpu_without_device_code(fat_dist: Path, tmp_path: Path) -> None:
+    """Only gfx1030's device code installed: a gfx90a machine must fail the self-test, naming
+    the GPU and the install that fixes it; once gfx90a's device wheel is in, it passes."""
+    venv = tmp_path / "venv"
+    install(fat_dist, venv, f"rocm[libraries,device-gfx1030]=={VERSION}")
+    gfx90a = {"ROCM_SDK_KFD_TOPOLOGY": str(_kfd_topology(tmp_path / "kfd90a", 90010))}
+    failed = _self_test(venv, **gfx90a)
+    out = failed.stdout + failed.stderr
+    assert failed.returncode != 0, out[-4000:]
+    assert "gfx90a (found by kfd) has no device code" in out, out[-4000:]
+    assert f"pip install 'rocm[device-gfx90a]=={VERSION}'" in out
+    forced = _self_test(venv, ROCM_BOOTSTRAP_FORCE_GFX_ARCH="gfx90a:xnack-")
+    assert forced.returncode != 0 and "gfx90a:xnack- (found by forced)" in forced.stderr
+    gfx1030 = {"ROCM_SDK_KFD_TOPOLOGY": str(_kfd_topology(tmp_path / "kfd1030", 100300))}
+    served = _self_test(venv, **gfx1030)
+    assert served.returncode == 0, (served.stdout + served.stderr)[-4000:]
+    assert "testDeviceCodeForEveryDetectedGpu" in served.stderr
+    pip = [str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-index", "--find-links"]
+    subprocess.run([*pip, str(fat_dist), f"rocm-sdk-device-gfx90a=={VERSION}"], check=True)
+    fixed = _self_test(venv, **gfx90a)
+    assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-4000:]
+
+
+def test_without_a_gpu_the_self_test_says_what_it_could_not_check(
+    fat_dist: Path, tmp_path: Path
+) -> None:
+    venv = tmp_path / "venv"
+    install(fat_dist, venv, f"rocm[libraries,device-gfx90a]=={VERSION}")
+    test = _self_test(venv, ROCM_BOOTSTRAP_DISABLE_DETECTION="1")
+    assert test.returncode == 0, (test.stdout + test.stderr)[-4000:]
+    assert "no GPU detected" in test.stderr and "could not be checked" in test.stderr
 
 
 def test_pip_install_and_self_test(fat_dist: Path, tmp_path: Path) -> None:

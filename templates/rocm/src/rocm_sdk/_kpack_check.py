@@ -419,19 +419,60 @@ class KpackChecker:
         looked = ", ".join(self.rel(a.path) for a in listing)
         return "; ".join([f"{key} is missing from {looked} (targets {list(strings)})", *notes])
 
-    def check(self, wheels: Sequence[DeviceWheel], dirs: Iterable[Path]) -> KpackReport:
-        """Check every transformed binary under ``dirs`` against the installed targets."""
-        report = KpackReport()
-        refs = []
+    def transformed(self, dirs: Iterable[Path]) -> tuple[list[KpackRef], list[Failure]]:
+        """The kpack references of every transformed binary under ``dirs``, and the binaries
+        whose reference cannot be read."""
+        refs: list[KpackRef] = []
+        failures: list[Failure] = []
         for path in host_binaries(dirs):
             try:
                 ref = read_kpack_ref(path)
             except (KpackError, ElfError, OSError) as exc:
                 message = exc.message if isinstance(exc, KpackError) else str(exc)
-                report.failures.append(Failure(self.rel(path), None, None, message))
+                failures.append(Failure(self.rel(path), None, None, message))
                 continue
             if ref is not None:
                 refs.append(ref)
+        return refs, failures
+
+    def check_gpu(self, refs: Sequence[KpackRef], target: str) -> list[Failure]:
+        """For a GPU of this machine: every kernel of every transformed binary must resolve
+        as the runtime looks it up (the GPU's ISA, then its generic target), in whatever
+        device package installed it. One failure per binary that misses any."""
+        failures = []
+        for ref in refs:
+            strings = self._gpu_strings(ref, target)
+            _paths, archives, broken = self._archives_for(ref, strings)
+            missing = [i for i in ref.co_indices if _find(archives, ref.key(i), strings) is None]
+            if missing:
+                notes = "; ".join(broken)
+                failures.append(
+                    Failure(
+                        self.rel(ref.path),
+                        target,
+                        None,
+                        f"{len(missing)} of {len(ref.co_indices)} kernels have no code object "
+                        f"for {target} (looked for {', '.join(strings)})"
+                        + (f"; {notes}" if notes else ""),
+                    )
+                )
+        return failures
+
+    def _gpu_strings(self, ref: KpackRef, target: str) -> list[str]:
+        """What to look up for a GPU: the runtime's strings for ``target``; a processor
+        detected without its features (KFD reports none) runs in one of its feature modes,
+        so the installed variants of it and of its generic target count too."""
+        strings = self.lookup_strings(target)
+        if ":" in target:
+            return strings
+        bases = {base_target(s) for s in strings}
+        variants = [t for t in self._pattern_targets(ref) if t and base_target(t) in bases]
+        return list(dict.fromkeys([*strings, *sorted(variants)]))
+
+    def check(self, wheels: Sequence[DeviceWheel], dirs: Iterable[Path]) -> KpackReport:
+        """Check every transformed binary under ``dirs`` against the installed targets."""
+        report = KpackReport()
+        refs, report.failures = self.transformed(dirs)
         report.binaries = [self.rel(r.path) for r in refs]
         report.targets = self.installed_targets(wheels, refs)
         for ref in refs:

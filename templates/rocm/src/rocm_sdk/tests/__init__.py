@@ -13,6 +13,7 @@ MODULES = (
     "core_test",
     "libraries_test",
     "kpack_test",
+    "gpu_test",
     "devel_test",
     "profiler_test",
 )

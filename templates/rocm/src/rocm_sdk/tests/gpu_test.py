@@ -1,0 +1,107 @@
+"""This machine's GPUs have device code: an install that cannot run on the user's GPU must
+never look healthy.
+
+The GPUs come from the shared detector (``ROCM_BOOTSTRAP_FORCE_GFX_ARCH``, KFD's sysfs
+topology, then ``offload-arch``). Kpack-split sets: every kernel of every transformed host
+library must resolve for each GPU the way the runtime looks it up (the GPU's ISA, then its
+generic target). Legacy sets: the installed libraries package must be one of the GPU's
+family. A failure names the GPU, what is missing and the ``pip install`` that fixes it.
+"""
+
+from __future__ import annotations
+
+import unittest
+
+from .. import _dist_info as di
+from .._kpack_check import KpackChecker, format_failures
+from . import utils
+
+NO_GPU = (
+    "no GPU detected (KFD's sysfs topology has no GPU node and offload-arch found none), so "
+    "whether the installed device code covers this machine's GPUs could not be checked; "
+    f"{di.FORCE_GFX_ARCH_ENV}=gfxNNN checks a GPU you name"
+)
+
+
+def _detected() -> list[di.DetectedGpu]:
+    gpus = di.detect_gpus()
+    seen: dict[str, di.DetectedGpu] = {}
+    for gpu in gpus:
+        seen.setdefault(gpu.target, gpu)
+    return list(seen.values())
+
+
+def fix_for(target: str) -> str:
+    """The command that installs ``target``'s device code, or why none exists."""
+    owner = di.package_owner(target)
+    if not di.device_targets_for(owner):
+        built = ", ".join(sorted(di.AVAILABLE_TARGET_FAMILIES)) or "none"
+        return f"this ROCm {di.__version__} build has no code for {owner} (it has: {built})"
+    return f"pip install 'rocm[device-{owner}]=={di.__version__}'"
+
+
+class GpuCoverageTest(unittest.TestCase):
+    def setUp(self) -> None:
+        try:
+            self.gpus = _detected()
+        except ValueError as exc:
+            self.fail(str(exc))
+        if not self.gpus:
+            self.skipTest(NO_GPU)
+
+    def testDeviceCodeForEveryDetectedGpu(self) -> None:
+        """Kpack-split: each detected GPU finds every kernel of the installed libraries."""
+        if not di.KPACK_MODE:
+            self.skipTest("legacy package set: see testLibrariesForEveryDetectedGpu")
+        libraries = utils.platform_dir("libraries")
+        if libraries is None:
+            self.skipTest("the libraries package is not installed (pip install 'rocm[libraries]')")
+        core = utils.platform_dir("core")
+        dirs = [libraries, *([core] if core is not None else [])]
+        lines = []
+        with KpackChecker(libraries.parent, None, di.generic_target) as checker:
+            refs, unreadable = checker.transformed(dirs)
+            if unreadable:
+                lines += format_failures(unreadable)
+            for gpu in self.gpus:
+                failures = checker.check_gpu(refs, gpu.target)
+                if failures:
+                    lines.append(
+                        f"{gpu.target} (found by {gpu.source}) has no device code for "
+                        f"{len(failures)} of {len(refs)} host libraries; fix: {fix_for(gpu.target)}"
+                    )
+                    lines += format_failures(failures[:5])
+                    if len(failures) > 5:
+                        lines.append(f"  … and {len(failures) - 5} more")
+        if lines:
+            self.fail("\n".join(lines))
+
+    def testLibrariesForEveryDetectedGpu(self) -> None:
+        """Legacy: the installed libraries package is one for each detected GPU's family."""
+        if di.KPACK_MODE:
+            self.skipTest("kpack-split package set: see testDeviceCodeForEveryDetectedGpu")
+        installed = [
+            f for f in di.AVAILABLE_TARGET_FAMILIES if utils.platform_dir("libraries", f)
+        ]
+        if not installed:
+            self.skipTest("no libraries package is installed (pip install 'rocm[libraries]')")
+        lines = []
+        for gpu in self.gpus:
+            families = [
+                f for f in di.candidate_target_families(gpu.target)
+                if f in di.AVAILABLE_TARGET_FAMILIES
+            ]
+            if any(f in installed for f in families):
+                continue
+            fix = (
+                f"{di.TARGET_FAMILY_ENV}={families[0]} pip install --force-reinstall "
+                f"--no-cache-dir 'rocm[libraries]=={di.__version__}'"
+                if families
+                else f"this ROCm {di.__version__} build has no family for {gpu.target}"
+            )
+            lines.append(
+                f"{gpu.target} (found by {gpu.source}) is not served by the installed libraries "
+                f"({', '.join(installed)}); fix: {fix}"
+            )
+        if lines:
+            self.fail("\n".join(lines))
