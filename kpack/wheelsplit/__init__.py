@@ -9,11 +9,16 @@
 - one device wheel per bundle key, ``<prefix>-<key>``, holding the ``.kpack`` archives
   (``<overlay root>.kpack/<group>_<target>.kpack``) and database files of that key and
   requiring ``<host>==<version>``;
+  and, with ``--device-requires-dist``, its further requirements (``rocm-sdk-device-<key>``);
 - optionally variant wheels (``-<label>`` and ``-null``) and ``<name>-<version>-variants.json``;
-- a split report, as JSON and Markdown, next to the wheels.
+- a split report, as JSON and Markdown, beside the output dir (``<output-dir>-split-reports/``,
+  or ``--report-dir``), never among the distributions.
 
-Everything is built in a temporary directory and moved into place at the end; on any
-error nothing is left in the output directory.
+The input is a ``.whl`` or an unpacked wheel directory; ``--output-format directory`` writes
+each wheel unpacked, as rocm-kpack does. Everything is built in staging directories and
+published at the end under the output-directory rule (:mod:`kpack.wheelsplit._publish`): a
+re-run replaces what the last split of the same input wrote, every other file stays, and on
+any error the output directory is as it was.
 """
 
 from __future__ import annotations
@@ -23,11 +28,10 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from kpack.archive import Scheme
 from kpack.common.boundary import guarded
 from kpack.common.safepath import (
     case_collisions,
@@ -37,9 +41,9 @@ from kpack.common.safepath import (
 )
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.databases import load_handlers
-from kpack.errors import PackagingError, UsageError
+from kpack.errors import PackagingError, RocmPackagingError, UsageError
 from kpack.split import host_size
-from kpack.wheelfile import DEFAULT_LIMITS, InputWheel, Limits, Member, open_wheel
+from kpack.wheelfile import InputWheel, Member
 from kpack.wheelsplit._bundles import (
     bundle_key,
     device_dist_name,
@@ -48,6 +52,7 @@ from kpack.wheelsplit._bundles import (
     served_targets,
 )
 from kpack.wheelsplit._cli import Parser, add_arguments
+from kpack.wheelsplit._input import Source, open_source
 from kpack.wheelsplit._kernels import ArchiveFile, KernelResult, split_binaries
 from kpack.wheelsplit._metadata import (
     add_headers,
@@ -57,14 +62,19 @@ from kpack.wheelsplit._metadata import (
     variant_requirements,
     variant_targets,
 )
-from kpack.wheelsplit._outputs import dist_info_name, host_layout, write_split_wheel
+from kpack.wheelsplit._options import SplitOptions, report_dir_for, resolve_options
+from kpack.wheelsplit._outputs import (
+    dist_info_name,
+    host_layout,
+    unpack_wheels,
+    write_split_wheel,
+)
 from kpack.wheelsplit._plan import SplitPlan, plan_split
+from kpack.wheelsplit._publish import few, publish, staging_name
 from kpack.wheelsplit._report import DeviceWheelRow, GpuRow, LibraryRow, SplitReport
-from kpack.wheelsplit._types import overlay_root_ok, prefix_ok, wheel_type
+from kpack.wheelsplit._requires import device_requires
 from kpack.wheelsplit._variant import (
     NULL_LABEL,
-    VariantSchema,
-    check_label,
     merge_index,
     render_json,
     variant_document,
@@ -84,105 +94,78 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class SplitOptions:
-    overlay_root: str
-    device_package_prefix: str
-    databases: tuple[str, ...] | None = None  # None: every handler
-    scheme: Scheme = "zstd-per-kernel"
-    level: int = 3
-    jobs: int = 1
-    variant: bool = False
-    variant_label: str = "rocm"
-    variant_schema: VariantSchema = "0.1.1"
-    limits: Limits = DEFAULT_LIMITS
-
-
-def resolve_options(args: argparse.Namespace) -> SplitOptions:
-    """Command-line values over the ``--wheel-type`` preset; both checked."""
-    preset = wheel_type(args.wheel_type) if args.wheel_type else None
-    root = args.overlay_root or (preset.overlay_root if preset else None)
-    prefix = args.device_package_prefix or (preset.device_package_prefix if preset else None)
-    if not root or not prefix:
-        raise UsageError("give --wheel-type, or both --overlay-root and --device-package-prefix")
-    databases = args.databases if args.databases is not None else (
-        preset.databases if preset else None
-    )  # fmt: skip
-    root = root if root.endswith("/") else root + "/"
-    if not overlay_root_ok(root):
-        raise UsageError(
-            f"--overlay-root {root[:80]!r} is not a relative directory (torch/; no '.' or '..')"
-        )
-    if not prefix_ok(prefix):
-        raise UsageError(
-            f"--device-package-prefix {prefix[:80]!r} is not a normalized distribution name "
-            "(amd-torch-device: lower-case letters, digits and '-')"
-        )
-    if not 1 <= args.compression_level <= 22:
-        raise UsageError(f"--compression-level must be 1-22, got {args.compression_level}")
-    if args.jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    if not args.max_expansion_ratio >= 1:
-        raise UsageError(
-            f"--max-expansion-ratio must be at least 1, got {args.max_expansion_ratio}"
-        )
-    limits = Limits(max_ratio=args.max_expansion_ratio, max_total=args.max_unpacked_size)
-    label = check_label(args.variant_label)
-    scheme: Scheme = "zstd-per-kernel" if args.compression == "zstd" else "none"
-    return SplitOptions(
-        root, prefix,
-        tuple(databases) if databases is not None else None, scheme,
-        args.compression_level, args.jobs, args.generate_variant_wheel, label, args.variant_schema,
-        limits,
-    )  # fmt: skip
-
-
 def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> SplitReport:
-    """Split ``input_wheel`` into ``output_dir`` (created, or extended without overwriting)."""
+    """Split ``input_wheel`` (a ``.whl`` or an unpacked wheel directory) into
+    ``output_dir`` and write its report beside it; publish both under the output-directory
+    rule, all or nothing."""
     output_dir = Path(output_dir).absolute()
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    report_dir = report_dir_for(output_dir, options.report_dir)
     handlers = load_handlers(options.databases)
-    work = temp_dir_name(output_dir.parent, f".{output_dir.name}.work-")
-    staging = temp_dir_name(output_dir.parent, f".{output_dir.name}.new-")
+    work_parent = Path(options.tmp_dir).absolute() if options.tmp_dir else output_dir.parent
+    work = temp_dir_name(work_parent, f".{output_dir.name}.work-")
+    stagings: list[Path] = []
     try:
+        output_dir.parent.mkdir(parents=True, exist_ok=True)
+        report_dir.parent.mkdir(parents=True, exist_ok=True)
         make_temp_dir(work)
-        make_temp_dir(staging)
-        wheel = open_wheel(Path(input_wheel), work / "in", options.limits)
-        plan = plan_split(wheel, options.overlay_root, handlers)
+        source = open_source(Path(input_wheel), work, options.limits)
+        stagings += [staging_name(output_dir), staging_name(report_dir)]
+        dist, reports = (make_temp_dir(s) for s in stagings)
+        plan = plan_split(source.wheel, options.overlay_root, handlers)
         if plan.empty:
-            report = _unchanged(wheel, staging, plan)
+            report = _unchanged(source, dist, plan, options)
         else:
-            report = _split(wheel, plan, work, staging, options)
-        stem = f"{wheel.name}-{wheel.version}-split-report"
-        (staging / f"{stem}.json").write_bytes(report.to_json())
-        (staging / f"{stem}.md").write_text(report.to_markdown(), encoding="utf-8")
-        _publish(staging, output_dir)
+            report = _split(source, plan, work, dist, options)
+        if options.output_format == "directory":
+            unpack_wheels(dist)
+        stem = f"{source.wheel.name}-{source.wheel.version}-split-report"
+        (reports / f"{stem}.json").write_bytes(report.to_json())
+        (reports / f"{stem}.md").write_text(report.to_markdown(), encoding="utf-8")
+        publish([(dist, output_dir), (reports, report_dir)], source.filename, force=options.force)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        for staging in stagings:
+            shutil.rmtree(staging, ignore_errors=True)
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return report
 
 
-def _unchanged(wheel: InputWheel, staging: Path, plan: SplitPlan) -> SplitReport:
+def _unchanged(
+    source: Source, staging: Path, plan: SplitPlan, options: SplitOptions
+) -> SplitReport:
+    wheel = source.wheel
     note = f"no fat binaries or database files under {plan.overlay_root}; host wheel unchanged"
-    log.warning("%s: %s", wheel.path.name, note)
-    shutil.copyfile(wheel.path, staging / wheel.path.name)
-    size = wheel.path.stat().st_size
+    log.warning("%s: %s", source.filename, note)
+    if source.is_dir:  # a directory becomes the wheel it holds, with a new RECORD
+        members = host_layout(wheel, {}, frozenset()).members
+        written = write_split_wheel(
+            staging,
+            wheel,
+            dist_name=wheel.name,
+            version=wheel.version,
+            members=members,
+            metadata=wheel.metadata,
+            jobs=options.jobs,
+        )
+        name, size = written.path.name, written.size
+    else:
+        shutil.copyfile(wheel.path, staging / source.filename)
+        name, size = source.filename, source.size
     return SplitReport(
-        wheel.path.name, size, wheel.path.name, size, True, (), (), (), (), (*plan.notes, note)
+        source.filename, source.size, name, size, True, (), (), (), (), (*plan.notes, note)
     )
 
 
 def _split(
-    wheel: InputWheel, plan: SplitPlan, work: Path, staging: Path, options: SplitOptions
+    source: Source, plan: SplitPlan, work: Path, staging: Path, options: SplitOptions
 ) -> SplitReport:
+    wheel = source.wheel
     host_name, version = name_and_version(wheel.metadata, f"{wheel.dist_info}/METADATA")
     kernels = split_binaries(
         plan, wheel.root, work, scheme=options.scheme, level=options.level, jobs=options.jobs
     )
-    _check_windows_names(wheel, kernels.archives)
+    _check_windows_names(source.filename, wheel, kernels.archives)
     groups = _device_groups(plan, kernels, wheel)
     counts = {a.arcname: a.kernels for a in kernels.archives}
     moved = frozenset(d.entry.arcname for d in plan.databases)
@@ -207,13 +190,13 @@ def _split(
         for f in plan.fat
     )  # fmt: skip
     return SplitReport(
-        wheel.path.name, wheel.path.stat().st_size, host.path.name, host.size, False, libraries,
+        source.filename, source.size, host.path.name, host.size, False, libraries,
         tuple(rows), _gpus(host.path.name, host.size, rows), variants,
         (*plan.notes, *kernels.notes),
     )  # fmt: skip
 
 
-def _check_windows_names(wheel: InputWheel, archives: Sequence[ArchiveFile]) -> None:
+def _check_windows_names(filename: str, wheel: InputWheel, archives: Sequence[ArchiveFile]) -> None:
     """A Windows wheel cannot hold ``…_gfx90a:xnack+.kpack`` (``:`` opens an NTFS stream;
     neither TheRock nor rocm-kpack defines another spelling): one error, nothing written."""
     if not windows_platform(wheel.tag):
@@ -221,7 +204,7 @@ def _check_windows_names(wheel: InputWheel, archives: Sequence[ArchiveFile]) -> 
     bad = sorted(a.arcname for a in archives if windows_name_problem(a.arcname) is not None)
     if bad:
         raise PackagingError(
-            f"{wheel.path.name}: a Windows wheel would hold archive names with ':', which "
+            f"{filename}: a Windows wheel would hold archive names with ':', which "
             "Windows file systems reject (code for feature-qualified targets)",
             problems=bad,
         )
@@ -279,9 +262,10 @@ def _device_wheel(
     options: SplitOptions, counts: dict[str, int],
 ) -> DeviceWheelRow:  # fmt: skip
     dist = device_dist_name(options.device_package_prefix, key)
+    requires = device_requires(options.requires, key)
     result = write_split_wheel(
         staging, wheel, dist_name=dist, version=version, members=members,
-        metadata=device_metadata(dist, version, host, key), jobs=options.jobs,
+        metadata=device_metadata(dist, version, host, key, requires), jobs=options.jobs,
     )  # fmt: skip
     archives = [m for m in members if m.arcname in counts]
     kernel_count = sum(counts[m.arcname] for m in archives)
@@ -335,42 +319,52 @@ def _gpus(host: str, host_size: int, rows: Sequence[DeviceWheelRow]) -> tuple[Gp
     return tuple(gpus)
 
 
-def _publish(staging: Path, output_dir: Path) -> None:
-    """Rename the staging dir into place, or move its files into an existing directory
-    after checking that none of them exists there."""
-    if not output_dir.exists():
-        umask = os.umask(0)
-        os.umask(umask)
-        staging.chmod(0o777 & ~umask)
-        os.rename(staging, output_dir)
-        return
-    names = sorted(os.listdir(staging))
-    clash = [n for n in names if (output_dir / n).exists()]
-    if clash:
-        raise PackagingError(
-            "outputs exist already; remove them or pick another --output-dir",
-            path=output_dir, problems=clash,
-        )  # fmt: skip
-    for name in names:
-        os.replace(staging / name, output_dir / name)
-    staging.rmdir()
+def _compat_options(args: argparse.Namespace) -> None:
+    """rocm-kpack's options we take as they are: a notice for the one we have no use for;
+    ``--tmp-dir`` must be a directory, and becomes the temp dir of this process and its
+    workers too."""
+    if getattr(args, "clang_offload_bundler", None) is not None:
+        print(
+            f"notice: --clang-offload-bundler {args.clang_offload_bundler} is not needed and "
+            "ignored: offload bundles are read in-process",
+            file=sys.stderr,
+        )
+    tmp_dir = getattr(args, "tmp_dir", None)
+    if tmp_dir is not None:
+        if not Path(tmp_dir).is_dir():
+            raise UsageError("--tmp-dir is not an existing directory", path=tmp_dir)
+        tempfile.tempdir = str(Path(tmp_dir).absolute())
+        os.environ["TMPDIR"] = tempfile.tempdir
 
 
 def run(args: argparse.Namespace) -> int:
-    """Split as ``args`` say and print the report (the CLI's work)."""
+    """Split as ``args`` say and print the report (the CLI's work); the last line says
+    where the outputs and the report went. An error's list of problems is cut to a few
+    entries and a count."""
+    _compat_options(args)
     options = resolve_options(args)
-    problem = output_dir_problem(args.output_dir)
-    if problem is not None:
-        raise UsageError(f"--output-dir {problem}", path=args.output_dir)
-    report = split_wheel(args.input, args.output_dir, options)
+    report_dir = report_dir_for(args.output_dir, options.report_dir)
+    for flag, path in (("--output-dir", args.output_dir), ("--report-dir", report_dir)):
+        problem = output_dir_problem(path)
+        if problem is not None:
+            raise UsageError(f"{flag} {problem}", path=path)
+    try:
+        report = split_wheel(args.input, args.output_dir, options)
+    except RocmPackagingError as exc:
+        if len(exc.problems) <= len(few(exc.problems)):
+            raise
+        raise type(exc)(exc.message, path=exc.path, problems=few(exc.problems)) from None
     print(report.to_markdown())
+    print(f"outputs: {Path(args.output_dir).absolute()}; split report: {report_dir}")
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = Parser(
-        prog="python -m kpack.tools.split_python_wheels", description=__doc__.splitlines()[0]
-    )
+def main(
+    argv: Sequence[str] | None = None, prog: str = "python -m kpack.tools.split_python_wheels"
+) -> int:
+    """The wheel splitter's command line (also rocm-kpack's ``split_python_wheels``): usage
+    errors and bad input are one ``error:`` line, a list of problems on the lines after."""
+    parser = Parser(prog=prog, description=__doc__.splitlines()[0])
     add_arguments(parser)
 
     def _run(argv: Sequence[str] | None) -> int:
@@ -382,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return run(args)
 
-    return guarded(_run, argv, one_line=True)
+    return guarded(_run, argv)
 
 
 if __name__ == "__main__":

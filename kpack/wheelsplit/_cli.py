@@ -24,14 +24,82 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--input", type=Path, required=True, metavar="X.whl", help="fat wheel")
-    parser.add_argument("--output-dir", type=Path, required=True, metavar="DIR")
+    """Every option of rocm-kpack's ``split_python_wheels``, spelled as there, and ours."""
+    _add_io(parser)
+    _add_split(parser)
+    _add_variants(parser)
+    _add_limits(parser)
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)"
+    )
+    parser.add_argument(
+        "--clang-offload-bundler",
+        type=Path,
+        metavar="PATH",
+        help="accepted for rocm-kpack's command line and ignored: bundles are read in-process",
+    )
+
+
+def _add_io(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input",
+        type=Path,
+        required=True,
+        metavar="X.whl|DIR",
+        help="the fat wheel, or an unpacked wheel directory (read, never written)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="where the split wheels go; a re-run replaces what an earlier split of the same "
+        "input wrote there and leaves every other file alone",
+    )
+    parser.add_argument(
+        "--output-format",
+        choices=("wheel", "directory"),
+        default="wheel",
+        help="wheel: .whl files (default); directory: each wheel unpacked, named as the wheel "
+        "without .whl",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace files in --output-dir that an earlier split of this input did not write",
+    )
+    parser.add_argument(
+        "--report-dir",
+        type=Path,
+        metavar="DIR",
+        help="where <name>-<version>-split-report.json and .md go "
+        "(default: <output-dir>-split-reports beside --output-dir)",
+    )
+    parser.add_argument(
+        "--tmp-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the unpacked input and the spools go (default: beside --output-dir)",
+    )
+
+
+def _add_split(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wheel-type", metavar="TYPE", help="preset from manifests/wheel_types.yaml (torch-fat)"
     )
     parser.add_argument("--overlay-root", metavar="DIR/", help="directory to split, e.g. torch/")
     parser.add_argument(
         "--device-package-prefix", metavar="PREFIX", help="device wheels: PREFIX-<bundle key>"
+    )
+    parser.add_argument(
+        "--device-requires-dist",
+        action="extend",
+        nargs="*",
+        default=[],
+        metavar="REQ",
+        help="a Requires-Dist of every device wheel (repeatable), a PEP 508 requirement; "
+        "@GFXARCH@ becomes the wheel's target (rocm-sdk-device-@GFXARCH@ == 7.1), and such "
+        "a line goes only to target and generic-target wheels",
     )
     parser.add_argument(
         "--databases",
@@ -41,29 +109,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="database handlers (default: the wheel type's, else all): "
         + ", ".join(handler_names()),
     )
-    parser.add_argument("--compression", choices=("none", "zstd"), default="zstd")
-    parser.add_argument("--compression-level", type=int, default=3, metavar="N", help="zstd 1-22")
-    parser.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="worker processes")
+    parser.add_argument(
+        "--compression",
+        choices=("none", "zstd"),
+        default="zstd",
+        help="compression of the .kpack archives (zstd)",
+    )
+    parser.add_argument(
+        "--compression-level", type=int, default=3, metavar="N", help="zstd level 1-22 (3)"
+    )
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=1, metavar="N", help="worker processes (1)"
+    )
+
+
+def _add_variants(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--generate-variant-wheel",
         action="store_true",
         help="also write variant wheels (LABEL and null) and the variants.json index",
     )
-    parser.add_argument("--variant-label", default="rocm", metavar="LABEL", help="(rocm)")
     parser.add_argument(
-        "--variant-schema", choices=("0.1.1", "0.2.0"), default="0.1.1",
+        "--variant-label",
+        default="variant",
+        metavar="LABEL",
+        help="label of the variant wheel, ...-LABEL.whl (variant, as rocm-kpack)",
+    )
+    parser.add_argument(
+        "--variant-schema",
+        choices=("0.1.1", "0.2.0"),
+        default="0.1.1",
         help="variant.json schema: 0.1.1 (PEP 825) or 0.2.0 (variantlib 0.2.2)",
-    )  # fmt: skip
+    )
+
+
+def _add_limits(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--max-expansion-ratio", type=float, default=1000.0, metavar="R",
+        "--max-expansion-ratio",
+        type=float,
+        default=1000.0,
+        metavar="R",
         help="refuse a wheel member (over 1 MiB unpacked) that expands more than R:1 (1000)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--max-unpacked-size", type=_size, default=64 << 30, metavar="SIZE",
+        "--max-unpacked-size",
+        type=_size,
+        default=64 << 30,
+        metavar="SIZE",
         help="refuse a wheel whose members unpack to more than SIZE bytes (64G; K/M/G/T suffixes)",
-    )  # fmt: skip
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)"
     )
 
 

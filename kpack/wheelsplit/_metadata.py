@@ -109,15 +109,19 @@ def variant_requirements(prefix: str, version: str, keys: Iterable[str]) -> list
     return lines
 
 
-def device_metadata(dist_name: str, version: str, host: str, key: str) -> bytes:
+def device_metadata(
+    dist_name: str, version: str, host: str, key: str, requires: Sequence[str] = ()
+) -> bytes:
     """Core metadata of a device wheel, with a description (``twine check --strict`` and
-    PyPI's project page want one): what it holds and how it is installed."""
+    PyPI's project page want one): what it holds and how it is installed. ``requires``
+    are further ``Requires-Dist`` values (``--device-requires-dist``, expanded)."""
     lines = [
         "Metadata-Version: 2.1",
         f"Name: {dist_name}",
         f"Version: {version}",
         f"Summary: {key} device code for {host} {version} ({level_of(key).value} bundle)",
         f"Requires-Dist: {host}=={version}",
+        *(f"Requires-Dist: {r}" for r in requires),
         "Description-Content-Type: text/markdown",
     ]
     body = (

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from email.parser import BytesHeaderParser
@@ -18,7 +20,7 @@ from kpack.errors import PackagingError
 from kpack.split import HostContent, host_source
 from kpack.wheelfile import InputWheel, Member, WheelResult, write_wheel
 
-__all__ = ["HostLayout", "dist_info_name", "write_split_wheel"]
+__all__ = ["HostLayout", "dist_info_name", "unpack_wheels", "write_split_wheel"]
 
 log = logging.getLogger(__name__)
 
@@ -105,3 +107,20 @@ def _generator(wheel: InputWheel) -> str:
     if str(headers.get("Root-Is-Purelib", "false")).strip().lower() != "false":
         log.warning("%s: Root-Is-Purelib is not false; the split wheels say false", wheel.path.name)
     return generator or "rocm-python-packaging"
+
+
+def unpack_wheels(directory: Path) -> None:
+    """``--output-format directory``: replace each wheel in ``directory`` (just written by
+    us) by the tree it holds, named as the wheel without ``.whl``, RECORD included, file
+    modes kept: the layout rocm-kpack's directory output has."""
+    for wheel in sorted(directory.glob("*.whl")):
+        dest = directory / wheel.name[: -len(".whl")]
+        dest.mkdir()
+        with zipfile.ZipFile(wheel) as archive:
+            for info in archive.infolist():
+                path = dest / info.filename
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as src, open(path, "xb") as out:
+                    shutil.copyfileobj(src, out, 1 << 20)
+                path.chmod(0o755 if (info.external_attr >> 16) & stat.S_IXUSR else 0o644)
+        wheel.unlink()

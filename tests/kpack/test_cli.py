@@ -673,7 +673,7 @@ BAD_INPUTS = [
             "--device-package-prefix",
             "amd-torch",
         ),
-        "{in}/dir-1-py3-none-any.whl: not a wheel: a directory",
+        "{in}/dir-1-py3-none-any.whl: not an unpacked wheel",
     ),
     (
         (

@@ -30,6 +30,7 @@ from kpack.archive import KpackArchive
 from kpack.errors import ManifestError, PackagingError, UsageError
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.transform import extract_kernels
+from kpack.wheelfile import open_wheel
 from kpack.wheelsplit._bundles import device_dist_name, known_targets, packaging_chain
 from kpack.wheelsplit._types import load_wheel_types
 
@@ -95,7 +96,7 @@ def test_host_wheel_keeps_every_other_file_byte_identical(fat_wheel: Path, split
     assert all(line.startswith(("Provides-Extra: device-", "Requires-Dist: amd-torch-device-"))
                for line in added)  # fmt: skip
     assert "variant_properties" not in "\n".join(new)
-    spw.open_wheel(out / HOST, out.parent / "verify")  # the regenerated RECORD verifies
+    open_wheel(out / HOST, out.parent / "verify")  # the regenerated RECORD verifies
 
 
 def test_extras_pull_device_wheels(split: tuple) -> None:
@@ -156,9 +157,19 @@ def test_every_kernel_reference_resolves(rocrand: Path, split: tuple, tmp_path: 
             assert data == originals[(lookup.key, lookup.target)]
 
 
-def test_report_written_next_to_the_outputs(split: tuple) -> None:
+def _reports(out: Path) -> Path:
+    return out.with_name(out.name + "-split-reports")
+
+
+def _dists(out: Path) -> list[str]:
+    """What ``twine upload out/*`` takes: every name the shell's ``*`` matches."""
+    return sorted(n for n in os.listdir(out) if not n.startswith("."))
+
+
+def test_report_written_beside_the_output_dir(split: tuple) -> None:
     out, report = split
-    data = json.loads((out / "torch-2.9.0-split-report.json").read_text())
+    assert all(n.endswith(".whl") for n in _dists(out))
+    data = json.loads((_reports(out) / "torch-2.9.0-split-report.json").read_text())
     assert data == json.loads(report.to_json())
     (lib,) = data["libraries"]
     assert lib["saved"] == lib["original"] - lib["stripped"] > 12_000_000
@@ -166,7 +177,7 @@ def test_report_written_next_to_the_outputs(split: tuple) -> None:
     assert set(gpus) == set(KEYS)
     assert gpus["gfx90a"]["wheels"] == [HOST, _device(out, "gfx90a").name]
     assert gpus["gfx90a"]["saving"] > 0
-    assert "## Per GPU" in (out / "torch-2.9.0-split-report.md").read_text()
+    assert "## Per GPU" in (_reports(out) / "torch-2.9.0-split-report.md").read_text()
 
 
 def test_outputs_are_deterministic(fat_wheel: Path, split: tuple, tmp_path: Path) -> None:
@@ -174,8 +185,10 @@ def test_outputs_are_deterministic(fat_wheel: Path, split: tuple, tmp_path: Path
     again = tmp_path / "again"
     spw.split_wheel(fat_wheel, again, _options(databases=("rocblas",), jobs=1))
     assert sorted(os.listdir(again)) == sorted(os.listdir(out))
-    for name in os.listdir(out):
+    for name in _dists(out):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
+    record = ".kpack-split-wheel/torch-2.9.0-py3-none-linux_x86_64.whl.json"
+    assert (again / record).read_bytes() == (out / record).read_bytes()
 
 
 def test_cli_split_wheel(
@@ -229,8 +242,8 @@ def test_install_host_and_one_device_wheel(split: tuple, tmp_path: Path) -> None
 
 
 def _assert_no_output(out: Path) -> None:
-    assert not out.exists()
-    assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]
+    assert not out.exists() and not _reports(out).exists()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")]
 
 
 def test_not_a_zip(tmp_path: Path) -> None:
@@ -300,9 +313,12 @@ def test_no_fat_binaries_writes_the_host_wheel_unchanged(
     report = spw.split_wheel(plain, tmp_path / "out", _options(variant=True))
     assert report.unchanged and not report.device_wheels
     assert (tmp_path / "out" / plain.name).read_bytes() == plain.read_bytes()
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
-        [plain.name, "torch-2.9.0-split-report.json", "torch-2.9.0-split-report.md"]
-    )
+    assert _dists(tmp_path / "out") == [plain.name]
+    assert sorted(os.listdir(_reports(tmp_path / "out"))) == [
+        ".kpack-split-wheel",
+        "torch-2.9.0-split-report.json",
+        "torch-2.9.0-split-report.md",
+    ]
     assert "no fat binaries or database files under torch/; host wheel unchanged" in caplog.text
 
 

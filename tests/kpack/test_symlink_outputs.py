@@ -146,24 +146,30 @@ def test_split_artifacts_over_a_planted_symlink(
 
 
 @pytest.mark.parametrize(
-    "planted", ["torch-2.9.0-py3-none-linux_x86_64.whl", "torch-2.9.0-split-report.json"]
+    "planted",
+    [
+        "out/torch-2.9.0-py3-none-linux_x86_64.whl",
+        "out-split-reports/torch-2.9.0-split-report.json",
+    ],
 )
 def test_split_wheel_over_a_planted_symlink(
     tmp_path: Path, outside: Path, capsys: pytest.CaptureFixture[str], planted: str
 ) -> None:
+    """A wheel or a report (beside the output dir) planted as a symlink is not ours: an error."""
     wheel = make_plain_wheel(tmp_path / "in")
     out = tmp_path / "out"
-    out.mkdir()
-    (out / planted).symlink_to(outside)
+    link = tmp_path / planted
+    link.parent.mkdir()
+    link.symlink_to(outside)
     argv = [*SPLIT_WHEEL, "--input", str(wheel), "--output-dir", str(out)]
     assert main(argv) == 1
-    _one_error(capsys, "outputs exist already", planted)
+    _one_error(capsys, "outputs exist already", link.name)
     _untouched(outside)
     # a dangling one (its target missing) is replaced; the target is not created
-    (out / planted).unlink()
-    (out / planted).symlink_to(outside.parent / "created")
+    link.unlink()
+    link.symlink_to(outside.parent / "created")
     assert main(argv) == 0
-    assert (out / planted).is_file() and not (out / planted).is_symlink()
+    assert link.is_file() and not link.is_symlink()
     _untouched(outside)
 
 

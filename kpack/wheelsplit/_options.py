@@ -1,0 +1,122 @@
+"""The wheel splitter's options: :class:`SplitOptions`, made from the command line by
+:func:`resolve_options` (values over the ``--wheel-type`` preset, every one checked)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from kpack.archive import Scheme
+from kpack.errors import UsageError
+from kpack.wheelfile import DEFAULT_LIMITS, Limits
+from kpack.wheelsplit._requires import check_requires
+from kpack.wheelsplit._types import overlay_root_ok, prefix_ok, wheel_type
+from kpack.wheelsplit._variant import VariantSchema, check_label
+
+__all__ = [
+    "DEFAULT_VARIANT_LABEL",
+    "OutputFormat",
+    "SplitOptions",
+    "report_dir_for",
+    "resolve_options",
+]
+
+#: rocm-kpack's default label of the variant wheel (``...-variant.whl``).
+DEFAULT_VARIANT_LABEL = "variant"
+REPORT_DIR_SUFFIX = "-split-reports"
+
+OutputFormat = Literal["wheel", "directory"]
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    overlay_root: str
+    device_package_prefix: str
+    databases: tuple[str, ...] | None = None  # None: every handler
+    scheme: Scheme = "zstd-per-kernel"
+    level: int = 3
+    jobs: int = 1
+    variant: bool = False
+    variant_label: str = DEFAULT_VARIANT_LABEL
+    variant_schema: VariantSchema = "0.1.1"
+    limits: Limits = DEFAULT_LIMITS
+    requires: tuple[str, ...] = ()  # --device-requires-dist templates, checked
+    output_format: OutputFormat = "wheel"
+    force: bool = False
+    tmp_dir: Path | None = None  # where the work dir goes (default: beside the output dir)
+    report_dir: Path | None = None  # default: <output dir>-split-reports beside it
+
+
+def report_dir_for(output_dir: Path, report_dir: Path | None) -> Path:
+    """Where the split report goes: beside the output dir, never among the distributions."""
+    output_dir = Path(output_dir).absolute()
+    if not output_dir.name:
+        raise UsageError(f"--output-dir {output_dir}: a file system root cannot be an output dir")
+    default = output_dir.with_name(output_dir.name + REPORT_DIR_SUFFIX)
+    chosen = Path(report_dir).absolute() if report_dir is not None else default
+    if chosen == output_dir or output_dir in chosen.parents:
+        raise UsageError(
+            f"--report-dir {chosen} is inside --output-dir: reports never go among the "
+            "distributions"
+        )
+    return chosen
+
+
+def _preset_values(args: argparse.Namespace) -> tuple[str, str, tuple[str, ...] | None]:
+    """(overlay root, device package prefix, database handlers): flags over the preset."""
+    preset = wheel_type(args.wheel_type) if args.wheel_type else None
+    root = args.overlay_root or (preset.overlay_root if preset else None)
+    prefix = args.device_package_prefix or (preset.device_package_prefix if preset else None)
+    if not root or not prefix:
+        raise UsageError("give --wheel-type, or both --overlay-root and --device-package-prefix")
+    databases = args.databases
+    if databases is None and preset is not None:
+        databases = preset.databases
+    root = root if root.endswith("/") else root + "/"
+    if not overlay_root_ok(root):
+        raise UsageError(
+            f"--overlay-root {root[:80]!r} is not a relative directory (torch/; no '.' or '..')"
+        )
+    if not prefix_ok(prefix):
+        raise UsageError(
+            f"--device-package-prefix {prefix[:80]!r} is not a normalized distribution name "
+            "(amd-torch-device: lower-case letters, digits and '-')"
+        )
+    return root, prefix, tuple(databases) if databases is not None else None
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    if not 1 <= args.compression_level <= 22:
+        raise UsageError(f"--compression-level must be 1-22, got {args.compression_level}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    if not args.max_expansion_ratio >= 1:
+        raise UsageError(
+            f"--max-expansion-ratio must be at least 1, got {args.max_expansion_ratio}"
+        )
+
+
+def resolve_options(args: argparse.Namespace) -> SplitOptions:
+    """Command-line values over the ``--wheel-type`` preset; all checked."""
+    root, prefix, databases = _preset_values(args)
+    _check_numbers(args)
+    scheme: Scheme = "zstd-per-kernel" if args.compression == "zstd" else "none"
+    return SplitOptions(
+        overlay_root=root,
+        device_package_prefix=prefix,
+        databases=databases,
+        scheme=scheme,
+        level=args.compression_level,
+        jobs=args.jobs,
+        variant=args.generate_variant_wheel,
+        variant_label=check_label(args.variant_label),
+        variant_schema=args.variant_schema,
+        limits=Limits(max_ratio=args.max_expansion_ratio, max_total=args.max_unpacked_size),
+        requires=check_requires(getattr(args, "device_requires_dist", None) or ()),
+        output_format=getattr(args, "output_format", "wheel"),
+        force=bool(getattr(args, "force", False)),
+        tmp_dir=getattr(args, "tmp_dir", None),
+        report_dir=getattr(args, "report_dir", None),
+    )
