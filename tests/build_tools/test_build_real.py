@@ -155,6 +155,20 @@ def test_install_and_self_test(dist: Path, tmp_path: Path) -> None:
     assert test.returncode == 0, test.stdout[-4000:] + test.stderr[-8000:]
 
 
+def test_self_test_checks_the_gpu_against_the_installed_family(dist: Path, tmp_path: Path) -> None:
+    """Legacy set (family gfx90a-dcgpu): a gfx90a machine is served; the check runs."""
+    venv = tmp_path / "venv"
+    install(dist, venv, f"rocm[libraries]=={VERSION}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ROCM_SDK_", "ROCM_BOOT"))}
+    env["ROCM_BOOTSTRAP_FORCE_GFX_ARCH"] = "gfx90a"
+    test = subprocess.run(
+        [str(venv / "bin/rocm-sdk"), "test"], capture_output=True, text=True, env=env, timeout=900
+    )
+    assert test.returncode == 0, test.stdout[-4000:] + test.stderr[-8000:]
+    ran = "is one for each detected GPU's family. ... ok"  # the docstring's line, then ok
+    assert ran in test.stderr, test.stderr[-4000:]
+
+
 def test_self_test_catches_a_broken_rpath(dist: Path, tmp_path: Path) -> None:
     """Remove the RPATH of the installed librocrand: its libamdhip64 then comes from the
     system (Debian's, installed with hipcc), and `rocm-sdk test` must fail, naming it."""

@@ -138,3 +138,12 @@ def test_a_huge_properties_file_is_read_capped(
     (node / "properties").write_text(junk + "simd_count 64\ngfx_target_version 90010\n")
     clean_env.setenv("ROCM_SDK_KFD_TOPOLOGY", str(tmp_path / "nodes"))
     assert di.detect_gpus() == []  # past the cap: not read, so no GPU claimed from it
+
+
+def test_a_family_named_for_the_processor_is_found(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """TheRock names some families for one processor (gfx90a-dcgpu, gfx950-dcgpu)."""
+    di = load(tmp_path, context("legacy", ("gfx90a-dcgpu", "gfx94X-dcgpu")))
+    clean_env.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx90a")
+    assert di.determine_target_family() == "gfx90a-dcgpu"

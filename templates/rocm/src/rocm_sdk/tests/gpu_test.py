@@ -85,7 +85,7 @@ class GpuCoverageTest(unittest.TestCase):
         ]
         if not installed:
             self.skipTest("no libraries package is installed (pip install 'rocm[libraries]')")
-        lines = []
+        lines, unknown = [], []
         for gpu in self.gpus:
             families = [
                 f for f in di.candidate_target_families(gpu.target)
@@ -93,11 +93,12 @@ class GpuCoverageTest(unittest.TestCase):
             ]
             if any(f in installed for f in families):
                 continue
+            if not families:  # no family of this build is named for it: cannot tell
+                unknown.append(gpu.target)
+                continue
             fix = (
                 f"{di.TARGET_FAMILY_ENV}={families[0]} pip install --force-reinstall "
                 f"--no-cache-dir 'rocm[libraries]=={di.__version__}'"
-                if families
-                else f"this ROCm {di.__version__} build has no family for {gpu.target}"
             )
             lines.append(
                 f"{gpu.target} (found by {gpu.source}) is not served by the installed libraries "
@@ -105,3 +106,8 @@ class GpuCoverageTest(unittest.TestCase):
             )
         if lines:
             self.fail("\n".join(lines))
+        if unknown:
+            self.skipTest(
+                f"no target family of this build is named for {', '.join(unknown)}, so whether "
+                f"the installed libraries ({', '.join(installed)}) serve it could not be checked"
+            )
