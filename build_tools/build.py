@@ -1,27 +1,35 @@
 """Apply a build plan: the only stage that writes.
 
-Everything goes into a temporary directory inside ``--dest-dir``; at the end ``dist/``
-is replaced as a whole (rename), so a failed run leaves the previous ``dist/`` intact and
-nothing from an earlier run survives in a new one. Unrelated files in ``--dest-dir`` are
-left alone.
+Everything goes into a temporary directory inside ``--dest-dir``, then
+:func:`kpack.common.outputs.publish` moves it into place, all or nothing: what an earlier
+run of the builder wrote there (listed in :data:`RECORD`, beside ``dist/``) is replaced,
+every other file is left alone, and a file the builder did not write is never overwritten
+without ``--force``. A failed or interrupted run leaves the destination as it was.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpack.common.outputs import check_outputs, publish
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import PackagingError
 from kpack.split import SpooledArchive
-from kpack.wheelfile import Member, write_sdist, write_wheel
+from kpack.wheelfile import (
+    Member,
+    normalize_dist_name,
+    normalize_version,
+    wheel_filename,
+    write_sdist,
+    write_wheel,
+)
 
 from .devel import write_devel_tar
 from .kpack_split import spool_planned_archives
@@ -30,10 +38,14 @@ from .plan import BuildPlan, PackagePlan, PlanKind
 from .progress import Progress
 from .report import REPORT_JSON, REPORT_MD, make_legacy_report, make_report, render_markdown
 
-__all__ = ["ARCHIVES", "Built", "apply_plan"]
+__all__ = ["ARCHIVES", "RECORD", "TOOL", "Built", "apply_plan"]
 
 #: Where apply spools the planned archives' kernels, inside its temporary directory.
 ARCHIVES = "kpack-spool"
+#: What the builder wrote into ``--dest-dir`` (beside ``dist/``): the outputs a re-run
+#: replaces; nothing else there is touched.
+RECORD = ".build-python-packages.json"
+TOOL = "build-python-packages"
 
 log = logging.getLogger(__name__)
 
@@ -124,35 +136,20 @@ def _stage_package(
     (stage / name).write_bytes(pkg.metadata)
 
 
-def _replace_dir(new: Path, final: Path) -> None:
-    """Rename ``new`` to ``final``; what was there (a directory, or a symlink, which is
-    removed, never followed) goes to a fresh name first and is deleted after."""
-    old = None
-    if os.path.lexists(final):
-        old = temp_dir_name(final.parent, f".{final.name}.old-")
-        final.rename(old)
-    new.rename(final)
-    if old is not None:
-        if old.is_symlink():
-            old.unlink()
+def _planned_outputs(plan: BuildPlan) -> list[str]:
+    """The outputs' paths relative to ``--dest-dir``, as far as the plan names them (the
+    outputs written are checked again when they are published)."""
+    opts = plan.options
+    if not opts.build_packages:
+        return [_stage_name(p) for p in plan.packages]
+    paths = [REPORT_JSON, REPORT_MD]
+    for pkg in plan.packages:
+        if pkg.kind is PlanKind.SELECTOR:
+            name = f"{normalize_dist_name(pkg.dist_name)}-{normalize_version(opts.version)}.tar.gz"
         else:
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def _check_published(dest: Path, dirs: Sequence[str], files: Sequence[str]) -> None:
-    """Refuse, before anything is written, what would make publishing stop half way: a
-    directory's place held by a file, a file's place held by a directory."""
-    paths = [(name, dest / name) for name in dirs]
-    problems = [f"{n} exists and is not a directory" for n, p in paths if _holds_file(p)]
-    paths = [(name, dest / name) for name in files]
-    problems += [f"{n} is a directory" for n, p in paths if p.is_dir() and not p.is_symlink()]
-    if problems:
-        raise PackagingError("cannot publish the outputs", path=dest, problems=problems)
-
-
-def _holds_file(path: Path) -> bool:
-    """Something other than a directory or a symlink (which is replaced, not followed)."""
-    return os.path.lexists(path) and not path.is_symlink() and not path.is_dir()
+            name = wheel_filename(pkg.dist_name, opts.version, opts.wheel_tag)
+        paths.append("/".join(p for p in ("dist", pkg.subdir, name) if p))
+    return paths
 
 
 def _prepare_dest(dest: Path, tmp: Path) -> None:
@@ -204,18 +201,18 @@ def _write_report(plan: BuildPlan, built: list[Built], tmp: Path) -> None:
     (tmp / REPORT_MD).write_text(render_markdown(report), encoding="utf-8")
 
 
-def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]:
+def apply_plan(
+    plan: BuildPlan, progress: Progress | None = None, *, force: bool = False
+) -> list[Built]:
     """Write every package of ``plan``; returns what was written, in plan order.
 
     Packages are written two at a time, so one package's final drain or the serial
-    devel tarball overlaps another's compression.
+    devel tarball overlaps another's compression. ``force``: replace files in the way
+    that the builder did not write.
     """
     dest = plan.options.dest_dir
     tmp = temp_dir_name(dest, ".rocm-build-")  # named first: cleanup covers its creation
-    if plan.options.build_packages:
-        _check_published(dest, ["dist"], [REPORT_JSON, REPORT_MD])
-    else:
-        _check_published(dest, [_stage_name(p) for p in plan.packages], [])
+    check_outputs(dest, _planned_outputs(plan), record_name=RECORD, tool=TOOL, force=force)
     try:
         _prepare_dest(dest, tmp)
         archives: Archives = {}
@@ -236,12 +233,10 @@ def apply_plan(plan: BuildPlan, progress: Progress | None = None) -> list[Built]
             built = [futures[i].result() for i in range(len(packages))]
         if plan.options.build_packages:
             _write_report(plan, built, tmp)
-            _replace_dir(tmp / "dist", dest / "dist")
-            for name in (REPORT_JSON, REPORT_MD):
-                os.replace(tmp / name, dest / name)
+            staged, outputs = tmp, [*(b.path.as_posix() for b in built), REPORT_JSON, REPORT_MD]
         else:
-            for stage in sorted((tmp / "stage").iterdir()):
-                _replace_dir(stage, dest / stage.name)
+            staged, outputs = tmp / "stage", [b.path.as_posix() for b in built]
+        publish(dest, staged, outputs, record_name=RECORD, tool=TOOL, force=force)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return built

@@ -6,8 +6,10 @@
 
 Writes OUT/dist/: the ``rocm`` selector sdist, ``rocm-sdk-core``, one
 ``rocm-sdk-libraries-<family>`` per GPU family (legacy mode), ``rocm-sdk-devel`` and
-``rocm-profiler``. ``dist/`` is replaced as a whole at the end; a failed run leaves the
-previous one intact.
+``rocm-profiler``; the report goes beside it. A re-run replaces what an earlier run wrote
+(recorded in OUT/.build-python-packages.json) and leaves every other file alone; a file
+the builder did not write is never overwritten without ``--force``. A failed run leaves
+OUT as it was. The last line printed is the absolute path of OUT/dist.
 """
 
 from __future__ import annotations
@@ -23,12 +25,22 @@ from typing import TYPE_CHECKING
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kpack.common.cli import (
+    add_list_argument,
+    add_verbosity,
+    add_version,
+    configure_logging,
+    format_size,
+    output_line,
+)
 from kpack.common.jsonfile import load_json_object
 from kpack.errors import UsageError
 from kpack.targets import is_isa_target
 
 if TYPE_CHECKING:
+    from build_tools.build import Built
     from build_tools.options import BuildOptions
+    from build_tools.pipeline import Planned
     from build_tools.progress import Progress
 
 __all__ = ["main"]
@@ -36,18 +48,23 @@ __all__ = ["main"]
 log = logging.getLogger("build_python_packages")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="build-python-packages",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Build the rocm / rocm-sdk-* Python packages from a TheRock artifact tree.",
     )
     p.add_argument("--artifact-dir", type=Path, required=True, help="exploded artifact root")
     p.add_argument(
         "--dest-dir",
         type=Path,
         required=True,
-        help="output root; packages go to DEST/dist (replaced as a whole)",
+        help="output root: packages go to DEST/dist, the report beside it; a re-run "
+        "replaces what the builder wrote there before and nothing else",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="also replace files in the way that the builder did not write",
     )
     p.add_argument(
         "--build-packages",
@@ -56,10 +73,12 @@ def _parser() -> argparse.ArgumentParser:
         help="build wheels and the sdist (--no-build-packages: only stage the "
         "package trees, including the devel tarball, under DEST/<dist-name>)",
     )
-    p.add_argument(
-        "--version",
+    add_version(
+        p,
+        value_help="package version (PEP 440; the canonical form is used everywhere)",
+        argv=argv,
         default="",
-        help="package version (PEP 440; the canonical form is used everywhere)",
+        metavar="V",
     )
     p.add_argument(
         "--version-file",
@@ -86,22 +105,25 @@ def _parser() -> argparse.ArgumentParser:
         default=True,
         help="deflate wheel members (--no-wheel-compression: store them)",
     )
-    p.add_argument(
+    add_list_argument(
+        p,
         "--linux-amdgpu-families",
-        default=None,
-        help="','/';'-separated GPU families for Linux (empty: not given)",
+        metavar="FAMILY",
+        help="GPU families for Linux, each one the tree has (empty: not given)",
     )
-    p.add_argument(
+    add_list_argument(
+        p,
         "--windows-amdgpu-families",
-        default=None,
-        help="','/';'-separated GPU families for Windows (empty: not given)",
+        metavar="FAMILY",
+        help="GPU families for Windows, each one the tree has (empty: not given)",
     )
-    p.add_argument(
+    add_list_argument(
+        p,
         "--targets",
-        default=None,
-        help="kpack-split mode: build only these device wheels (','/';'-separated base gfx "
-        "targets); every other output is byte-identical whatever the subset, so CI jobs can "
-        "each build a share (see build_tools/assemble_shards.py)",
+        metavar="GFX",
+        help="kpack-split mode: build only these device wheels (base gfx targets); every "
+        "other output is byte-identical whatever the subset, so CI jobs can each build a "
+        "share and assemble-shards merges them",
     )
     p.add_argument(
         "--targets-cmake",
@@ -120,11 +142,7 @@ def _parser() -> argparse.ArgumentParser:
         default=os.cpu_count() or 2,
         help="worker threads for scanning and compression (default: CPU count)",
     )
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
-    p.add_argument(
-        "-q", "--quiet", action="store_true",
-        help="print errors only (no progress lines, notices or tables)",
-    )  # fmt: skip
+    add_verbosity(p)
     return p
 
 
@@ -148,15 +166,6 @@ def _nonce(text: str) -> str:
     if text and not all(c.isalnum() or c == "_" for c in text):
         raise UsageError(f"--version-suffix {text!r} may only hold letters, digits and '_'")
     return text
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KB", "MB"):
-        if value < 1000:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} GB"
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> str:
@@ -210,8 +219,9 @@ def _options(args: argparse.Namespace) -> BuildOptions:
         wheel_compression=args.wheel_compression,
         linux_families=linux,
         windows_families=windows,
-        linux_targets=table.expand_all(linux),  # UsageError for an unknown family
-        windows_targets=table.expand_all(windows),
+        # a UsageError listing the valid families for an unknown one
+        linux_targets=table.expand_all(linux, flag="--linux-amdgpu-families"),
+        windows_targets=table.expand_all(windows, flag="--windows-amdgpu-families"),
         platform_tag=default_platform_tag(),
         epoch=source_date_epoch(),
         jobs=max(1, args.jobs),
@@ -221,11 +231,8 @@ def _options(args: argparse.Namespace) -> BuildOptions:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
-    logging.basicConfig(
-        level=logging.ERROR if args.quiet else level, format="%(levelname)s: %(message)s"
-    )
+    args = _parser(argv).parse_args(argv)
+    configure_logging(args)
     from build_tools.progress import make_progress
 
     progress = make_progress(quiet=args.quiet)
@@ -246,37 +253,66 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
 
     options = _options(args)
     planned = plan_packages(options, say=progress.phase, notice=notice)
-    plan, split = planned.plan, planned.split
+    plan = planned.plan
+    if not planned.catalog.kpack_split:  # kpack-split mode checks its targets while planning
+        _check_families_in_tree(options, plan.families, planned.catalog.root)
     edits = sum(isinstance(f.what, Edited) for p in plan.packages for f in p.payload)
     progress.phase(
         f"planned {len(plan.packages)} packages, {edits} binary edits, "
-        f"{_size(sum(p.input_bytes for p in plan.packages))} of input"
+        f"{format_size(sum(p.input_bytes for p in plan.packages))} of input"
     )
     for line in plan.notices:
         notice(line)
+    out = options.dest_dir / "dist" if options.build_packages else options.dest_dir
     if args.dry_run:
-        if split is not None and split.splits:
-            print("\n".join(split.describe()))
-            print()
-        rows = [("package", "family", "files", "input size")] + [
-            (p.dist_name, p.family or "-", str(p.file_count), _size(p.input_bytes))
-            for p in plan.packages
-        ]
-        print(_table(rows))
+        _print_dry_run(planned)
+        print(f"nothing written (dry run); the packages would go to {output_line(out)}")
         return 0
-    built = apply_plan(plan, progress=progress)
+    built = apply_plan(plan, progress=progress, force=args.force)
     progress.phase("done")
-    if args.quiet:
-        return 0
-    rows = [("package", "file", "files", "size")] + [
-        (b.plan.dist_name, str(b.path), str(b.plan.file_count), _size(b.size)) for b in built
+    if not args.quiet:
+        _print_built(built, options.dest_dir)
+    print(output_line(out))
+    return 0
+
+
+def _check_families_in_tree(options: BuildOptions, families: Sequence[str], tree: Path) -> None:
+    """Legacy mode: each family a flag names must be one the tree has (a family the tree
+    lacks would be dropped from the ``rocm`` sdist without a word)."""
+    for flag, given in (
+        ("--linux-amdgpu-families", options.linux_families),
+        ("--windows-amdgpu-families", options.windows_families),
+    ):
+        missing = [f for f in given if f not in families]
+        if missing:
+            has = ", ".join(families) or "none"
+            raise UsageError(
+                f"{flag}: {', '.join(missing)} not in the artifact tree (its GPU families: {has})",
+                path=tree,
+            )
+
+
+def _print_dry_run(planned: Planned) -> None:
+    split = planned.split
+    if split is not None and split.splits:
+        print("\n".join(split.describe()))
+        print()
+    rows = [("package", "family", "files", "input size")] + [
+        (p.dist_name, p.family or "-", str(p.file_count), format_size(p.input_bytes))
+        for p in planned.plan.packages
     ]
     print(_table(rows))
-    report = options.dest_dir / "report.md"
+
+
+def _print_built(built: Sequence[Built], dest: Path) -> None:
+    rows = [("package", "file", "files", "size")] + [
+        (b.plan.dist_name, str(b.path), str(b.plan.file_count), format_size(b.size)) for b in built
+    ]
+    print(_table(rows))
+    report = dest / "report.md"
     if report.is_file():
         print()
         print(report.read_text(encoding="utf-8"))
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

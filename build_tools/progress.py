@@ -6,7 +6,9 @@
   line when its compression starts, and another every :data:`LOG_EVERY` seconds.
 - A terminal: a live display from ``rich`` — a bar over every input byte, the phase, and
   the same per-package lines above it.
-- ``-q``: nothing but errors.
+- ``-q``: nothing but errors (the CLI still prints its output path last).
+
+Sizes are decimal (kB, MB, GB), as in the live display and the reports.
 
 Library code reports through a :class:`Progress` it is handed; it never prints.
 """
@@ -18,20 +20,14 @@ import threading
 import time
 from typing import IO, Protocol
 
+from kpack.common.cli import format_size
+
 __all__ = ["LARGE_FILE", "LineProgress", "Progress", "QuietProgress", "make_progress"]
 
 #: Files at least this large get their own progress lines.
 LARGE_FILE = 256 << 20
 #: Seconds between two progress lines of one long file in a log.
 LOG_EVERY = 10.0
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"  # pragma: no cover
 
 
 class Progress(Protocol):
@@ -84,12 +80,12 @@ class LineProgress:
         self._line(message)
 
     def set_total(self, nbytes: int) -> None:
-        self._line(f"writing packages from {_size(nbytes)} of input")
+        self._line(f"writing packages from {format_size(nbytes)} of input")
 
     def file_started(self, name: str, size: int) -> None:
         if size >= LARGE_FILE:
             self._large = (name, size, 0, time.monotonic())
-            self._line(f"  compressing {name} ({_size(size)})")
+            self._line(f"  compressing {name} ({format_size(size)})")
 
     def advance(self, nbytes: int) -> None:
         large = self._large
@@ -102,12 +98,12 @@ class LineProgress:
             self._large = None
         elif now - last >= LOG_EVERY:
             self._large = (name, size, done, now)
-            self._line(f"  compressing {name}: {done / size:.0%} of {_size(size)}")
+            self._line(f"  compressing {name}: {done / size:.0%} of {format_size(size)}")
         else:
             self._large = (name, size, done, last)
 
     def package_done(self, name: str, size: int, seconds: float) -> None:
-        self._line(f"wrote {name} ({_size(size)}, {seconds:.1f} s)")
+        self._line(f"wrote {name} ({format_size(size)}, {seconds:.1f} s)")
 
     def close(self) -> None:
         pass
@@ -161,7 +157,7 @@ class RichProgress:
         self._bar.advance(self._task, nbytes)
 
     def package_done(self, name: str, size: int, seconds: float) -> None:
-        self._print(f"wrote {name} ({_size(size)}, {seconds:.1f} s)")
+        self._print(f"wrote {name} ({format_size(size)}, {seconds:.1f} s)")
 
     def close(self) -> None:
         self._bar.stop()

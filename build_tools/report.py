@@ -3,7 +3,8 @@ distributions only): ``report.json`` and ``report.md``; the CLI prints the table
 
 Kpack-split mode: what each device wheel holds and what each GPU user downloads, against a fat
 install (every architecture's device code). Legacy mode: every package with its size, and what
-each GPU family's user downloads (core + that family's libraries wheel).
+each GPU family's user downloads (core + that family's libraries wheel). Sizes are
+decimal (kB, MB, GB), as everywhere the tools print one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kpack.archive import KpackArchive
+from kpack.common.cli import format_size
 from kpack.generic_targets import generic_table
 
 __all__ = [
@@ -131,10 +133,6 @@ def make_legacy_report(version: str, built: Sequence[tuple[str, str, Path]]) -> 
     return Report(version, "legacy", (), tuple(targets), generic)
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
-
-
 def render_markdown(report: Report) -> str:
     if report.mode == "legacy":
         return _render_legacy(report)
@@ -144,7 +142,7 @@ def render_markdown(report: Report) -> str:
         "| target | wheel | kernels | database files | size |",
         "| --- | --- | ---: | ---: | ---: |",
         *(
-            f"| {r.target} | {r.wheel} | {r.kernels} | {r.database_files} | {_mb(r.size)} |"
+            f"| {r.target} | {r.wheel} | {r.kernels} | {r.database_files} | {format_size(r.size)} |"
             for r in report.device_wheels
         ),
         "",
@@ -154,7 +152,8 @@ def render_markdown(report: Report) -> str:
         "| --- | --- | ---: | ---: | ---: |",
         *(
             f"| {t.target} | {', '.join(_device_label(w) for w in t.device_wheels)} "
-            f"| {_mb(t.download_bytes)} | {_mb(t.fat_download_bytes)} | {t.saving * 100:.1f} % |"
+            f"| {format_size(t.download_bytes)} | {format_size(t.fat_download_bytes)} "
+            f"| {t.saving * 100:.1f} % |"
             for t in report.targets
         ),
         "",
@@ -173,13 +172,13 @@ def _render_legacy(report: Report) -> str:
         "",
         "| package | size |",
         "| --- | ---: |",
-        *(f"| {g.wheel} | {_mb(g.size)} |" for g in report.generic),
+        *(f"| {g.wheel} | {format_size(g.size)} |" for g in report.generic),
         "",
         "## What each GPU family's user downloads (`rocm[libraries]`)",
         "",
         "| family | download (core + libraries) |",
         "| --- | ---: |",
-        *(f"| {t.target} | {_mb(t.download_bytes)} |" for t in report.targets),
+        *(f"| {t.target} | {format_size(t.download_bytes)} |" for t in report.targets),
         "",
     ]
     return "\n".join(lines)

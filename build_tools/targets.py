@@ -6,16 +6,19 @@ TheRock's authoritative ``therock_amdgpu_targets.cmake`` instead.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import stat
-from collections.abc import Iterable, Mapping
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NewType
 
 import yaml
 
+from kpack.common.cli import split_list
 from kpack.errors import ManifestError, UsageError
 from kpack.targets import base_target, is_isa_target
 
@@ -44,19 +47,32 @@ class FamilyTable:
     families: Mapping[str, tuple[str, ...]]
     source: str
 
-    def expand(self, family: str) -> tuple[str, ...]:
+    def expand(self, family: str, flag: str = "") -> tuple[str, ...]:
         if family in self.families:
             return self.families[family]
         if _SINGLE_RE.fullmatch(family) and any(family in t for t in self.families.values()):
             return (family,)
-        shown = repr(family if len(family) <= 80 else f"{family[:77]}...")  # a value, cut
-        raise UsageError(f"unknown GPU family {shown} (known to {self.source})")
+        raise UsageError(self._unknown(family, flag))
 
-    def expand_all(self, families: Iterable[str]) -> tuple[str, ...]:
+    def expand_all(self, families: Iterable[str], flag: str = "") -> tuple[str, ...]:
         out: set[str] = set()
         for family in families:
-            out.update(self.expand(family))
+            out.update(self.expand(family, flag))
         return tuple(sorted(out))
+
+    def _unknown(self, family: str, flag: str) -> str:
+        """``unknown GPU family 'x'`` (in which flag, the closest names), then the valid
+        names on the lines below: the families, and the single targets of the table."""
+        shown = repr(family if len(family) <= 80 else f"{family[:77]}...")  # a value, cut
+        groups = sorted(n for n in self.families if not _SINGLE_RE.fullmatch(n))
+        singles = sorted({t for targets in self.families.values() for t in targets})
+        close = difflib.get_close_matches(family[:80], [*groups, *singles], n=2, cutoff=0.75)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        where = f" in {flag}" if flag else ""
+        lines = [f"unknown GPU family {shown}{where}{hint}; the valid ones:"]
+        lines += _wrapped(f"families ({len(groups)}):", groups)
+        lines += _wrapped(f"single targets ({len(singles)}):", singles)
+        return "\n".join(lines)
 
     def is_known(self, family: str) -> bool:
         try:
@@ -66,12 +82,23 @@ class FamilyTable:
         return True
 
 
-def parse_family_list(value: str | None) -> tuple[str, ...]:
-    """Split a ``,``/``;`` separated flag value; empty or blank means not given."""
-    if value is None or not value.strip():
-        return ()
-    parts = [p.strip() for p in re.split(r"[,;]", value)]
-    return tuple(dict.fromkeys(p for p in parts if p))
+def _wrapped(label: str, names: Sequence[str]) -> list[str]:
+    """``  label a, b, c`` wrapped at 100 columns, continuation lines indented."""
+    if not names:
+        return []
+    return textwrap.wrap(
+        f"{label} {', '.join(names)}",
+        width=100,
+        initial_indent="  ",
+        subsequent_indent="    ",
+        break_on_hyphens=False,
+    )
+
+
+def parse_family_list(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The items of a family or target flag: ``,``/``;``/space separated, the flag
+    possibly repeated (see :func:`kpack.common.cli.split_list`); blank means not given."""
+    return split_list(value)
 
 
 def load_family_table(path: Path | None = None) -> FamilyTable:

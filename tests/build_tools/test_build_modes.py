@@ -1,4 +1,4 @@
-"""Builder modes on the real sample tree: dry run, staging, stale dist, multi-family,
+"""Builder modes on the real sample tree: dry run, staging, re-runs, multi-family,
 nonce + compressed devel tarball through a real install."""
 
 from __future__ import annotations
@@ -48,17 +48,22 @@ def test_dry_run_writes_nothing(
         assert name in out, out
 
 
-def test_stale_dist_never_leaks(sample_tree: Path, tmp_path: Path) -> None:
+def test_an_earlier_runs_packages_never_leak_and_other_files_stay(
+    sample_tree: Path, tmp_path: Path
+) -> None:
     dest = tmp_path / "out"
     (dest / "dist").mkdir(parents=True)
-    stale = dest / "dist" / "rocm_sdk_libraries_gfx94x_dcgpu-0.1-py3-none-linux_x86_64.whl"
-    stale.write_text("from an earlier run")
+    theirs = dest / "dist" / "other-0.1-py3-none-any.whl"
+    theirs.write_text("not the builder's")
     (dest / "keep.txt").write_text("unrelated")
+    build_dist(sample_tree, dest, "--version", "7.98.0.dev0")  # the last --version counts
     dist = build_dist(sample_tree, dest)
-    assert not stale.exists()
+    assert not list(dist.rglob("*7.98.0*"))  # the earlier run's packages went
+    assert theirs.read_text() == "not the builder's"
     assert (dest / "keep.txt").read_text() == "unrelated"
-    assert not [p for p in dest.iterdir() if p.name.startswith(".")]  # no temp dirs left
-    assert len(list(dist.glob("*.whl"))) == 4
+    hidden = [p.name for p in dest.iterdir() if p.name.startswith(".")]
+    assert hidden == [".build-python-packages.json"]  # no temp dirs left
+    assert len(list(dist.glob(f"*-{VERSION}-*.whl"))) == 4
 
 
 def test_no_build_packages_stages_trees(sample_tree: Path, tmp_path: Path) -> None:

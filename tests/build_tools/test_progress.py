@@ -47,14 +47,18 @@ def test_a_ci_log_gets_a_line_per_phase_and_per_package(tmp_path: Path) -> None:
     wrote = [line for line in text.splitlines() if line.startswith("wrote ")]
     built = sorted(p.name for p in (tmp_path / "out" / "dist").rglob("*") if p.is_file())
     assert sorted(w.split()[1] for w in wrote) == built  # each package, once
-    assert all(re.search(r"\(\d+\.\d (KB|MB|GB)|\(\d+ B", w) and " s)" in w for w in wrote)
+    assert all(re.search(r"\(\d+\.\d (kB|MB|GB)|\(\d+ B", w) and " s)" in w for w in wrote)
     assert text.splitlines()[-1] == "done"
+    # stdout: the table, the report, then the absolute dist path, whatever the cwd
+    assert proc.stdout.splitlines()[-1] == str(tmp_path / "out" / "dist")
+    assert "KB" not in proc.stdout and "MiB" not in proc.stdout
 
 
-def test_quiet_prints_nothing_but_errors(tmp_path: Path) -> None:
+def test_quiet_prints_errors_and_the_output_path_only(tmp_path: Path) -> None:
     tree = _tree(tmp_path / "tree")
     proc = _build(tree, tmp_path / "out", "-q")
-    assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == "", proc.stderr
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout == f"{tmp_path / 'out' / 'dist'}\n"
     proc = _build(tree, tree / "inside", "-q")
     assert proc.returncode == 1 and proc.stderr.startswith("error: ")
 
@@ -90,8 +94,8 @@ def test_a_long_file_reports_as_it_goes(monkeypatch: pytest.MonkeyPatch) -> None
     line.advance(400)
     line.advance(600)
     text = out.getvalue()
-    assert "compressing lib/libbig.so (1.0 KB)" in text
-    assert "compressing lib/libbig.so: 40% of 1.0 KB" in text
+    assert "compressing lib/libbig.so (1.0 kB)" in text
+    assert "compressing lib/libbig.so: 40% of 1.0 kB" in text
     small = io.StringIO()
     LineProgress(small).file_started("lib/small.so", 10)
     assert small.getvalue() == ""

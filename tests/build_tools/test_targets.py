@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -142,8 +143,28 @@ def test_a_target_with_a_trailing_newline(tmp_path: Path) -> None:
 def test_an_unknown_family_is_shown_cut() -> None:
     with pytest.raises(UsageError) as info:
         load_family_table().expand("x" * 100_000)
-    assert f"unknown GPU family '{'x' * 77}...' (known to " in str(info.value)
-    assert len(str(info.value)) < 300
+    lines = str(info.value).splitlines()
+    assert lines[0] == f"unknown GPU family '{'x' * 77}...'; the valid ones:"
+    assert all(len(line) <= 100 for line in lines[1:]), lines
+
+
+def test_an_unknown_family_lists_the_valid_ones_not_the_table_path() -> None:
+    """Every family and single target of the table, on short lines below the error;
+    a near miss is named first."""
+    table = load_family_table()
+    with pytest.raises(UsageError) as info:
+        table.expand_all(["gfx94X-dcgpu", "gfx94x-dcgpu"], flag="--linux-amdgpu-families")
+    text = str(info.value)
+    first, *rest = text.splitlines()
+    assert first == (
+        "unknown GPU family 'gfx94x-dcgpu' in --linux-amdgpu-families "
+        "(did you mean gfx94X-dcgpu or gfx950-dcgpu?); the valid ones:"
+    )
+    assert "targets.yaml" not in text and all(len(line) <= 100 for line in rest)
+    listed = set(re.findall(r"[\w-]+", " ".join(line.split(":", 1)[-1] for line in rest)))
+    everything = set(table.families) | {t for ts in table.families.values() for t in ts}
+    assert listed == everything
+    assert rest[0].startswith(f"  families ({len(table.families)}): dcgpu-all, dgpu-all,")
 
 
 def test_bad_yaml_table(tmp_path: Path) -> None:

@@ -379,16 +379,27 @@ def _elsewhere(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("planted", ["report.json", "report.md", "dist"])
-def test_a_symlink_planted_at_an_output_is_replaced_not_followed(
+def test_a_symlink_planted_at_an_output_is_refused_then_replaced_not_followed(
     tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], planted: str
 ) -> None:
+    """Not the builder's: refused without --force (nothing written); with it, replaced."""
     outside = _elsewhere(tmp_path)
     dest = tmp_path / "out"
     dest.mkdir()
     (dest / planted).symlink_to(outside.parent if planted == "dist" else outside)
-    rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", "1.0", "-q"])
-    assert rc == 0, capsys.readouterr().err
-    assert sorted(p.name for p in dest.iterdir()) == ["dist", "report.json", "report.md"]
+    argv = ["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", "1.0", "-q"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "not written by build-python-packages (see --force)" in err, err
+    assert f"  - {planted} " in err, err
+    assert [p.name for p in dest.iterdir()] == [planted] and (dest / planted).is_symlink()
+    assert main([*argv, "--force"]) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in dest.iterdir()) == [
+        ".build-python-packages.json",
+        "dist",
+        "report.json",
+        "report.md",
+    ]
     assert not (dest / planted).is_symlink()
     assert outside.read_bytes() == b"precious\n"
     assert sorted(p.name for p in outside.parent.iterdir()) == ["precious"]
@@ -414,7 +425,7 @@ def test_an_output_path_held_by_the_wrong_kind_is_refused_before_anything_is_wri
     else:
         dest.mkdir()
         (dest / "dist").write_bytes(b"a file")
-    _fails(tree, dest, capsys, f"{dest}: cannot publish the outputs", problem)
+    _fails(tree, dest, capsys, f"{dest}: cannot publish: 1 in the way", problem)
 
 
 # --- the machine fails ----------------------------------------------------------------------

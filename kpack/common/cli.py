@@ -1,0 +1,229 @@
+"""The conventions every command-line tool shares (``kpack``, ``build-python-packages``,
+``assemble-shards``): its version, ``-q``/``-v``, list flags, sizes and the output line.
+
+- ``-V`` prints the project's version (``--version`` too, where that name is free; the
+  builder and the assembler keep ``--version V`` for the package version TheRock passes,
+  and print the tool's version for a bare ``--version`` given alone).
+- ``-q`` prints errors and the output line only; ``-v`` logs progress, ``-vv`` debug.
+- List flags take comma-separated values, the spelling TheRock's own call sites and help
+  use (``--linux-amdgpu-families=gfx94X-dcgpu,gfx110X-all``); ``;`` (TheRock's workflow
+  values), space-separated values (TheRock's CMake expands lists that way) and repeating
+  the flag are accepted too.
+- Sizes are decimal (kB, MB, GB: powers of 1000), as the reports and the live display show.
+- The last line of a run that writes is its absolute output path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from kpack.errors import UsageError
+
+__all__ = [
+    "DIST_NAME",
+    "add_list_argument",
+    "add_verbosity",
+    "add_version",
+    "configure_logging",
+    "format_size",
+    "output_line",
+    "split_list",
+    "tool_version",
+]
+
+#: The distribution that ships every tool.
+DIST_NAME = "rocm-python-packaging"
+
+_PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+_VERSION_RE = re.compile(r'^version\s*=\s*"([^"]+)"', re.MULTILINE)
+_SEPARATORS = re.compile(r"[,;\s]+")
+
+
+def tool_version() -> str:
+    """The installed project's version; in a checkout that is not installed, the one its
+    ``pyproject.toml`` declares (``unknown`` when neither is there)."""
+    try:
+        return metadata.version(DIST_NAME)
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        found = _VERSION_RE.search(_PYPROJECT.read_text(encoding="utf-8"))
+    except OSError:
+        found = None
+    return found.group(1) if found else "unknown"
+
+
+class _ShowVersion(argparse.Action):
+    """``-V``: print ``PROG VERSION`` and exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, default=argparse.SUPPRESS)
+        self.help = kwargs.get("help")
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"{parser.prog} {tool_version()}")
+        parser.exit()
+
+
+class _ValueOrVersion(argparse.Action):
+    """``--version V`` stores V; a bare ``--version`` given alone prints the tool's version,
+    and anywhere else is an error (a package version was forgotten, not asked for)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        self.alone: bool = kwargs.pop("alone")
+        super().__init__(option_strings, dest, nargs="?", **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        if values is not None:
+            setattr(namespace, self.dest, values)
+            return
+        if self.alone:
+            print(f"{parser.prog} {tool_version()}")
+            parser.exit()
+        raise UsageError(
+            f"{option_string} needs a value ({self.metavar or 'V'}); given alone it prints "
+            "the tool's version"
+        )
+
+
+def add_version(
+    parser: argparse.ArgumentParser,
+    *,
+    value_help: str | None = None,
+    argv: Sequence[str] | None = None,
+    **value_kwargs: Any,
+) -> None:
+    """``-V`` (and ``--version``) printing the tool's version. With ``value_help``,
+    ``--version`` keeps taking a value (``dest="version"``) and prints the tool's version only
+    when it is the whole command line ``argv``."""
+    if value_help is None:
+        parser.add_argument(
+            "-V", "--version", action=_ShowVersion, help="print the tool's version and exit"
+        )
+        return
+    parser.add_argument("-V", action=_ShowVersion, help="print the tool's version and exit")
+    parser.add_argument(
+        "--version",
+        action=_ValueOrVersion,
+        alone=list(sys.argv[1:] if argv is None else argv) == ["--version"],
+        help=f"{value_help} (a bare --version, alone, prints the tool's version)",
+        **value_kwargs,
+    )
+
+
+def add_verbosity(parser: argparse.ArgumentParser) -> None:
+    """``-v`` (repeatable) and ``-q``, exclusive of each other."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)"
+    )
+    group.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print errors and the output path only (no progress, notices or tables)",
+    )
+
+
+def configure_logging(args: argparse.Namespace, fmt: str = "%(levelname)s: %(message)s") -> None:
+    """Logging for ``-q``/``-v``/``-vv`` (``-q``: errors only)."""
+    verbose: int = getattr(args, "verbose", 0)
+    if getattr(args, "quiet", False):
+        level = logging.ERROR
+    else:
+        level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format=fmt)
+
+
+def split_list(values: Iterable[str] | str | None) -> tuple[str, ...]:
+    """The items of a list flag, in order, each once: ``a,b``, ``a;b``, ``a b``, and the
+    flag repeated all give ``(a, b)``; empty or blank values give nothing."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    items = (p for v in values for p in _SEPARATORS.split(v))
+    return tuple(dict.fromkeys(p for p in items if p))
+
+
+class _ListAction(argparse.Action):
+    """Items of a list flag added to those before it (see :func:`split_list`), each
+    checked against ``choices`` when there are any."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        self.allowed: tuple[str, ...] | None = kwargs.pop("allowed", None)
+        super().__init__(option_strings, dest, nargs="+", **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        items = split_list(values if isinstance(values, list) else [str(values)])
+        if self.allowed is not None:
+            bad = [i for i in items if i not in self.allowed]
+            if bad:
+                raise UsageError(
+                    f"{option_string}: unknown {', '.join(map(repr, bad))} (choose from "
+                    f"{', '.join(self.allowed)})"
+                )
+        before = getattr(namespace, self.dest, None) or []
+        setattr(namespace, self.dest, list(dict.fromkeys([*before, *items])))
+
+
+def add_list_argument(
+    parser: Any,
+    *flags: str,
+    metavar: str,
+    help: str,
+    choices: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> None:
+    """A list flag: comma-separated items, ``;`` and spaces too, and repeatable; the
+    namespace holds the items as a list (``[]`` for a blank value, the default if not
+    given). ``choices`` are checked item by item."""
+    parser.add_argument(
+        *flags,
+        action=_ListAction,
+        metavar=metavar,
+        allowed=tuple(choices) if choices is not None else None,
+        help=f"{help} (comma-separated; also ';', spaces or the flag repeated)",
+        **kwargs,
+    )
+
+
+def format_size(n: float) -> str:
+    """Bytes in decimal units: ``512 B``, ``1.5 kB``, ``12.3 MB``, ``1.2 GB``, ``3.0 TB``."""
+    if n < 1000:
+        return f"{n:.0f} B"
+    for unit in ("kB", "MB", "GB"):
+        n /= 1000
+        if n < 999.95:
+            return f"{n:.1f} {unit}"
+    return f"{n / 1000:.1f} TB"
+
+
+def output_line(path: Path) -> str:
+    """The last line of a run that writes: where its output went, absolute."""
+    return str(Path(path).absolute())
