@@ -22,6 +22,7 @@ from kpack.split._archives import ArchiveJob, KernelEntry, remove_spools, write_
 from kpack.split._jobs import FatOutcome, group_by_target, run_fat_jobs
 from kpack.split._output import Staging, copy_file, make_dirs, write_manifest
 from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, fat_jobs
+from kpack.split._record import record_path
 from kpack.split._scan import Kind, StageEntry
 
 __all__ = ["ArchiveOutput", "BinaryReport", "SplitResult", "execute"]
@@ -149,7 +150,13 @@ def _check_windows_targets(outcomes: Sequence[FatOutcome]) -> None:
 
 def execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitResult:
     generic_name = plan.out_name(GENERIC)
-    with Staging(output_dir, force=options.force, protected=[plan.scan.path]) as staging:
+    staging = Staging(
+        output_dir,
+        force=options.force,
+        protected=[plan.scan.path],
+        record=record_path(output_dir, plan.prefix),
+    )
+    with staging:
         staging.check_free([generic_name])
         generic_root = staging.dir(generic_name)
         _write_generic(plan, generic_root)

@@ -136,13 +136,26 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> BlasTree:
     return blas_tree(tmp / "artifacts", tmp / "build")
 
 
+def is_record(path: Path) -> bool:
+    """The split's output record (``OUT/.kpack-split-<prefix>.json``): its bytes hold mtimes."""
+    return path.name.startswith(".kpack-split-") and path.name.endswith(".json")
+
+
+def names_in(out: Path) -> list[str]:
+    """The artifact dirs (and anything else) in ``out``, the output records left out."""
+    return sorted(p.name for p in out.iterdir() if not is_record(p))
+
+
 def listing(root: Path) -> dict[str, tuple[str, int, str]]:
-    """relpath -> (kind, mode, sha256 or link target) for everything below ``root``."""
+    """relpath -> (kind, mode, sha256 or link target) for everything below ``root`` (the
+    split's output records left out)."""
     out: dict[str, tuple[str, int, str]] = {}
     for dirpath, dirs, files in os.walk(root):
         for name in dirs + files:
             path = Path(dirpath) / name
             rel = path.relative_to(root).as_posix()
+            if "/" not in rel and is_record(path):
+                continue
             st = path.lstat()
             if path.is_symlink():
                 out[rel] = ("link", 0, os.readlink(path))
@@ -179,7 +192,7 @@ def full(tree: BlasTree, tmp_path_factory: pytest.TempPathFactory) -> SplitResul
 def test_output_dirs_and_manifests(full: SplitResult) -> None:
     out = full.outputs[0].parent
     assert full.prefix == "blas_lib"
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert names_in(out) == [
         "blas_lib_generic",
         "blas_lib_gfx1100",
         "blas_lib_gfx908",  # MIOpen database only
@@ -188,7 +201,7 @@ def test_output_dirs_and_manifests(full: SplitResult) -> None:
         "blas_lib_gfx942",
         "blas_lib_gfx942:xnack+",
     ]
-    assert [p.name for p in full.outputs] == sorted(p.name for p in out.iterdir())
+    assert [p.name for p in full.outputs] == names_in(out)
     manifests = {p.name: (p / "artifact_manifest.txt").read_text() for p in full.outputs}
     assert manifests == {
         "blas_lib_generic": f"{BLAS}\n{MIOPEN}\n",
@@ -334,7 +347,7 @@ def test_gpu_targets_filter_on_the_base_arch(tree: BlasTree, tmp_path: Path) -> 
         jobs=1,
     )
     out = tmp_path / "out"
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert names_in(out) == [
         "blas_lib_generic",
         "blas_lib_gfx90a",
         "blas_lib_gfx90a:xnack-",
@@ -468,14 +481,14 @@ def test_existing_output_needs_force(tree: BlasTree, tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match=r"already exist.*--force") as info:
         split_artifact(tree.artifact, out, handlers=HANDLERS)
     assert info.value.problems == ("blas_lib_generic",)
-    assert sorted(p.name for p in out.iterdir()) == ["blas_lib_generic", "unrelated"]
+    assert names_in(out) == ["blas_lib_generic", "unrelated"]
     # a per-target dir that exists is only known after extraction: still refused
     shutil.rmtree(out / "blas_lib_generic")
     (out / "blas_lib_gfx942").mkdir()
     with pytest.raises(ArtifactError, match="already exist") as info:
         split_artifact(tree.artifact, out, handlers=HANDLERS)
     assert info.value.problems == ("blas_lib_gfx942",)
-    assert sorted(p.name for p in out.iterdir()) == ["blas_lib_gfx942", "unrelated"]
+    assert names_in(out) == ["blas_lib_gfx942", "unrelated"]
     (out / "blas_lib_generic").mkdir()
     (out / "blas_lib_generic" / "stale.txt").write_text("old")
     split_artifact(tree.artifact, out, handlers=HANDLERS, force=True)
@@ -588,7 +601,7 @@ def test_batch_collects_failures_and_skips_generic(tmp_path: Path) -> None:
     assert [r.prefix for r in batch.results] == ["blas_lib"]
     assert [p.name for p, _ in batch.failures] == ["bad_lib_gfx94X-dcgpu"]
     assert "libbad.so" in batch.failures[0][1]
-    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    names = names_in(tmp_path / "out")
     assert not [n for n in names if n.startswith(("bad_", "core_", "strange"))]
     assert "blas_lib_generic" in names
     with pytest.raises(ArtifactError, match="1 of 2 artifacts failed") as info:
@@ -651,7 +664,7 @@ HIPSAMPLE_TARGETS = ["gfx1030", "gfx900", "gfx90a:xnack+", "gfx90a:xnack-"]
 
 def test_real_outputs_for_every_target(real: tuple[Path, Path]) -> None:
     _, out = real
-    names = sorted(p.name for p in out.iterdir())
+    names = names_in(out)
     assert names == sorted(
         ["rand_lib_generic", "fft_lib_generic"]
         + [f"rand_lib_{t}" for t in ROCRAND_FLAGS]
