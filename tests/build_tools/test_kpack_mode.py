@@ -161,10 +161,33 @@ def test_self_test_fails_for_a_gpu_without_device_code(fat_dist: Path, tmp_path:
     served = _self_test(venv, **gfx1030)
     assert served.returncode == 0, (served.stdout + served.stderr)[-4000:]
     assert "testDeviceCodeForEveryDetectedGpu" in served.stderr
+    missing = (
+        "GPU gfx90a (found by kfd): NO device code installed; "
+        f"pip install 'rocm[device-gfx90a]=={VERSION}'"
+    )
+    assert missing in _run(venv, ["rocm-sdk", "targets"], **gfx90a).stderr
+    warned = _run(venv, ["python", "-c", _INIT], **gfx90a).stderr
+    assert warned.count("GPU gfx90a has no device code installed") == 1, warned
+    quiet = _run(venv, ["python", "-c", _INIT], **gfx90a, ROCM_SDK_NO_GPU_CHECK="1")
+    assert "device code" not in quiet.stderr
     pip = [str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-index", "--find-links"]
     subprocess.run([*pip, str(fat_dist), f"rocm-sdk-device-gfx90a=={VERSION}"], check=True)
     fixed = _self_test(venv, **gfx90a)
     assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-4000:]
+    served = _run(venv, ["rocm-sdk", "targets"], **gfx90a).stderr
+    assert "GPU gfx90a (found by kfd): device code from rocm_sdk_device_gfx90a" in served, served
+    assert "device code" not in _run(venv, ["python", "-c", _INIT], **gfx90a).stderr
+
+
+#: what frameworks call at import
+_INIT = "import rocm_sdk; rocm_sdk.initialize_process(); rocm_sdk.initialize_process()"
+
+
+def _run(venv: Path, argv: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_DETECTION_VARIABLES)}
+    env.update(extra)
+    command = [str(venv / "bin" / argv[0]), *argv[1:]]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
 
 def test_without_a_gpu_the_self_test_says_what_it_could_not_check(
@@ -175,6 +198,8 @@ def test_without_a_gpu_the_self_test_says_what_it_could_not_check(
     test = _self_test(venv, ROCM_BOOTSTRAP_DISABLE_DETECTION="1")
     assert test.returncode == 0, (test.stdout + test.stderr)[-4000:]
     assert "no GPU detected" in test.stderr and "could not be checked" in test.stderr
+    targets = _run(venv, ["rocm-sdk", "targets"], ROCM_BOOTSTRAP_DISABLE_DETECTION="1")
+    assert "rocm: no GPU detected on this machine" in targets.stderr, targets.stderr
 
 
 def test_pip_install_and_self_test(fat_dist: Path, tmp_path: Path) -> None:

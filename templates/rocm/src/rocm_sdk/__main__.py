@@ -54,8 +54,34 @@ def _targets(args: argparse.Namespace) -> int:
             f"{path}: dist_amdgpu_targets is not a target list: {di.shown_value(str(value))}"
         )
     print(";".join(names))
+    _report_gpus()
     _report_selection()
     return 0
+
+
+def _report_gpus() -> None:
+    """On stderr: this machine's GPUs, how each was found, and which installed packages
+    serve it (or what to install)."""
+    from ._coverage import coverage
+
+    try:
+        gpus = di.detect_gpus()
+    except ValueError as exc:
+        print(f"rocm: GPU detection: {exc}", file=sys.stderr)
+        return
+    if not gpus:
+        print(
+            "rocm: no GPU detected on this machine (KFD's sysfs topology has no GPU node and "
+            f"offload-arch found none); {di.FORCE_GFX_ARCH_ENV}=gfxNNN names one",
+            file=sys.stderr,
+        )
+        return
+    for entry in coverage(gpus):
+        where = f"rocm: GPU {_plain(entry.gpu.target)} (found by {entry.gpu.source}): "
+        if entry.served_by:
+            print(where + "device code from " + ", ".join(entry.served_by), file=sys.stderr)
+        else:
+            print(where + f"NO device code installed; {entry.fix}", file=sys.stderr)
 
 
 def _plain(value: str) -> str:
@@ -77,8 +103,9 @@ def _report_selection() -> None:
     if not isinstance(chosen, dict) or not {"target_family", "source"} <= chosen.keys():
         return
     family, source = str(chosen["target_family"]), str(chosen["source"])
-    print(f"rocm: this install was resolved for target family {_plain(family)} "
-          f"(from {_plain(source)})", file=sys.stderr)
+    print(f"rocm: the rocm package chose target family {_plain(family)} when pip or uv "
+          f"built it (from {_plain(source)}); that is a record, not this machine's state",
+          file=sys.stderr)
     wanted = os.environ.get(di.TARGET_FAMILY_ENV, "").strip()
     if wanted and wanted != family:
         print(

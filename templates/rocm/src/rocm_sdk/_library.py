@@ -160,3 +160,33 @@ def initialize_process(
         _env_preload(rtld_global)
     if check_version:
         _check_version(check_version, fail_on_version_mismatch)
+    _warn_uncovered_gpus()
+
+
+#: set to 1 to skip initialize_process's check of this machine's GPUs
+NO_GPU_CHECK_ENV = "ROCM_SDK_NO_GPU_CHECK"
+_GPU_CHECK_DONE: list[bool] = []
+
+
+def _warn_uncovered_gpus() -> None:
+    """Once per process: one warning line per GPU of this machine without installed device
+    code, before the first kernel launch fails with hipErrorInvalidImage. Reads KFD's sysfs
+    (or the forcing variable) only: no process is started."""
+    if _GPU_CHECK_DONE or os.environ.get(NO_GPU_CHECK_ENV) == "1":
+        return
+    _GPU_CHECK_DONE.append(True)
+    from ._coverage import coverage
+
+    try:
+        gpus = di.detect_gpus(programs=False)
+    except ValueError as exc:
+        warnings.warn(f"rocm_sdk: GPU detection: {exc}", RuntimeWarning, stacklevel=3)
+        return
+    for entry in coverage(gpus):
+        if not entry.served_by:
+            warnings.warn(
+                f"rocm_sdk: GPU {entry.gpu.target} has no device code installed, so its kernels "
+                f"will not load; {entry.fix} (set {NO_GPU_CHECK_ENV}=1 to silence)",
+                RuntimeWarning,
+                stacklevel=3,
+            )

@@ -15,6 +15,22 @@ from .._kpack_check import DeviceWheel, KpackChecker, find_device_wheels, format
 from . import utils
 
 
+def _device_hint() -> str:
+    """A command that changes the outcome: 'rocm[device]' installs nothing on a machine
+    without a visible GPU, so name a target then."""
+    try:
+        detected = bool(di.detect_gpus(programs=False))
+    except ValueError:
+        detected = False
+    if detected:
+        return "pip install 'rocm[device]'"
+    targets = sorted(di.AVAILABLE_TARGET_FAMILIES)
+    shown = ", ".join(targets[:6]) + (", ..." if len(targets) > 6 else "")
+    example = targets[0] if targets else "gfxNNN"
+    return (f"no GPU is visible, so 'rocm[device]' installs none: pip install "
+            f"'rocm[device-{example}]' (this build has {shown})")
+
+
 class KpackTest(unittest.TestCase):
     site: Path
     host_dirs: list[Path]
@@ -33,8 +49,8 @@ class KpackTest(unittest.TestCase):
         cls.wheels = find_device_wheels(cls.site)
         if not cls.wheels:
             raise unittest.SkipTest(
-                "no rocm-sdk-device-* wheel is installed, so no device code to check "
-                "(pip install 'rocm[device]')"
+                "no rocm-sdk-device-* wheel is installed, so no device code to check; "
+                + _device_hint()
             )
         core = utils.platform_dir("core")
         cls.host_dirs = [libraries, *([core] if core is not None else [])]

@@ -1,0 +1,93 @@
+"""Which installed packages serve each GPU of this machine (package level, no file read
+beyond the installed distributions' names).
+
+Kpack-split sets: a GPU is served by the device packages of its processor and of its LLVM
+generic target (``device_targets_for``); legacy sets: by a libraries package of one of its
+families. ``rocm-sdk targets`` prints this, ``initialize_process`` warns from it, and
+``rocm-sdk test`` goes further: every kernel must resolve (see :mod:`.tests.gpu_test`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import _dist_info as di
+from ._kpack_check import find_device_wheels
+from ._layout import package_dir
+
+__all__ = ["GpuCoverage", "coverage", "device_sites"]
+
+
+@dataclass(frozen=True)
+class GpuCoverage:
+    gpu: di.DetectedGpu
+    served_by: tuple[str, ...]  # installed distributions that carry its code
+    fix: str | None  # what to run when nothing does (or why nothing can)
+
+
+def device_sites() -> list[Path]:
+    """Every directory on sys.path that may hold installed distributions (a venv, its
+    ``--system-site-packages`` base, ``--user``, ``--target`` with PYTHONPATH)."""
+    seen: dict[str, Path] = {}
+    for entry in sys.path:
+        path = Path(entry or ".")
+        if path.is_dir():
+            seen.setdefault(str(path.resolve()), path)
+    return list(seen.values())
+
+
+def _libraries_site() -> Path | None:
+    entry = di.ALL_PACKAGES.get("libraries")
+    path = package_dir(entry.platform_package_name()) if entry is not None else None
+    return path.parent if path is not None else None
+
+
+def _kpack(gpu: di.DetectedGpu) -> GpuCoverage:
+    owner = di.package_owner(gpu.target)
+    wanted = set(di.device_targets_for(owner))
+    home = _libraries_site()
+    here: list[str] = []
+    elsewhere: list[str] = []
+    for site in device_sites():
+        for wheel in find_device_wheels(site):
+            if wheel.base in wanted:
+                same = home is not None and site.resolve() == home.resolve()
+                (here if same else elsewhere).append(f"{wheel.name} ({site})")
+    if here:
+        return GpuCoverage(gpu, tuple(dict.fromkeys(here)), None)
+    if not wanted:
+        built = ", ".join(sorted(di.AVAILABLE_TARGET_FAMILIES)) or "none"
+        return GpuCoverage(
+            gpu, (), f"this ROCm {di.__version__} build has no code for {owner} (it has: {built})"
+        )
+    fix = f"pip install 'rocm[device-{owner}]=={di.__version__}'"
+    if elsewhere:  # the runtime finds archives next to the libraries, not in another site
+        fix = (f"{', '.join(elsewhere)} is not where the libraries are ({home}); install it "
+               f"there: {fix}")
+    return GpuCoverage(gpu, (), fix)
+
+
+def _legacy(gpu: di.DetectedGpu) -> GpuCoverage:
+    families = [
+        f for f in di.candidate_target_families(gpu.target) if f in di.AVAILABLE_TARGET_FAMILIES
+    ]
+    entry = di.ALL_PACKAGES["libraries"]
+    installed = [
+        entry.dist_name(f) for f in families if package_dir(entry.platform_package_name(f))
+    ]
+    if installed:
+        return GpuCoverage(gpu, tuple(installed), None)
+    if not families:
+        return GpuCoverage(gpu, (), f"no target family of this build is named for {gpu.target}")
+    fix = (f"{di.TARGET_FAMILY_ENV}={families[0]} pip install --force-reinstall --no-cache-dir "
+           f"'rocm[libraries]=={di.__version__}'")
+    return GpuCoverage(gpu, (), fix)
+
+
+def coverage(gpus: list[di.DetectedGpu]) -> list[GpuCoverage]:
+    """One entry per distinct detected target, in detection order."""
+    distinct = {g.target: g for g in reversed(gpus)}
+    ordered = [distinct[t] for t in dict.fromkeys(g.target for g in gpus)]
+    return [(_kpack if di.KPACK_MODE else _legacy)(gpu) for gpu in ordered]
