@@ -25,7 +25,8 @@ per-target download rows recomputed over every device wheel (a shard's own rows 
 its share). Without ``report.json`` in some shard the merge is skipped with a notice. A
 report must be a regular file (not a symlink), one per shard, and each row must name a file
 of its kind (a device row: the wheel of its target) and size.
-``--index`` also writes a PEP 503 simple repository of the result. Outputs are written
+``--index`` also writes a PEP 503 simple repository of the result. The last line printed is
+the absolute path of ``--output``. Outputs are written
 into temporary siblings and renamed into place; they must not exist or be empty, must not
 lie inside a shard, and ``--output`` must not sit beside one (its report would be written
 over). A failure or a signal leaves nothing behind: what was moved into place goes again,
@@ -57,6 +58,14 @@ from build_tools.shards import (
     write_assembly,
 )
 from build_tools.shards.report import REPORT_JSON, parse_version, shown
+from kpack.common.cli import (
+    add_list_argument,
+    add_verbosity,
+    add_version,
+    configure_logging,
+    format_size,
+    output_line,
+)
 from kpack.errors import UsageError
 
 __all__ = [
@@ -74,30 +83,49 @@ __all__ = [
 log = logging.getLogger("assemble_shards")
 
 
-def _human(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    raise AssertionError("unreachable")
-
-
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="assemble-shards",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Merge the dist directories of target-sharded kpack-split builds into one.",
     )
-    add = p.add_argument
-    add("--input", type=Path, action="append", required=True, help="a shard's dist directory")
-    add("--output", type=Path, required=True, help="merged dist dir (must not exist or be empty)")
-    add("--linux-amdgpu-families", help="families whose targets all need a device wheel")
-    add("--windows-amdgpu-families", help="the same for the Windows families")
-    add("--targets-cmake", type=Path, help="family table from therock_amdgpu_targets.cmake")
-    add("--version", help="the version every file must have")
-    add("--index", type=Path, help="also write a PEP 503 simple repository here")
-    add("-v", "--verbose", action="count", default=0, help="more logging")
+    p.add_argument(
+        "--input",
+        type=Path,
+        nargs="+",
+        action="extend",
+        required=True,
+        metavar="DIR",
+        help="a shard's dist directory (several, space-separated, or the flag repeated)",
+    )
+    p.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="the merged dist directory (must not exist or be empty); the report goes beside it",
+    )
+    add_list_argument(
+        p,
+        "--linux-amdgpu-families",
+        metavar="FAMILY",
+        help="GPU families whose targets must all have a device wheel",
+    )
+    add_list_argument(
+        p, "--windows-amdgpu-families", metavar="FAMILY", help="the same for the Windows families"
+    )
+    p.add_argument(
+        "--targets-cmake",
+        type=Path,
+        metavar="FILE",
+        help="read the family table from TheRock's therock_amdgpu_targets.cmake",
+    )
+    add_version(
+        p, value_help="the version every file must have", argv=argv, default=None, metavar="V"
+    )
+    p.add_argument(
+        "--index", type=Path, metavar="DIR", help="also write a PEP 503 simple repository here"
+    )
+    add_verbosity(p)
     return p
 
 
@@ -106,11 +134,18 @@ def _expected(args: argparse.Namespace) -> tuple[str, ...] | None:
     from build_tools.targets import load_family_table, parse_family_list, parse_targets_cmake
 
     table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
-    families = (
-        *parse_family_list(args.linux_amdgpu_families),
-        *parse_family_list(args.windows_amdgpu_families),
+    linux = parse_family_list(args.linux_amdgpu_families)
+    windows = parse_family_list(args.windows_amdgpu_families)
+    if not linux and not windows:
+        return None
+    return tuple(  # a UsageError listing the valid families for an unknown one
+        sorted(
+            {
+                *table.expand_all(linux, flag="--linux-amdgpu-families"),
+                *table.expand_all(windows, flag="--windows-amdgpu-families"),
+            }
+        )
     )
-    return table.expand_all(families) if families else None  # UsageError if unknown
 
 
 def _check_apart(dirs: Sequence[Path], output: Path, index: Path | None) -> None:
@@ -130,11 +165,8 @@ def _check_apart(dirs: Sequence[Path], output: Path, index: Path | None) -> None
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s: %(message)s",
-    )
+    args = _parser(argv).parse_args(argv)
+    configure_logging(args)
     version = None
     if args.version is not None and args.version.strip():
         parsed = parse_version(args.version.strip())
@@ -150,17 +182,26 @@ def run(argv: Sequence[str] | None = None) -> int:
     _check_apart(dirs, args.output, args.index)
     expected = _expected(args)
     plan = plan_assembly(scan_shards(dirs), expected_targets=expected, version=version)
-    for notice in plan.notices:
+    for notice in () if args.quiet else plan.notices:
         print(f"notice: {notice}", file=sys.stderr)
     write_assembly(plan, args.output, index=args.index)
+    if not args.quiet:
+        _print_plan(plan, len(dirs), args.index)
+    print(output_line(args.output))
+    return 0
+
+
+def _print_plan(plan: AssemblyPlan, shards: int, index: Path | None) -> None:
     devices = sum(f.kind is Kind.DEVICE for f in plan.files)
     print(
         f"assembled {len(plan.files)} files ({devices} device wheels) of {plan.version} "
-        f"from {len(dirs)} shards into {args.output}"
+        f"from {shards} shards"
     )
+    width = max(len(f.name) for f in plan.files)
     for f in plan.files:
-        print(f"  {f.name}  {_human(f.size)}")
-    return 0
+        print(f"  {f.name:<{width}}  {format_size(f.size):>9}")
+    if index is not None:
+        print(f"index: {output_line(index)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

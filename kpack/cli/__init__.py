@@ -1,6 +1,7 @@
 """``kpack``: inspect, extract, split, verify and resolve HIP device code.
 
-Thin layer: argparse, logging setup and printing. The work lives in
+Thin layer: argparse, logging setup and printing; the conventions every tool shares
+(``-V``, ``-q``/``-v``, list flags) come from :mod:`kpack.common.cli`. The work lives in
 :mod:`kpack.split`, :mod:`kpack.resolve`, :mod:`kpack.bundle`, :mod:`kpack.archive` and
 :mod:`kpack.transform`. Any :class:`~kpack.errors.RocmPackagingError` becomes one
 ``error: ...`` line on stderr and exit status 1.
@@ -17,6 +18,7 @@ from pathlib import Path
 from kpack.cli._inspect import cmd_extract, cmd_inspect
 from kpack.cli._split import cmd_resolve, cmd_split, cmd_split_wheel, cmd_verify
 from kpack.common.boundary import guarded
+from kpack.common.cli import add_list_argument, add_verbosity, add_version, configure_logging
 from kpack.databases import handler_names
 from kpack.wheelsplit import Parser
 from kpack.wheelsplit import add_arguments as add_split_wheel_arguments
@@ -25,22 +27,26 @@ __all__ = ["main"]
 
 log = logging.getLogger(__name__)
 
+#: ``kpack --help``'s description: plain text (the module docstring is reST).
+DESCRIPTION = "kpack: inspect, extract, split, verify and resolve HIP device code."
+
 
 def _parser() -> argparse.ArgumentParser:
     common = Parser(add_help=False)
-    common.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)"
-    )
-    parser = Parser(prog="kpack", description=__doc__.splitlines()[0])
+    add_verbosity(common)
+    parser = Parser(prog="kpack", description=DESCRIPTION)
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect", parents=[common], help="describe a fat binary, bundle or .kpack")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help="an ELF or PE binary, an offload bundle or a .kpack")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("extract", parents=[common], help="write code objects as files")
-    p.add_argument("file", type=Path)
-    p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    p.add_argument("file", type=Path, help="an ELF or PE binary, an offload bundle or a .kpack")
+    p.add_argument(
+        "-o", "--output", type=Path, required=True, help="output directory (new or empty)"
+    )
     p.add_argument(
         "--target", help="only this target id (a bare gfxNNN also selects its feature variants)"
     )
@@ -58,22 +64,32 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="split every artifact below DIR (except *_generic)",
     )
-    p.add_argument("--output-dir", type=Path, required=True)
-    p.add_argument("--artifact-prefix", help="P = {name}_{component} (default: from the dir name)")
     p.add_argument(
+        "--output-dir",
+        type=Path,
+        required=True,
+        help="where P_generic and each P_<target> artifact dir go",
+    )
+    p.add_argument("--artifact-prefix", help="P = {name}_{component} (default: from the dir name)")
+    add_list_argument(
+        p,
         "--split-databases",
-        nargs="+",
         metavar="HANDLER",
         choices=handler_names(),
         help="database handlers: " + ", ".join(handler_names()),
     )
-    p.add_argument(
+    add_list_argument(
+        p,
         "--gpu-targets",
-        nargs="+",
         metavar="TARGET",
         help="only produce per-arch outputs for these targets' base arches",
     )
-    p.add_argument("--compression", choices=("none", "zstd"), default="zstd")
+    p.add_argument(
+        "--compression",
+        choices=("none", "zstd"),
+        default="zstd",
+        help="how kernels are stored in the .kpack archives (zstd)",
+    )
     p.add_argument("--compression-level", type=int, metavar="N", help="zstd level 1-22 (3)")
     p.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (2)")
     p.add_argument("--force", action="store_true", help="replace existing output dirs")
@@ -90,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "verify", parents=[common], help="check a transformed binary against its archives"
     )
-    p.add_argument("binary", type=Path)
+    p.add_argument("binary", type=Path, help="a transformed host binary (ELF or PE)")
     p.add_argument(
         "--archive",
         type=Path,
@@ -109,13 +125,14 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "resolve", parents=[common], help="print what the runtime would load for an agent ISA"
     )
-    p.add_argument("binary", type=Path)
-    p.add_argument(
+    p.add_argument("binary", type=Path, help="a transformed host binary (ELF or PE)")
+    add_list_argument(
+        p,
         "--arch",
-        action="append",
         required=True,
         metavar="ISA",
-        help="agent ISA, e.g. gfx942:sramecc+:xnack-; its LLVM generic target "
+        spaces=False,
+        help="agent ISAs, e.g. gfx942:sramecc+:xnack-; each one's LLVM generic target "
         "(gfx9-4-generic:sramecc+:xnack-) is tried next, as the runtime does",
     )
     p.add_argument(
@@ -135,11 +152,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
-    verbose: int = args.verbose
-    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(args, fmt="%(levelname)s %(name)s: %(message)s")
     return int(args.func(args))
 
 

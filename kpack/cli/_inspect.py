@@ -16,6 +16,7 @@ from pathlib import Path
 from kpack.archive import KpackArchive
 from kpack.bundle import PLAIN_MAGIC, iter_bundles
 from kpack.cli._args import _input_file, _output_dir, _target
+from kpack.common.cli import output_line
 from kpack.common.safepath import Root, safe_relpath
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import ArchiveError, UsageError
@@ -233,5 +234,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    print(f"extracted {count} code objects to {out}")
+    if not getattr(args, "quiet", False):
+        print(f"extracted {count} code objects")
+    print(output_line(out))
     return 0

@@ -24,8 +24,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from kpack.errors import UsageError
-
 __all__ = [
     "DIST_NAME",
     "add_list_argument",
@@ -99,9 +97,10 @@ class _ValueOrVersion(argparse.Action):
         if self.alone:
             print(f"{parser.prog} {tool_version()}")
             parser.exit()
-        raise UsageError(
-            f"{option_string} needs a value ({self.metavar or 'V'}); given alone it prints "
-            "the tool's version"
+        raise argparse.ArgumentError(
+            self,
+            f"expected a value ({self.metavar or 'V'}); given alone, {option_string} prints "
+            "the tool's version",
         )
 
 
@@ -171,7 +170,8 @@ class _ListAction(argparse.Action):
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         self.allowed: tuple[str, ...] | None = kwargs.pop("allowed", None)
-        super().__init__(option_strings, dest, nargs="+", **kwargs)
+        kwargs.setdefault("nargs", "+")
+        super().__init__(option_strings, dest, **kwargs)
 
     def __call__(
         self,
@@ -184,9 +184,10 @@ class _ListAction(argparse.Action):
         if self.allowed is not None:
             bad = [i for i in items if i not in self.allowed]
             if bad:
-                raise UsageError(
-                    f"{option_string}: unknown {', '.join(map(repr, bad))} (choose from "
-                    f"{', '.join(self.allowed)})"
+                raise argparse.ArgumentError(
+                    self,
+                    f"invalid choice: {', '.join(map(repr, bad))} (choose from "
+                    f"{', '.join(self.allowed)})",
                 )
         before = getattr(namespace, self.dest, None) or []
         setattr(namespace, self.dest, list(dict.fromkeys([*before, *items])))
@@ -198,17 +199,21 @@ def add_list_argument(
     metavar: str,
     help: str,
     choices: Sequence[str] | None = None,
+    spaces: bool = True,
     **kwargs: Any,
 ) -> None:
-    """A list flag: comma-separated items, ``;`` and spaces too, and repeatable; the
-    namespace holds the items as a list (``[]`` for a blank value, the default if not
-    given). ``choices`` are checked item by item."""
+    """A list flag: comma-separated items, ``;`` too, and repeatable; the namespace holds
+    the items as a list (``[]`` for a blank value, the default if not given). ``choices``
+    are checked item by item. ``spaces``: the flag also takes several values (not for a
+    command with positional arguments after its flags, which those would swallow)."""
+    also = "';', spaces or the flag repeated" if spaces else "';' or the flag repeated"
     parser.add_argument(
         *flags,
         action=_ListAction,
+        nargs="+" if spaces else None,
         metavar=metavar,
         allowed=tuple(choices) if choices is not None else None,
-        help=f"{help} (comma-separated; also ';', spaces or the flag repeated)",
+        help=f"{help} (comma-separated; also {also})",
         **kwargs,
     )
 

@@ -78,9 +78,9 @@ def test_a_file_it_did_not_write_is_refused_with_a_short_list_then_forced(
 ) -> None:
     tree, dest = _tree(tmp_path / "tree"), tmp_path / "out"
     (dest / "dist").mkdir(parents=True)
-    for name in ("rocm-1.0.tar.gz", *(f"{n}-1.0-py3-none-linux_x86_64.whl" for n in (
-        "rocm_sdk_core", "rocm_sdk_devel", "rocm_sdk_libraries_gfx90a"
-    ))):  # fmt: skip
+    names = ("rocm_sdk_core", "rocm_sdk_devel", "rocm_sdk_libraries_gfx90a")
+    wheels = [f"{n}-1.0-py3-none-linux_x86_64.whl" for n in names]
+    for name in ("rocm-1.0.tar.gz", *wheels):
         (dest / "dist" / name).write_bytes(b"not the builder's")
     (dest / "report.json").write_text("{}")
     (dest / "report.md").write_text("mine")
