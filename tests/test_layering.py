@@ -1,6 +1,8 @@
 """The layers of the code, checked: the picture in the README stays true.
 
 - kpack is the lower layer: nothing under ``kpack/`` imports ``build_tools``;
+- ``rocm_kpack`` (rocm-kpack's names, at ``python/rocm_kpack/``) is the top layer over kpack
+  and never imports ``build_tools``;
 - the shipped packages never import ``sample_tree`` or ``tests`` (neither is installed);
 - kpack's packages import only from their own layer or the layers below (``LAYERS``);
 - no module imports another package's ``_private`` module: packages talk through their
@@ -22,7 +24,13 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCES = ("kpack", "build_tools")
+#: every top-level package of the tree -> the directory that holds it
+PACKAGE_DIRS = {
+    "kpack": REPO / "kpack",
+    "build_tools": REPO / "build_tools",
+    "rocm_kpack": REPO / "python" / "rocm_kpack",
+}
+SOURCES = tuple(PACKAGE_DIRS)
 
 #: kpack's layers, lowest first; a module may import its own layer and the ones below.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -37,6 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kpack.split", "kpack.resolve"),
     ("kpack.wheelsplit",),
     ("kpack.cli", "kpack.tools", "kpack.__main__", "kpack"),
+    ("rocm_kpack",),
 )
 
 #: formats never import each other
@@ -44,7 +53,8 @@ FORMATS = LAYERS[3]
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    top = next(d for d in PACKAGE_DIRS.values() if d == path or d in path.parents)
+    parts = list(path.relative_to(top.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -53,8 +63,8 @@ def _module_name(path: Path) -> str:
 def _modules() -> dict[str, Path]:
     return {
         _module_name(path): path
-        for top in SOURCES
-        for path in sorted((REPO / top).rglob("*.py"))
+        for top in PACKAGE_DIRS.values()
+        for path in sorted(top.rglob("*.py"))
         if "templates" not in path.relative_to(REPO).parts
     }
 
@@ -115,11 +125,15 @@ def _top(module: str, group: tuple[str, ...]) -> str | None:
     return next((p for p in group if module == p or module.startswith(p + ".")), None)
 
 
+def _in_kpack_layers(module: str) -> bool:
+    return module.split(".")[0] in ("kpack", "rocm_kpack")
+
+
 def test_kpack_never_imports_build_tools() -> None:
     offenders = [
         f"{m}:{line}: {name}"
         for m, name, line in _edges()
-        if m.startswith("kpack") and name.split(".")[0] == "build_tools"
+        if _in_kpack_layers(m) and name.split(".")[0] == "build_tools"
     ]
     assert not offenders, offenders
 
@@ -136,14 +150,14 @@ def test_shipped_code_never_imports_the_sample_tree_or_tests() -> None:
 
 
 def test_every_kpack_module_has_a_layer() -> None:
-    missing = [m for m in _modules() if m.startswith("kpack") and _layer(m) is None]
+    missing = [m for m in _modules() if _in_kpack_layers(m) and _layer(m) is None]
     assert not missing, missing
 
 
 def test_layers_import_downwards() -> None:
     offenders = []
     for module, name, line in _edges():
-        if not (module.startswith("kpack") and name.startswith("kpack")):
+        if not (_in_kpack_layers(module) and _in_kpack_layers(name)):
             continue
         here, there = _layer(module), _layer(name)
         assert here is not None and there is not None, (module, name)
@@ -232,8 +246,8 @@ def test_pyproject_lists_every_package() -> None:
     mapped = set(config["tool"]["setuptools"]["package-dir"])
     found = {
         _module_name(init.parent / "__init__.py")
-        for top in SOURCES
-        for init in (REPO / top).rglob("__init__.py")
+        for top in PACKAGE_DIRS.values()
+        for init in top.rglob("__init__.py")
     }
     data = {
         ".".join(d.relative_to(REPO).parts)

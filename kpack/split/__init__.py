@@ -11,7 +11,12 @@ Spec: kpack.md §5 and artifact-tree.md §6. For an artifact with prefix ``P``:
 - ``P_<base arch>/<stage>/<relpath>``: database files claimed by a handler.
 
 Scan and classify first (a frozen value), then write everything under ``OUT/.partial-*``
-and publish the finished dirs together. Inputs are never modified.
+and publish the finished dirs together. Inputs are never modified. A re-run into the same
+``OUT`` replaces what the last run wrote (recorded in ``OUT/.kpack-split-P.json``) and
+nothing else without ``force``.
+
+Around the split: :func:`recombine_artifacts` (the reduce phase: shards' split artifacts
+regrouped into package groups) and :func:`unbundle_binary` (every code object as a file).
 """
 
 from __future__ import annotations
@@ -51,12 +56,28 @@ from kpack.split._plan import (
     plan_split,
     prefix_of,
 )
+from kpack.split._recombine import (
+    ArchGroup,
+    RecombineConfig,
+    RecombineResult,
+    ShardArtifact,
+    collect_shards,
+    load_recombine_config,
+    recombine_artifacts,
+)
 from kpack.split._scan import Kind, StageEntry, classify_entries, scan_artifact
 from kpack.split._spool import spool_kernels
+from kpack.split._unbundle import (
+    UnbundleResult,
+    bundle_triples,
+    unbundle_binary,
+    unbundled_names,
+)
 from kpack.split._verify import VerifyReport, find_archives, verify_binary
 from kpack.split._write import ArchiveOutput, BinaryReport, SplitResult, execute
 
 __all__ = [
+    "ArchGroup",
     "ArchiveJob",
     "ArchiveOutput",
     "BatchResult",
@@ -68,28 +89,38 @@ __all__ = [
     "KernelEntry",
     "Kind",
     "PlannedSplit",
+    "RecombineConfig",
+    "RecombineResult",
+    "ShardArtifact",
     "SplitOptions",
     "SplitPlan",
     "SplitResult",
     "SpooledArchive",
     "StageEntry",
+    "UnbundleResult",
     "VerifyReport",
     "batch_inputs",
+    "bundle_triples",
     "classify_entries",
+    "collect_shards",
     "find_archives",
     "frame_level",
     "group_by_target",
     "host_size",
     "host_source",
     "lay_out_archives",
+    "load_recombine_config",
     "plan_in_place",
     "plan_split",
     "prefix_of",
+    "recombine_artifacts",
     "run_fat_jobs",
     "split_artifact",
     "split_artifacts",
     "spool_kernels",
     "spool_planned",
+    "unbundle_binary",
+    "unbundled_names",
     "verify_binary",
 ]
 

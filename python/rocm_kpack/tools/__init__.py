@@ -1,0 +1,1 @@
+"""rocm-kpack's command-line tools, each a thin entry over :mod:`kpack`."""

@@ -1,0 +1,37 @@
+"""``split_artifacts``: rocm-kpack's artifact splitter, as ``kpack split-artifacts``.
+
+TheRock's ``cmake/therock_artifacts.cmake`` runs this file directly::
+
+    python <kpack>/python/rocm_kpack/tools/split_artifacts.py --artifact-dir P_<family>
+        --output-dir artifacts/ --artifact-prefix P --clang-offload-bundler B
+        [--split-databases ...] [--gpu-targets ...]
+
+and re-runs it into the same ``--output-dir`` on incremental builds: what the last run
+wrote is replaced, everything else left alone. ``--clang-offload-bundler`` is accepted with
+one notice (bundles are read in-process); ``--tmp-dir`` and ``--verbose`` work as in
+rocm-kpack. Every other ``kpack split-artifacts`` option works too.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+if __package__ in (None, ""):  # run as a file: make the package importable by name
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    import rocm_kpack  # noqa: F401  (puts kpack on the path in a checkout)
+
+from kpack.cli import main as kpack_main
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    return kpack_main(["split-artifacts", *args])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
