@@ -97,9 +97,11 @@ def assert_complete(site: Path) -> None:
     assert not (site / "rocm_sdk_devel" / "_devel.tar").exists()
     assert not (site / f".{TOP}.partial").exists()
     core_lib = site / CORE / "lib" / "libx.so.1"
-    for name in ("libx.so.1", "libx.so"):
+    for name in ("libx.so.1", "libx.so"):  # a library keeps one file identity: a symlink
         path = root / "lib" / name
-        assert not path.is_symlink() and path.samefile(core_lib), name
+        assert path.is_symlink() and path.samefile(core_lib), name
+        assert not os.readlink(path).startswith("/"), os.readlink(path)  # relative
+    assert core_lib.stat().st_nlink == 1  # no hard link: no second copy in another layer
     assert not (root / "bin" / "tool").is_symlink()
     assert (root / "bin" / "tool").samefile(site / CORE / "bin" / "tool")
     assert (root / "bin" / "clang-alias").samefile(root / "lib/llvm/bin/clang")

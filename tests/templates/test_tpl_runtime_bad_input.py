@@ -439,25 +439,41 @@ def test_targets_with_a_bad_dist_info_json_is_one_line(
     assert str(site / DIST_INFO_JSON) in line and line.endswith(reason), line
 
 
+#: detection off, so the output does not depend on this machine's GPUs
+NO_DETECTION = {"ROCM_BOOTSTRAP_DISABLE_DETECTION": "1"}
+NO_GPU_LINE = (
+    "rocm: no GPU detected on this machine (KFD's sysfs topology has no GPU node and "
+    "offload-arch found none); ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfxNNN names one"
+)
+
+
 @pytest.mark.parametrize("value", ["gfx942\nrocm: injected line", "gfx1250-strict" * 9000])
 def test_targets_shows_a_strange_target_family_on_one_line(tmp_path: Path, value: str) -> None:
     site = make_site(tmp_path)
     (site / "rocm_sdk" / "_selection.json").write_text(
         '{"target_family": "gfx94X-dcgpu", "source": "env"}'
     )
-    proc = cli(site, "targets", ROCM_SDK_TARGET_FAMILY=value)
+    proc = cli(site, "targets", ROCM_SDK_TARGET_FAMILY=value, **NO_DETECTION)
     assert proc.returncode == 0 and proc.stdout == "gfx942;gfx1201\n", proc.stderr
     lines = proc.stderr.splitlines()
-    assert lines[0] == "rocm: this install was resolved for target family gfx94X-dcgpu (from env)"
-    assert len(lines) == 2 and lines[1].startswith(f"rocm: ROCM_SDK_TARGET_FAMILY={value[:60]!r}")
-    assert len(lines[1]) < 400
+    assert lines[0] == NO_GPU_LINE
+    assert lines[1] == (
+        "rocm: the rocm package chose target family gfx94X-dcgpu when pip or uv built it "
+        "(from env); that is a record, not this machine's state"
+    )
+    assert len(lines) == 3 and lines[2].startswith(f"rocm: ROCM_SDK_TARGET_FAMILY={value[:60]!r}")
+    assert len(lines[2]) < 400
 
 
 def test_targets_ignores_a_damaged_selection_record(tmp_path: Path) -> None:
     site = make_site(tmp_path)
     (site / "rocm_sdk" / "_selection.json").write_text("[" * 100_000)
-    proc = cli(site, "targets")
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "gfx942;gfx1201\n", "")
+    proc = cli(site, "targets", **NO_DETECTION)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        0,
+        "gfx942;gfx1201\n",
+        NO_GPU_LINE + "\n",
+    )
 
 
 @pytest.mark.parametrize("record", [DEVEL_RECORD, DEVICE_RECORD])
@@ -510,10 +526,12 @@ def test_good_input_output_is_unchanged(tmp_path: Path) -> None:
     (site / "rocm_sdk" / "_selection.json").write_text(
         '{"target_family": "gfx942", "source": "discovered"}'
     )
-    proc = cli(site, "targets", ROCM_SDK_TARGET_FAMILY="gfx1201")
+    proc = cli(site, "targets", ROCM_SDK_TARGET_FAMILY="gfx1201", **NO_DETECTION)
     assert proc.stdout == "gfx942;gfx1201\n"
     assert proc.stderr == (
-        "rocm: this install was resolved for target family gfx942 (from discovered)\n"
+        NO_GPU_LINE + "\n"
+        "rocm: the rocm package chose target family gfx942 when pip or uv built it (from "
+        "discovered); that is a record, not this machine's state\n"
         "rocm: ROCM_SDK_TARGET_FAMILY=gfx1201 now, but pip/uv reuse the wheel they built for "
         "gfx942; resolve again with: pip install --force-reinstall --no-deps --no-cache-dir "
         "rocm==7.1.0 (uv: --reinstall --no-cache)\n"

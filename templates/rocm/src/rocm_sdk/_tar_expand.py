@@ -4,7 +4,9 @@ The archive is streamed once. Pass 1 writes directories and regular files and
 only remembers links. Pass 2 creates the links, then checks that every symlink
 resolves inside site-packages. Pass 3 turns each symlink whose target is a
 regular file into a hardlink, so the outcome never depends on member order.
-Compiler-driver links directly under ``bin/`` and directory links stay symlinks.
+Compiler-driver links directly under ``bin/``, directory links and (off Windows) links to
+shared libraries stay symlinks: a library must have one file identity, or two copies of
+it load into one process once a container layer turns hard links into copies.
 
 Bounded: the archive may expand to at most ``ExpansionLimit.limit`` bytes of tar stream
 (every header, name and declared member size counted), checked at each member before any
@@ -35,6 +37,18 @@ from ._limits import MAX_DEVEL_SIZE_ENV, ExpansionLimit
 KEEP_AS_SYMLINK = frozenset(
     {"amdclang", "amdclang++", "amdclang-cl", "amdclang-cpp", "amdflang", "amdlld", "amdllvm"}
 )
+_SHARED_LIBRARY = re.compile(r"\.so(\.[0-9]+)*$")
+
+
+def keeps_symlink(relpath: str, resolved: str) -> bool:
+    """Whether a devel link stays a (relative) symlink instead of becoming a hardlink: the
+    compiler drivers directly under ``bin/``, and every link to a shared library."""
+    if os.name == "nt":
+        return False
+    parent, _, name = relpath.rpartition("/")
+    return (parent == "bin" and name in KEEP_AS_SYMLINK) or bool(
+        _SHARED_LIBRARY.search(os.path.basename(resolved))
+    )
 _CHUNK = 1 << 20
 #: The most data a pax or GNU long-name header may hold (tarfile reads it whole).
 MAX_EXTENDED_HEADER = 1 << 20
@@ -283,12 +297,11 @@ def _replace_with_hardlink(source: str, path: Path) -> None:
 
 def _symlinks_to_hardlinks(links: list[_Link], dest: Path) -> None:
     for link in sorted(links, key=lambda k: k.relpath):
-        parent, _, name = link.relpath.rpartition("/")
-        if link.hard or (os.name != "nt" and parent == "bin" and name in KEEP_AS_SYMLINK):
+        if link.hard:
             continue
         path = dest / link.relpath
         resolved = os.path.realpath(path)
-        if os.path.isfile(resolved):
+        if os.path.isfile(resolved) and not keeps_symlink(link.relpath, resolved):
             _replace_with_hardlink(resolved, path)
 
 
@@ -364,7 +377,7 @@ def _pending_entry(entry: object) -> tuple[str, str]:
 
 
 def reconcile_pending(dest: Path) -> list[str]:
-    """Create the pending links whose package is installed now (as hardlinks to files, as
+    """Create the pending links whose package is installed now (hardlinks or symlinks, as
     ``_symlinks_to_hardlinks`` makes them); return their relpaths for the RECORD. Links
     whose package has gone since are removed again, so none ever dangles."""
     path = dest / PENDING_LINKS_NAME
@@ -385,7 +398,10 @@ def reconcile_pending(dest: Path) -> list[str]:
             continue
         if os.path.isfile(resolved):
             link.parent.mkdir(parents=True, exist_ok=True)
-            _replace_with_hardlink(resolved, link)
+            if keeps_symlink(relpath, resolved):
+                os.symlink(target, link)
+            else:
+                _replace_with_hardlink(resolved, link)
             added.append(relpath)
         elif os.path.isdir(resolved):
             link.parent.mkdir(parents=True, exist_ok=True)

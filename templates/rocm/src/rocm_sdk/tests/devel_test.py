@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import unittest
 from pathlib import Path
@@ -63,6 +64,36 @@ class DevelTest(unittest.TestCase):
                     mirror = self.root / rel
                     self.assertTrue(mirror.exists(), f"{mirror} is missing")
                     self.assertTrue(os.path.samefile(mirror, path), f"{mirror} is not a hardlink")
+
+    def testLibrariesHaveOneFileIdentity(self) -> None:
+        """Each runtime shared library reaches devel through a relative symlink, never a
+        hard link or a copy (a container layer turns hard links into copies, and two copies
+        of one library then load into one process); loaded through both paths it is one
+        object."""
+        if os.name == "nt":
+            self.skipTest("Windows devel trees use hard links (symlinks need privileges)")
+        pairs = []
+        runtimes = (utils.platform_dir("core"), utils.platform_dir("libraries"))
+        for runtime in (d for d in runtimes if d is not None):
+            for path in utils.shared_libraries(runtime):
+                mirror = self.root / path.relative_to(runtime)
+                if mirror.exists():
+                    pairs.append((path, mirror))
+        if not pairs:
+            self.skipTest("no shared library is mirrored into devel")
+        for _path, mirror in pairs:
+            with self.subTest(library=mirror.name):
+                self.assertTrue(mirror.is_symlink(), f"{mirror} is a hard link or a copy")
+                self.assertFalse(os.readlink(mirror).startswith("/"), f"{mirror}: absolute link")
+        loaded = 0
+        for path, mirror in pairs:
+            try:
+                first = ctypes.CDLL(str(path))
+            except OSError:
+                continue  # needs a library this machine lacks: the load tests name it
+            self.assertEqual(first._handle, ctypes.CDLL(str(mirror))._handle, mirror)
+            loaded += 1
+        self.assertGreater(loaded, 0, "no mirrored library could be loaded")
 
     def testVersionsAgree(self) -> None:
         site = self.root.parent
