@@ -71,8 +71,10 @@ def _run(argv: Sequence[str] | None) -> int:
     if not args.quiet:
         for path in result.outputs:
             print(f"  {path.name}")
-        for line in result.missing:
-            print(f"  note: {line} (found in no shard)")
+        if result.missing:
+            shown = ", ".join(result.missing[:3])
+            more = f" and {len(result.missing) - 3} more" if len(result.missing) > 3 else ""
+            print(f"  note: group members found in no shard: {shown}{more}")
         print(f"{len(result.outputs)} artifacts")
     print(output_line(args.output_dir))
     return 0
