@@ -1,17 +1,8 @@
 """The upload oracles, in one place: ``twine check --strict`` on every file of a dist/, and
-``check-wheel-contents`` on every wheel, with each check we ignore named and justified here.
+``check-wheel-contents`` on every wheel, run with the repository's own configuration.
 
-Ignored ``check-wheel-contents`` checks (all consequences of TheRock's package layout):
-
-- **W002** duplicate files: runtime wheels hold no symlinks (packages spec §6), so a library
-  and its SONAME alias are equal files.
-- **W004** non-importable module path: legacy libraries packages keep the ``-`` of the GPU
-  family name (``_rocm_sdk_libraries_gfx94X-dcgpu``), as TheRock names them (spec §1).
-- **W009** several top-level entries: every wheel ships a pure package (``rocm_sdk_core``)
-  next to its platform package (``_rocm_sdk_core``).
-- **W010** top-level library directory without Python files: a device wheel overlays
-  ``_rocm_sdk_libraries/`` with ``.kpack`` archives and database files only — by design it
-  owns no ``.py`` (or ``__init__.py``) that the libraries wheel owns.
+The checks we ignore, and why, live in ``[tool.check-wheel-contents]`` of pyproject.toml, so
+``check-wheel-contents dist/*.whl`` run from the repository root gives what the tests give.
 """
 
 from __future__ import annotations
@@ -20,15 +11,37 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["IGNORED_WHEEL_CHECKS", "check_dist_for_upload"]
+import tomllib
 
-IGNORED_WHEEL_CHECKS = ("W002", "W004", "W009", "W010")
+__all__ = [
+    "CONFIG",
+    "IGNORED_WHEEL_CHECKS",
+    "check_dist_for_upload",
+    "check_wheel_contents",
+    "configured_ignores",
+]
+
+CONFIG = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def configured_ignores(config: Path = CONFIG) -> tuple[str, ...]:
+    """The ``ignore`` list of ``[tool.check-wheel-contents]`` in ``config``."""
+    table = tomllib.loads(config.read_text(encoding="utf-8"))["tool"]["check-wheel-contents"]
+    return tuple(table["ignore"])
+
+
+IGNORED_WHEEL_CHECKS = configured_ignores()
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", *argv], capture_output=True, text=True, check=False
     )
+
+
+def check_wheel_contents(wheels: list[str]) -> subprocess.CompletedProcess[str]:
+    """``check-wheel-contents --config pyproject.toml WHEEL...``."""
+    return _run("check_wheel_contents", "--config", str(CONFIG), *wheels)
 
 
 def check_dist_for_upload(dist: Path) -> list[Path]:
@@ -42,8 +55,6 @@ def check_dist_for_upload(dist: Path) -> list[Path]:
     twine = _run("twine", "check", "--strict", *map(str, files))
     assert twine.returncode == 0, twine.stdout + twine.stderr
     wheels = [str(p) for p in files if p.name.endswith(".whl")]
-    contents = _run(
-        "check_wheel_contents", "--no-config", "--ignore", ",".join(IGNORED_WHEEL_CHECKS), *wheels
-    )
+    contents = check_wheel_contents(wheels)
     assert contents.returncode == 0, contents.stdout + contents.stderr
     return files

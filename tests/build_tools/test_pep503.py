@@ -1,49 +1,69 @@
-"""Tests for build_tools.pep503: pages, determinism, HTML5 validity, and pip as the oracle.
+"""Tests for build_tools.pep503: pages (HTML and PEP 691 JSON), PEP 658/714 metadata files,
+determinism, HTML5 validity, and pip and uv as the oracles.
 
-pip runs with every configuration file and ``PIP_*`` variable removed and only our
-``file://`` index, so nothing can come from anywhere else.
+pip runs with every configuration file and ``PIP_*`` variable removed and only our index
+(``file://`` or a server on 127.0.0.1), so nothing can come from anywhere else; uv likewise.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import html5lib  # type: ignore[import-untyped]
 import pytest
 
-from build_tools.pep503 import render_root, scan_dist_dir, write_simple_index
+from build_tools.pep503 import (
+    render_root,
+    scan_dist_dir,
+    write_simple_index,
+)
 from kpack.errors import PackagingError
 from kpack.wheelfile import Member, write_wheel
 from kpack.wheelfile._sdist import write_sdist
 
+from .index_server import serve_index
+
 EPOCH = 1_700_000_000
 LIB_WHEEL = "tiny_lib-1.0-py3-none-any.whl"
+LIB2_WHEEL = "tiny_lib-2.0-py3-none-any.whl"
+TOP_WHEEL = "tiny_top-1.0-py3-none-any.whl"
 APP_SDIST = "tiny_app-1.0.tar.gz"
 
 
-def _metadata(name: str, *extra: str) -> bytes:
+def _metadata(name: str, *extra: str, version: str = "1.0") -> bytes:
     return "\n".join(
-        ["Metadata-Version: 2.1", f"Name: {name}", "Version: 1.0", *extra, ""]
+        ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", *extra, ""]
     ).encode()
 
 
-def make_dist(dest: Path) -> Path:
-    """A wheel (``tiny-lib``) and an sdist (``Tiny.App``, depending on it) in ``dest``."""
-    dest.mkdir(parents=True)
+def _wheel(dest: Path, name: str, version: str, *extra: str) -> None:
+    module = name.replace("-", "_")
     write_wheel(
         dest,
-        dist_name="tiny-lib",
-        version="1.0",
+        dist_name=name,
+        version=version,
         tag="py3-none-any",
-        members=[Member("tiny_lib/__init__.py", b"VALUE = 42\n")],
-        metadata=_metadata("tiny-lib"),
+        members=[Member(f"{module}/__init__.py", b"VALUE = 42\n" + b"#" * 50_000 + b"\n")],
+        metadata=_metadata(name, *extra, version=version),
         epoch=EPOCH,
         jobs=1,
     )
+
+
+def make_dist(dest: Path) -> Path:
+    """Wheels ``tiny-lib`` 1.0 (Python >= 3.8) and 2.0 (Python >= 4: never for us),
+    ``tiny-top`` (depending on ``tiny-lib``), and an sdist (``Tiny.App``, depending on
+    ``tiny-lib``) in ``dest``."""
+    dest.mkdir(parents=True)
+    _wheel(dest, "tiny-lib", "1.0", "Requires-Python: >=3.8")
+    _wheel(dest, "tiny-lib", "2.0", "Requires-Python: >=4")
+    _wheel(dest, "tiny-top", "1.0", "Requires-Python: >=3.8", "Requires-Dist: tiny-lib>=1")
     setup = (
         b"from setuptools import setup\n"
         b"setup(name='Tiny.App', version='1.0', py_modules=['tiny_app'],\n"
@@ -54,7 +74,7 @@ def make_dist(dest: Path) -> Path:
         dist_name="Tiny.App",
         version="1.0",
         files=[Member("setup.py", setup), Member("tiny_app.py", b"from tiny_lib import VALUE\n")],
-        pkg_info=_metadata("Tiny.App", "Requires-Dist: tiny-lib==1.0"),
+        pkg_info=_metadata("Tiny.App", "Requires-Python: <4,>=3.8", "Requires-Dist: tiny-lib==1.0"),
         epoch=EPOCH,
     )
     (dest / "report.json").write_text("{}")  # not an archive: not indexed
@@ -81,21 +101,77 @@ def index(tmp_path: Path) -> Path:
     return tmp_path / "index"
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def test_layout_and_pages(index: Path) -> None:
-    assert sorted(p.relative_to(index).as_posix() for p in index.rglob("*")) == [
-        "index.html",
-        "tiny-app",
-        "tiny-app/index.html",
-        f"tiny-app/{APP_SDIST}",
-        "tiny-lib",
-        "tiny-lib/index.html",
-        f"tiny-lib/{LIB_WHEEL}",
-    ]
+    assert sorted(p.relative_to(index).as_posix() for p in index.rglob("*")) == sorted(
+        [
+            "index.html",
+            "index.json",
+            "tiny-app",
+            f"tiny-app/{APP_SDIST}",
+            "tiny-app/index.html",
+            "tiny-app/index.json",
+            "tiny-lib",
+            "tiny-lib/index.html",
+            "tiny-lib/index.json",
+            f"tiny-lib/{LIB_WHEEL}",
+            f"tiny-lib/{LIB_WHEEL}.metadata",
+            f"tiny-lib/{LIB2_WHEEL}",
+            f"tiny-lib/{LIB2_WHEEL}.metadata",
+            "tiny-top",
+            "tiny-top/index.html",
+            "tiny-top/index.json",
+            f"tiny-top/{TOP_WHEEL}",
+            f"tiny-top/{TOP_WHEEL}.metadata",
+        ]
+    )
     root = (index / "index.html").read_text()
     assert '<a href="tiny-app/">tiny-app</a>' in root and '<a href="tiny-lib/">' in root
-    digest = hashlib.sha256((index / "tiny-lib" / LIB_WHEEL).read_bytes()).hexdigest()
-    page = (index / "tiny-lib" / "index.html").read_text()
-    assert f'<a href="{LIB_WHEEL}#sha256={digest}">{LIB_WHEEL}</a>' in page
+    lib = index / "tiny-lib"
+    with zipfile.ZipFile(lib / LIB_WHEEL) as wheel:  # PEP 658: the wheel's METADATA, verbatim
+        assert (lib / f"{LIB_WHEEL}.metadata").read_bytes() == wheel.read(
+            "tiny_lib-1.0.dist-info/METADATA"
+        )
+    meta = _sha256(lib / f"{LIB_WHEEL}.metadata")
+    page = (lib / "index.html").read_text()
+    assert (
+        f'<a href="{LIB_WHEEL}#sha256={_sha256(lib / LIB_WHEEL)}" '
+        f'data-requires-python="&gt;=3.8" data-dist-info-metadata="sha256={meta}" '
+        f'data-core-metadata="sha256={meta}">{LIB_WHEEL}</a>'
+    ) in page
+    app = (index / "tiny-app" / "index.html").read_text()  # an sdist: no metadata file
+    assert f'data-requires-python="&lt;4,&gt;=3.8">{APP_SDIST}</a>' in app
+    assert "data-core-metadata" not in app
+
+
+def test_json_pages(index: Path) -> None:
+    """PEP 691 (api-version 1.1, PEP 700): the same files, hashes and metadata as the HTML."""
+    root = json.loads((index / "index.json").read_text())
+    assert root == {
+        "meta": {"api-version": "1.1"},
+        "projects": [{"name": "tiny-app"}, {"name": "tiny-lib"}, {"name": "tiny-top"}],
+    }
+    lib = index / "tiny-lib"
+    page = json.loads((lib / "index.json").read_text())
+    assert page["meta"] == {"api-version": "1.1"} and page["name"] == "tiny-lib"
+    assert page["versions"] == ["1.0", "2.0"]
+    first = page["files"][0]
+    meta = {"sha256": _sha256(lib / f"{LIB_WHEEL}.metadata")}
+    assert first == {
+        "filename": LIB_WHEEL,
+        "url": LIB_WHEEL,
+        "hashes": {"sha256": _sha256(lib / LIB_WHEEL)},
+        "size": (lib / LIB_WHEEL).stat().st_size,
+        "requires-python": ">=3.8",
+        "core-metadata": meta,
+        "dist-info-metadata": meta,
+    }
+    assert page["files"][1]["requires-python"] == ">=4"
+    app = json.loads((index / "tiny-app" / "index.json").read_text())["files"][0]
+    assert "core-metadata" not in app and app["requires-python"] == "<4,>=3.8"
 
 
 def test_pages_are_valid_html5(index: Path) -> None:
@@ -115,6 +191,7 @@ def test_deterministic(tmp_path: Path, index: Path) -> None:
     assert render_root(second) == render_root(scan_dist_dir(dist))
     given = scan_dist_dir(dist, digests={LIB_WHEEL: "0" * 64})  # the caller's hash is used
     assert [f.sha256 for p in given.projects for f in p.files][1] == "0" * 64
+    assert [f.sha256 for p in given.projects for f in p.files][2] != "0" * 64
 
 
 def test_refuses_non_empty_destination_and_bad_names(tmp_path: Path) -> None:
@@ -138,7 +215,7 @@ def test_pip_install_and_download(tmp_path: Path, index: Path) -> None:
         "install", "--index-url", url, "--no-build-isolation", "--target", str(target), "tiny-app"
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (target / "tiny_lib" / "__init__.py").read_text() == "VALUE = 42\n"
+    assert (target / "tiny_lib" / "__init__.py").read_text().startswith("VALUE = 42\n")
     assert (target / "tiny_app.py").exists()
     download = ("download", "--index-url", url, "--no-deps", "-d", str(tmp_path / "dl"))
     proc = pip(*download, "TINY_lib", "tiny.app", "--no-build-isolation")
@@ -156,3 +233,60 @@ def test_pip_checks_the_hash(tmp_path: Path, index: Path) -> None:
     proc = pip(*download, "tiny-lib")
     assert proc.returncode != 0
     assert f"Expected sha256 {hashlib.sha256(data).hexdigest()}" in proc.stdout + proc.stderr
+
+
+def _resolver_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    return env | {
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "UV_NO_CONFIG": "1",
+        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+        "UV_PYTHON_DOWNLOADS": "never",
+    }
+
+
+def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=300)
+
+
+def _no_wheel_fetched(files: list[str]) -> None:
+    wheels = [name for name in files if name.endswith(".whl")]
+    assert not wheels, f"a resolver downloaded wheels: {wheels}"
+
+
+@pytest.mark.slow
+def test_pip_dry_run_resolves_from_metadata_files(tmp_path: Path, index: Path) -> None:
+    """pip reads the ``.metadata`` files and skips 2.0 by ``data-requires-python``: the
+    report names tiny-top 1.0 and tiny-lib 1.0, and no wheel crossed the wire."""
+    report = tmp_path / "report.json"
+    with serve_index(index) as served:
+        argv = [sys.executable, "-m", "pip", "--no-cache-dir", "--isolated", "install"]
+        argv += ["--dry-run", "--ignore-installed", "--index-url", served.url]
+        proc = _run([*argv, "--report", str(report), "tiny-top"], _resolver_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = {
+        i["metadata"]["name"]: i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
+    assert got == {"tiny-top": "1.0", "tiny-lib": "1.0"}
+    _no_wheel_fetched(served.files())
+    assert served.bytes_for(".metadata") > 0
+    assert f"{LIB2_WHEEL}.metadata" not in served.files()  # Requires-Python >= 4
+
+
+@pytest.mark.slow
+def test_uv_compile_resolves_from_json_and_metadata_files(tmp_path: Path, index: Path) -> None:
+    """uv asks for PEP 691 JSON, gets it, and resolves from the ``.metadata`` files."""
+    uv = Path(sys.executable).with_name("uv")
+    assert uv.is_file(), f"{uv} missing (the test extra installs uv)"
+    (tmp_path / "req.in").write_text("tiny-top\n")
+    with serve_index(index) as served:
+        argv = [str(uv), "pip", "compile", str(tmp_path / "req.in"), "--index-url", served.url]
+        argv += ["--python", sys.executable, "--no-header", "--no-annotate", "--no-cache"]
+        proc = _run(argv, _resolver_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split() == ["tiny-lib==1.0", "tiny-top==1.0"]
+    _no_wheel_fetched(served.files())
+    assert served.bytes_for(".metadata") > 0
+    assert served.bytes_for(".json") > 0 and served.bytes_for(".html") == 0, served.requests
