@@ -190,6 +190,42 @@ def _run(venv: Path, argv: list[str], **extra: str) -> subprocess.CompletedProce
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
 
+def test_a_device_wheel_in_another_site_dir_serves_the_base_install(
+    fat_dist: Path, tmp_path: Path
+) -> None:
+    """gfx90a's device wheel installed in another directory on sys.path than the libraries
+    (``pip install --target`` + PYTHONPATH; the same holds for a --system-site-packages venv
+    over a system install, or --user): the self-test finds it, and initialize_process hands
+    its archives to the runtime (ROCM_KPACK_PATH_PREFIX); the base alone fails for gfx90a."""
+    base = tmp_path / "base"
+    install(fat_dist, base, f"rocm[libraries,device-gfx1030]=={VERSION}")
+    layer = tmp_path / "layer"
+    pip = [str(base / "bin/python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps"]
+    subprocess.run(
+        [*pip, "--target", str(layer), "--find-links", str(fat_dist),
+         f"rocm-sdk-device-gfx90a=={VERSION}"],
+        check=True,
+    )  # fmt: skip
+    assert (layer / "_rocm_sdk_libraries" / ".kpack").is_dir()
+    assert not (layer / "_rocm_sdk_libraries" / "lib" / "librocrand.so.1").exists()
+    gfx90a = {"ROCM_SDK_KFD_TOPOLOGY": str(_kfd_topology(tmp_path / "kfd", 90010))}
+    assert _self_test(base, **gfx90a).returncode != 0
+    layered = {**gfx90a, "PYTHONPATH": str(layer)}
+    test = _run(base, ["python", "-m", "rocm_sdk", "test"], **layered)
+    assert test.returncode == 0, (test.stdout + test.stderr)[-4000:]
+    code = (
+        "import os, rocm_sdk; rocm_sdk.initialize_process(); "
+        "print(os.environ.get('ROCM_KPACK_PATH_PREFIX', ''))"
+    )
+    prefix = _run(base, ["python", "-c", code], **layered).stdout.strip().split(os.pathsep)
+    assert prefix == [
+        str(layer / "_rocm_sdk_libraries" / ".kpack" / f"{name}_@GFXARCH@.kpack")
+        for name in ("fft_lib", "rand_lib")
+    ], prefix
+    targets = _run(base, ["rocm-sdk", "targets"], **layered).stderr
+    assert "GPU gfx90a (found by kfd): device code from rocm_sdk_device_gfx90a" in targets
+
+
 def test_without_a_gpu_the_self_test_says_what_it_could_not_check(
     fat_dist: Path, tmp_path: Path
 ) -> None:

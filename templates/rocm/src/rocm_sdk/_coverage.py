@@ -2,9 +2,11 @@
 beyond the installed distributions' names).
 
 Kpack-split sets: a GPU is served by the device packages of its processor and of its LLVM
-generic target (``device_targets_for``); legacy sets: by a libraries package of one of its
-families. ``rocm-sdk targets`` prints this, ``initialize_process`` warns from it, and
-``rocm-sdk test`` goes further: every kernel must resolve (see :mod:`.tests.gpu_test`).
+generic target (``device_targets_for``), in the libraries' site dir or in another one on
+sys.path, whose archives ``initialize_process`` hands the runtime through
+ROCM_KPACK_PATH_PREFIX. Legacy sets: by a libraries package of one of its families.
+``rocm-sdk targets`` prints this, ``initialize_process`` warns from it, and ``rocm-sdk test``
+goes further: every kernel must resolve (see :mod:`.tests.gpu_test`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _dist_info as di
-from ._kpack_check import find_device_wheels
+from ._kpack_check import DeviceWheel, find_device_wheels
 from ._layout import package_dir
 
-__all__ = ["GpuCoverage", "coverage", "device_sites"]
+__all__ = ["GpuCoverage", "coverage", "device_sites", "layered_archives", "layered_wheels"]
 
 
 @dataclass(frozen=True)
@@ -44,29 +46,44 @@ def _libraries_site() -> Path | None:
     return path.parent if path is not None else None
 
 
+def layered_wheels() -> list[DeviceWheel]:
+    """Device wheels installed in another site dir than the libraries (a venv made with
+    ``--system-site-packages`` over a base install, ``--user``, ``--target``): the
+    runtime finds their archives only through ROCM_KPACK_PATH_PREFIX."""
+    home = _libraries_site()
+    if home is None:
+        return []
+    return [
+        wheel
+        for site in device_sites()
+        if site.resolve() != home.resolve()
+        for wheel in find_device_wheels(site)
+    ]
+
+
+def layered_archives() -> list[Path]:
+    """The ``.kpack`` files of :func:`layered_wheels`, absolute."""
+    return [w.dist_info.parent / rel for w in layered_wheels() for rel in w.archives]
+
+
 def _kpack(gpu: di.DetectedGpu) -> GpuCoverage:
     owner = di.package_owner(gpu.target)
     wanted = set(di.device_targets_for(owner))
     home = _libraries_site()
-    here: list[str] = []
-    elsewhere: list[str] = []
-    for site in device_sites():
-        for wheel in find_device_wheels(site):
-            if wheel.base in wanted:
-                same = home is not None and site.resolve() == home.resolve()
-                (here if same else elsewhere).append(f"{wheel.name} ({site})")
-    if here:
-        return GpuCoverage(gpu, tuple(dict.fromkeys(here)), None)
+    served = [
+        f"{w.name} ({site})"
+        for site in device_sites()
+        for w in find_device_wheels(site)
+        if w.base in wanted
+    ]
+    if served and home is not None:
+        return GpuCoverage(gpu, tuple(dict.fromkeys(served)), None)
     if not wanted:
         built = ", ".join(sorted(di.AVAILABLE_TARGET_FAMILIES)) or "none"
         return GpuCoverage(
             gpu, (), f"this ROCm {di.__version__} build has no code for {owner} (it has: {built})"
         )
-    fix = f"pip install 'rocm[device-{owner}]=={di.__version__}'"
-    if elsewhere:  # the runtime finds archives next to the libraries, not in another site
-        fix = (f"{', '.join(elsewhere)} is not where the libraries are ({home}); install it "
-               f"there: {fix}")
-    return GpuCoverage(gpu, (), fix)
+    return GpuCoverage(gpu, (), f"pip install 'rocm[device-{owner}]=={di.__version__}'")
 
 
 def _legacy(gpu: di.DetectedGpu) -> GpuCoverage:

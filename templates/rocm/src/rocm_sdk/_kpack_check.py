@@ -191,10 +191,15 @@ class KpackChecker:
         site: Path,
         decompress: Decompress | None,
         generic_of: Callable[[str], str | None] | None = None,
+        prefix: Sequence[Path] = (),
     ) -> None:
         self.site = site
         self.decompress = decompress
         self.generic_of = generic_of or (lambda _target: None)
+        #: archives searched before each binary's own search paths, as the runtime searches
+        #: ROCM_KPACK_PATH_PREFIX (device wheels of another site dir, added by
+        #: rocm_sdk.initialize_process)
+        self.prefix = tuple(prefix)
         self._archives: dict[str, KpackArchive | KpackError | None] = {}
         self._entries: dict[tuple[str, int], str | None] = {}
 
@@ -265,7 +270,7 @@ class KpackChecker:
                     f"{wheel.base}, not {base_target(target)}",
                 )
             ]
-        archive = self.archive(self.site / rel)
+        archive = self.archive(wheel.dist_info.parent / rel)  # in the wheel's own site dir
         if archive is None:
             return [Failure(rel, target, None, f"listed in the RECORD of {wheel.name} but missing")]
         if isinstance(archive, KpackError):
@@ -322,7 +327,7 @@ class KpackChecker:
         self, ref: KpackRef, strings: Sequence[str]
     ) -> tuple[list[Path], list[KpackArchive], list[str]]:
         """Candidate paths, opened archives (deduplicated) and unreadable-archive notes."""
-        paths: list[Path] = []
+        paths: list[Path] = list(self.prefix)
         for pattern in ref.search_paths:
             expanded = (
                 [pattern.replace(GFXARCH, s) for s in strings] if GFXARCH in pattern else [pattern]
@@ -466,7 +471,8 @@ class KpackChecker:
         if ":" in target:
             return strings
         bases = {base_target(s) for s in strings}
-        variants = [t for t in self._pattern_targets(ref) if t and base_target(t) in bases]
+        named = [*self._pattern_targets(ref), *(archive_target(p.name) for p in self.prefix)]
+        variants = [t for t in named if t and base_target(t) in bases]
         return list(dict.fromkeys([*strings, *sorted(variants)]))
 
     def check(self, wheels: Sequence[DeviceWheel], dirs: Iterable[Path]) -> KpackReport:

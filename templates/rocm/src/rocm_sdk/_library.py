@@ -154,6 +154,7 @@ def initialize_process(
     (a string where '*' is a wildcard, or a compiled pattern) a version mismatch
     warns, or raises RuntimeError with ``fail_on_version_mismatch``.
     """
+    _add_layered_archives()
     if preload_shortnames:
         preload_libraries(*preload_shortnames, rtld_global=rtld_global)
     if env_override:
@@ -161,6 +162,35 @@ def initialize_process(
     if check_version:
         _check_version(check_version, fail_on_version_mismatch)
     _warn_uncovered_gpus()
+
+
+KPACK_PATH_ENV = "ROCM_KPACK_PATH"
+KPACK_PATH_PREFIX_ENV = "ROCM_KPACK_PATH_PREFIX"
+
+
+def _add_layered_archives() -> None:
+    """Device wheels installed in another site dir than the libraries (a venv layered over
+    a base install with ``--system-site-packages``) are not on the libraries' search paths:
+    hand their archives to the runtime through ROCM_KPACK_PATH_PREFIX as ``@GFXARCH@``
+    patterns, before the HIP runtime loads. ROCM_KPACK_PATH, set by the user, means only
+    those files: left alone."""
+    if os.environ.get(KPACK_PATH_ENV):
+        return
+    from ._coverage import layered_archives
+    from ._kpack_check import archive_target
+
+    current = [p for p in os.environ.get(KPACK_PATH_PREFIX_ENV, "").split(os.pathsep) if p]
+    patterns: list[str] = []
+    for archive in layered_archives():  # names hold ':' (gfx90a:xnack+): list them as patterns
+        target = archive_target(archive.name)
+        if target is None:
+            continue
+        stem = archive.name[: -len(f"{target}.kpack")]
+        pattern = str(archive.with_name(stem + "@GFXARCH@.kpack"))
+        if os.pathsep not in pattern and pattern not in current and pattern not in patterns:
+            patterns.append(pattern)
+    if patterns:
+        os.environ[KPACK_PATH_PREFIX_ENV] = os.pathsep.join([*current, *patterns])
 
 
 #: set to 1 to skip initialize_process's check of this machine's GPUs

@@ -13,6 +13,7 @@ from __future__ import annotations
 import unittest
 
 from .. import _dist_info as di
+from .._coverage import layered_archives
 from .._kpack_check import KpackChecker, format_failures
 from . import utils
 
@@ -59,7 +60,8 @@ class GpuCoverageTest(unittest.TestCase):
         core = utils.platform_dir("core")
         dirs = [libraries, *([core] if core is not None else [])]
         lines = []
-        with KpackChecker(libraries.parent, None, di.generic_target) as checker:
+        prefix = layered_archives()
+        with KpackChecker(libraries.parent, None, di.generic_target, prefix) as checker:
             refs, unreadable = checker.transformed(dirs)
             if unreadable:
                 lines += format_failures(unreadable)

@@ -10,6 +10,7 @@ import unittest
 from pathlib import Path
 
 from .. import _dist_info as di
+from .._coverage import layered_archives, layered_wheels
 from .._kpack import zstandard_decompress
 from .._kpack_check import DeviceWheel, KpackChecker, find_device_wheels, format_failures
 from . import utils
@@ -46,7 +47,7 @@ class KpackTest(unittest.TestCase):
                 "the libraries package is not installed (pip install 'rocm[libraries]')"
             )
         cls.site = libraries.parent
-        cls.wheels = find_device_wheels(cls.site)
+        cls.wheels = [*find_device_wheels(cls.site), *layered_wheels()]
         if not cls.wheels:
             raise unittest.SkipTest(
                 "no rocm-sdk-device-* wheel is installed, so no device code to check; "
@@ -70,7 +71,8 @@ class KpackTest(unittest.TestCase):
 
     def testKernelsFoundForInstalledTargets(self) -> None:
         """Each HIPK wrapper's kernel resolves, and decodes, for every installed target."""
-        with KpackChecker(self.site, zstandard_decompress(), di.generic_target) as checker:
+        decompress = zstandard_decompress()
+        with KpackChecker(self.site, decompress, di.generic_target, layered_archives()) as checker:
             report = checker.check(self.wheels, self.host_dirs)
         if report.failures:
             self.fail(report.message())
