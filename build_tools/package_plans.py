@@ -16,6 +16,7 @@ from typing import Any
 from kpack.elf import ElfInfo
 
 from .artifacts import Catalog
+from .egg_info import default_requirements, egg_info_files
 from .manifests import Manifests, PackageKind
 from .options import BuildOptions
 from .payload import PayloadFile, TarEntry, TarKind
@@ -153,6 +154,8 @@ def meta_plan(ctx: TemplateContext, family: str | None, subdir: str) -> PackageP
         )
     )
     summary = "ROCm SDK: installs the ROCm packages for this machine's GPU"
+    reqs = default_requirements(ctx)
+    provides_extra, requires_dist = reqs.metadata_fields()
     pkg_info = render_file(
         "metadata/PKG-INFO.j2",
         {
@@ -160,11 +163,13 @@ def meta_plan(ctx: TemplateContext, family: str | None, subdir: str) -> PackageP
             "version": ctx.version,
             "summary": summary,
             "description": summary + ".\n",
-            "requires_dist": [f"rocm-sdk-core=={ctx.version}"],
-            "provides_extra": [],
+            "requires_dist": requires_dist,
+            "provides_extra": provides_extra,
             "dynamic": ["Requires-Dist", "Provides-Extra"],
         },
     )
+    egg_info = egg_info_files(pkg_info, reqs, [f.arcname for f in files])
+    files += [PayloadFile.literal(name, data) for name, data in egg_info.items()]
     return PackagePlan(
         logical="meta",
         kind=PlanKind.SELECTOR,

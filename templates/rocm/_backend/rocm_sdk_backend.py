@@ -293,7 +293,11 @@ def build_wheel(
         metadata = metadata_text()
     version = _file_version(_version_of(metadata))
     dist_info = f"rocm-{version}.dist-info"
-    members = [(rel, path.read_bytes(), _mode(path)) for rel, path in _tree_files(ROOT / "src")]
+    members = [  # src/rocm.egg-info/ describes the sdist (for TheRock's tools), not the wheel
+        (rel, path.read_bytes(), _mode(path))
+        for rel, path in _tree_files(ROOT / "src")
+        if not rel.split("/", 1)[0].endswith(".egg-info")
+    ]
     chosen = selection(_load_dist_info())
     if chosen is not None:
         data = (json.dumps(chosen, indent=2, sort_keys=True) + "\n").encode("utf-8")
