@@ -568,14 +568,27 @@ def test_selftest_reports_every_problem_in_one_failure(site: Site) -> None:
     )
 
 
-def test_selftest_skips_without_device_wheels(site: Site) -> None:
+def test_selftest_skips_without_device_wheels(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint names a command that changes the outcome: 'rocm[device]' installs nothing
+    where no GPU is visible, so a target is named then."""
     for dist_info in site.path.glob("rocm_sdk_device_*.dist-info"):
         shutil.rmtree(dist_info)
+    monkeypatch.setenv("ROCM_BOOTSTRAP_DISABLE_DETECTION", "1")
     result = _run_selftest(site)
     assert result.wasSuccessful()
     assert [reason for _test, reason in result.skipped] == [
-        "no rocm-sdk-device-* wheel is installed, so no device code to check "
-        "(pip install 'rocm[device]')"
+        "no rocm-sdk-device-* wheel is installed, so no device code to check; no GPU is "
+        "visible, so 'rocm[device]' installs none: pip install 'rocm[device-gfx1030]' (this "
+        "build has gfx1030, gfx90a)"
+    ]
+    monkeypatch.delenv("ROCM_BOOTSTRAP_DISABLE_DETECTION")
+    monkeypatch.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx90a")
+    result = _run_selftest(site)
+    assert [reason for _test, reason in result.skipped] == [
+        "no rocm-sdk-device-* wheel is installed, so no device code to check; "
+        "pip install 'rocm[device]'"
     ]
 
 

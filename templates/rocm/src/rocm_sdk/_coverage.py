@@ -41,8 +41,11 @@ def device_sites() -> list[Path]:
 
 
 def _libraries_site() -> Path | None:
+    """The site dir of the arch-neutral libraries package (kpack-split sets only)."""
     entry = di.ALL_PACKAGES.get("libraries")
-    path = package_dir(entry.platform_package_name()) if entry is not None else None
+    if not di.KPACK_MODE or entry is None or entry.is_target_specific:
+        return None
+    path = package_dir(entry.platform_package_name())
     return path.parent if path is not None else None
 
 
