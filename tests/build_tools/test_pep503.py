@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -27,6 +28,8 @@ from kpack.errors import PackagingError
 from kpack.wheelfile import Member, write_wheel
 from kpack.wheelfile._sdist import write_sdist
 
+from ..conftest import require
+from .conftest import VERSION, build_dist
 from .index_server import serve_index
 
 EPOCH = 1_700_000_000
@@ -290,3 +293,42 @@ def test_uv_compile_resolves_from_json_and_metadata_files(tmp_path: Path, index:
     _no_wheel_fetched(served.files())
     assert served.bytes_for(".metadata") > 0
     assert served.bytes_for(".json") > 0 and served.bytes_for(".html") == 0, served.requests
+
+
+@pytest.mark.real
+@pytest.mark.compile
+@pytest.mark.slow
+def test_resolvers_fetch_no_wheel_of_a_real_rocm_set(tmp_path: Path) -> None:
+    """The kpack-split set of the real sample tree: pip and uv resolve
+    ``rocm[libraries,device-gfx90a]`` from our index by fetching pages, metadata files and the
+    small ``rocm`` sdist (which they build here, as its dependencies depend on the GPU)."""
+    from sample_tree.make_sample_tree import make_sample_tree
+
+    require(shutil.which("hipcc") is not None, "hipcc is not installed")
+    tree = make_sample_tree(
+        tmp_path / "artifacts", cache_dir=None, family="gfx90a-dcgpu", kpack_split=True
+    )
+    dist = build_dist(tree, tmp_path / "out")
+    write_simple_index(dist, tmp_path / "index")
+    env = _resolver_env(tmp_path) | {"ROCM_SDK_TARGET_FAMILY": "gfx90a"}
+    want = f"rocm[libraries,device-gfx90a]=={VERSION}"
+    expected = {"rocm", "rocm-sdk-core", "rocm-sdk-libraries", "rocm-sdk-device-gfx90a"}
+    uv = str(Path(sys.executable).with_name("uv"))
+    (tmp_path / "req.in").write_text(want + "\n")
+    with serve_index(tmp_path / "index") as served:
+        argv = [sys.executable, "-m", "pip", "--no-cache-dir", "--isolated", "install"]
+        argv += ["--dry-run", "--ignore-installed", "--index-url", served.url, "--quiet"]
+        report = tmp_path / "report.json"
+        proc = _run([*argv, "--report", str(report), want], env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        got = {i["metadata"]["name"] for i in json.loads(report.read_text())["install"]}
+        assert got == expected
+        argv = [uv, "pip", "compile", str(tmp_path / "req.in"), "--index-url", served.url]
+        argv += ["--python", sys.executable, "--no-header", "--no-annotate", "--no-cache"]
+        proc = _run(argv, env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert {line.split("==")[0] for line in proc.stdout.split()} == expected
+    _no_wheel_fetched(served.files())
+    wheels = sum(p.stat().st_size for p in dist.glob("*.whl"))
+    fetched = sum(size for _, _, size in served.requests)
+    assert fetched < wheels // 100, (fetched, wheels)
