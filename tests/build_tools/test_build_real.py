@@ -236,7 +236,8 @@ def test_self_test_after_pip_install_target_with_nothing_on_path(
     )  # fmt: skip
     assert targets.returncode == 0, targets.stderr
     assert targets.stdout.strip() and "\n" not in targets.stdout.strip()  # stdout: targets only
-    assert "the rocm package chose target family gfx90a-dcgpu when pip or uv built it" in targets.stderr
+    chose = "the rocm package chose target family gfx90a-dcgpu when pip or uv built it"
+    assert chose in targets.stderr
     assert "ROCM_SDK_TARGET_FAMILY=gfx110X-dgpu now" in targets.stderr
     assert "--force-reinstall --no-deps --no-cache-dir" in targets.stderr
     # the decoy would have passed a PATH lookup; with ours removed the check must fail
