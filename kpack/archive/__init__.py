@@ -22,7 +22,7 @@ kernels given and their checks), ``_pack`` (ordinals, TOC, writing and laying ou
 from __future__ import annotations
 
 from kpack.archive import _write as _archive_write
-from kpack.archive._kernels import KernelInput, StoredKernel
+from kpack.archive._kernels import KEY_RULES, MAX_KEY_BYTES, KernelInput, KeyRule, StoredKernel
 from kpack.archive._pack import KpackLayout, KpackSummary, lay_out_kpack, write_kpack
 from kpack.archive._read import KpackArchive
 from kpack.archive._toc import SCHEMES, ArchiveEntry, Scheme
@@ -36,13 +36,16 @@ from kpack.archive._write import (
 
 __all__ = [
     "BLOB_ALIGNMENT",
+    "KEY_RULES",
     "MAGIC",
     "MAX_KERNELS",
+    "MAX_KEY_BYTES",
     "MAX_ZSTD_BLOB",
     "SCHEMES",
     "ArchiveEntry",
     "FrameWriter",
     "KernelInput",
+    "KeyRule",
     "KpackArchive",
     "KpackLayout",
     "KpackSummary",

@@ -6,6 +6,13 @@ before the archive is laid out. Both writers check their kernels here first: eve
 target and metadata map is well formed, no ``(binary_key, target)`` comes twice, and the
 count stays under the C reader's cap. All problems are reported together, in one
 :class:`~kpack.errors.ArchiveError`.
+
+Two key rules: ``"kernel"`` (the default, what host-binary transforms write) is the grammar
+``<path>#<N>``; ``"name"`` takes any key the TOC holds safely and the C runtime can look up,
+as rocm-kpack's library callers write them (``rocke/<op>/<family>/<name>``): a non-empty
+string of at most :data:`MAX_KEY_BYTES` UTF-8 bytes with no control character (a NUL would
+cut it short for the C API's ``const char *``) and no backslash (readers turn ``\\`` into
+``/`` before they look a key up).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import zstandard
 
@@ -24,6 +32,11 @@ from kpack.errors import ArchiveError
 from kpack.targets import is_target_id
 
 _KEY = re.compile(r"[^#\\\x00]+#(?:0|[1-9][0-9]*)")
+_NAME_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\]")
+MAX_KEY_BYTES = 4096  # PATH_MAX: no key a caller can mean is longer
+
+KeyRule = Literal["kernel", "name"]
+KEY_RULES: tuple[KeyRule, ...] = ("kernel", "name")
 
 
 @dataclass(frozen=True)
@@ -51,13 +64,40 @@ class StoredKernel:
     metadata: Mapping[str, str] | None = None
 
 
+def _name_problem(key: str) -> str | None:
+    """Why ``key`` cannot be a TOC key under the ``"name"`` rule, or None."""
+    if not key:
+        return "binary_key is empty"
+    if _NAME_FORBIDDEN.search(key):
+        return "binary_key holds a control character or a backslash"
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "binary_key is not valid UTF-8"
+    if size > MAX_KEY_BYTES:
+        return f"binary_key is {size} bytes long, more than {MAX_KEY_BYTES}"
+    return None
+
+
+def _key_problem(key: object, rule: KeyRule) -> str | None:
+    if not isinstance(key, str):
+        return "binary_key must be a str"
+    if rule == "name":
+        return _name_problem(key)
+    return None if _KEY.fullmatch(key) else "binary_key must be '<forward-slash path>#<N>'"
+
+
 def _identity_problems(
-    binary_key: object, target: object, metadata: Mapping[str, str] | None
+    binary_key: object,
+    target: object,
+    metadata: Mapping[str, str] | None,
+    rule: KeyRule = "kernel",
 ) -> list[str]:
     where = f"kernel ({binary_key!r}, {target!r})"
     problems = []
-    if not isinstance(binary_key, str) or not _KEY.fullmatch(binary_key):
-        problems.append(f"{where}: binary_key must be '<forward-slash path>#<N>'")
+    key_problem = _key_problem(binary_key, rule)
+    if key_problem is not None:
+        problems.append(f"{where}: {key_problem}")
     if not isinstance(target, str) or not is_target_id(target):
         problems.append(f"{where}: target is not a target id such as 'gfx942:xnack+'")
     if metadata is not None and not all(isinstance(x, str) for kv in metadata.items() for x in kv):
@@ -65,9 +105,9 @@ def _identity_problems(
     return problems
 
 
-def _kernel_problems(kernel: KernelInput) -> list[str]:
+def _kernel_problems(kernel: KernelInput, rule: KeyRule) -> list[str]:
     where = f"kernel ({kernel.binary_key!r}, {kernel.target!r})"
-    problems = _identity_problems(kernel.binary_key, kernel.target, kernel.metadata)
+    problems = _identity_problems(kernel.binary_key, kernel.target, kernel.metadata, rule)
     if isinstance(kernel.data, ZstdFrame):
         declared = _frame_size(kernel.data.frame)
         if declared != kernel.data.size:
@@ -108,9 +148,34 @@ def _duplicates(pairs: Sequence[tuple[str, str]]) -> list[str]:
     return problems
 
 
-def check_kernels(kernels: Sequence[KernelInput], path: Path) -> None:
-    """Refuse ``kernels`` unless every one is well formed and none comes twice."""
-    problems = [p for k in kernels for p in _kernel_problems(k)]
+def _arch_problems(targets: Sequence[str], gfx_arches: Sequence[str] | None) -> list[str]:
+    """A declared ``gfx_arches`` must hold target ids only, and every kernel's target."""
+    if gfx_arches is None:
+        return []
+    declared = set(gfx_arches)
+    problems = [
+        f"gfx_arches entry {arch!r} is not a target id such as 'gfx942:xnack+'"
+        for arch in gfx_arches
+        if not isinstance(arch, str) or not is_target_id(arch)
+    ]
+    unknown = sorted({t for t in targets if isinstance(t, str) and t not in declared})
+    problems += [f"target {t!r} is not in gfx_arches {sorted(declared)}" for t in unknown]
+    return problems
+
+
+def check_kernels(
+    kernels: Sequence[KernelInput],
+    path: Path,
+    *,
+    key_rule: KeyRule = "kernel",
+    gfx_arches: Sequence[str] | None = None,
+) -> None:
+    """Refuse ``kernels`` unless every one is well formed (its key under ``key_rule``, its
+    target in ``gfx_arches`` when given) and none comes twice."""
+    if key_rule not in KEY_RULES:
+        raise ArchiveError(f"unknown key rule {key_rule!r} (expected one of {KEY_RULES})")
+    problems = [p for k in kernels for p in _kernel_problems(k, key_rule)]
+    problems += _arch_problems([k.target for k in kernels], gfx_arches)
     problems += _duplicates([(k.binary_key, k.target) for k in kernels])
     _refuse(problems, len(kernels), path)
 

@@ -19,6 +19,7 @@ import msgpack
 from kpack.archive import _write as _archive_write
 from kpack.archive._kernels import (
     KernelInput,
+    KeyRule,
     StoredKernel,
     check_kernels,
     check_options,
@@ -43,7 +44,18 @@ class KpackSummary:
 _TocRow = tuple[str, str, int, "Mapping[str, str] | None"]  # key, target, original size, meta
 
 
-def _toc(ordered: Sequence[_TocRow], group: str, family: str, scheme: str) -> dict[str, object]:
+def _arches(rows: Sequence[_TocRow], declared: Sequence[str] | None) -> tuple[str, ...]:
+    """The archive's ``gfx_arches``: those declared, else its kernels' targets; sorted."""
+    return tuple(sorted({row[1] for row in rows} if declared is None else set(declared)))
+
+
+def _toc(
+    ordered: Sequence[_TocRow],
+    group: str,
+    family: str,
+    scheme: str,
+    arches: Sequence[str] | None = None,
+) -> dict[str, object]:
     toc: dict[str, dict[str, object]] = {}
     for ordinal, (binary_key, target, size, metadata) in enumerate(ordered):
         entry: dict[str, object] = {"type": "hsaco", "ordinal": ordinal, "original_size": size}
@@ -54,7 +66,7 @@ def _toc(ordered: Sequence[_TocRow], group: str, family: str, scheme: str) -> di
         "format_version": VERSION,
         "group_name": group,
         "gfx_arch_family": family,
-        "gfx_arches": sorted({row[1] for row in ordered}),
+        "gfx_arches": list(_arches(ordered, arches)),
         "toc": toc,
         "compression_scheme": scheme,
     }
@@ -69,16 +81,22 @@ def write_kpack(
     scheme: Scheme = "zstd-per-kernel",
     level: int = 3,
     jobs: int = 2,
+    key_rule: KeyRule = "kernel",
+    gfx_arches: Sequence[str] | None = None,
 ) -> KpackSummary:
-    """Write ``kernels`` to ``path`` (atomically: a temporary file next to it, then rename)."""
+    """Write ``kernels`` to ``path`` (atomically: a temporary file next to it, then rename).
+
+    Keys follow ``key_rule`` (``"kernel"``: ``<path>#<N>``; ``"name"``: any safe TOC key).
+    ``gfx_arches`` declares the archive's targets (every kernel's must be one of them); by
+    default they are the kernels' targets."""
     path = Path(path)
     check_options(path, scheme, level, group_name, gfx_arch_family)
     if jobs < 1:
         raise ArchiveError(f"jobs must be >= 1, got {jobs}", path=path)
-    check_kernels(kernels, path)
+    check_kernels(kernels, path, key_rule=key_rule, gfx_arches=gfx_arches)
     ordered = sorted(kernels, key=lambda k: (k.binary_key, k.target))
     rows = [(k.binary_key, k.target, payload_size(k.data), k.metadata) for k in ordered]
-    toc = _toc(rows, group_name, gfx_arch_family, scheme)
+    toc = _toc(rows, group_name, gfx_arch_family, scheme, gfx_arches)
     payloads = [k.data for k in ordered]
     size = _archive_write.write_file(
         path,
@@ -89,7 +107,7 @@ def write_kpack(
         jobs=jobs,
         max_blob=_archive_write.MAX_ZSTD_BLOB,
     )
-    arches = tuple(sorted({k.target for k in ordered}))
+    arches = _arches(rows, gfx_arches)
     original = sum(payload_size(d) for d in payloads)
     log.info(
         "wrote %s: %d kernels, %d -> %d bytes (%s)", path, len(ordered), original, size, scheme
