@@ -10,7 +10,9 @@ package answers every one of those names; it holds no implementation of its own:
 - ``tools.recombine_artifacts``: :func:`kpack.split.recombine_artifacts`;
 - ``tools.split_python_wheels``: the wheel splitter, :mod:`kpack.wheelsplit`;
 - ``binutils``, ``ccob_parser``, ``database_handlers``: the library names TheRock's CMake
-  depends on, over :mod:`kpack.split`, :mod:`kpack.bundle` and :mod:`kpack.databases`.
+  depends on, over :mod:`kpack.split`, :mod:`kpack.bundle` and :mod:`kpack.databases`;
+- ``kpack.PackedKernelArchive``, ``compression.ZstdCompressor``/``NoOpCompressor``: the
+  library hipKernelProvider packs its kernels with, over :mod:`kpack.archive`.
 
 In a checkout (``<repo>/python`` on ``PYTHONPATH``, the project not installed) the
 repository root is put on ``sys.path`` so that ``kpack`` imports too.
