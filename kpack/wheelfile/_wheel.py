@@ -11,9 +11,6 @@ stored. The output is byte-identical for equal inputs, whatever ``jobs`` is.
 
 from __future__ import annotations
 
-import base64
-import csv
-import io
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +21,7 @@ from packaging.utils import canonicalize_name
 
 from kpack.common.safepath import case_collisions, windows_platform
 from kpack.errors import PackagingError
-from kpack.wheelfile._deflate import ByteProgress, MemberStreamer, WrittenMember, default_jobs
+from kpack.wheelfile._deflate import ByteProgress, MemberStreamer, default_jobs
 from kpack.wheelfile._member import ContentSource, Member
 from kpack.wheelfile._names import (
     expand_tag,
@@ -33,6 +30,7 @@ from kpack.wheelfile._names import (
     wheel_filename,
 )
 from kpack.wheelfile._output import atomic_output, resolve_epoch
+from kpack.wheelfile._record import render_record
 from kpack.wheelfile._zip import ZipWriter
 
 __all__ = ["ContentSource", "Member", "WheelResult", "wheel_filename", "write_wheel"]
@@ -144,17 +142,6 @@ def order_members(
     payload = sorted((m for m in members if not m.arcname.startswith(prefix)), key=_name)
     meta = sorted((m for m in members if m.arcname.startswith(prefix)), key=_name)
     return payload + meta
-
-
-def render_record(written: Sequence[WrittenMember], record_name: str) -> bytes:
-    """RECORD as CSV: ``path,sha256=<urlsafe b64, no padding>,size``; its own row empty."""
-    text = io.StringIO()
-    rows = csv.writer(text, lineterminator="\n")
-    for item in written:
-        digest = base64.urlsafe_b64encode(item.sha256).rstrip(b"=").decode("ascii")
-        rows.writerow((item.arcname, f"sha256={digest}", item.size))
-    rows.writerow((record_name, "", ""))
-    return text.getvalue().encode("utf-8")
 
 
 def _name(member: Member) -> str:
