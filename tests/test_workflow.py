@@ -217,7 +217,7 @@ def test_assembler_accepts_the_workflow_command_line(text: str) -> None:
         Path("index"),
         "$VERSION",
     )
-    assert args.linux_amdgpu_families == "$FAMILIES"
+    assert args.linux_amdgpu_families == ["$FAMILIES"]  # list flags are parsed into lists
 
 
 def test_builder_command_line(text: str) -> None:
