@@ -107,17 +107,9 @@ def _options(parser: argparse.ArgumentParser) -> set[str]:
     return {s for a in parser._actions for s in a.option_strings}
 
 
-#: kpack/wheelsplit owns split-wheel's arguments (no -q, two without help): reported to its
-#: owner; strict, so the test says when it is fixed.
-_OWNED_ELSEWHERE = pytest.mark.xfail(strict=True, reason="kpack/wheelsplit's arguments")
-
-
 @pytest.mark.parametrize(
     ("name", "parser"),
-    [
-        pytest.param(n, p, id=n, marks=[_OWNED_ELSEWHERE] if n == "kpack split-wheel" else [])
-        for n, p in _parsers()
-    ],
+    [pytest.param(n, p, id=n) for n, p in _parsers()],
 )
 def test_every_command_has_quiet_verbose_and_help_for_every_argument(
     name: str, parser: argparse.ArgumentParser

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kpack.common.boundary import guarded
+from kpack.common.cli import configure_logging
 from kpack.common.safepath import (
     case_collisions,
     output_dir_problem,
@@ -338,8 +339,8 @@ def _compat_options(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Split as ``args`` say and print the report (the CLI's work); the last line says
-    where the outputs and the report went. An error's list of problems is cut to a few
+    """Split as ``args`` say and print the report (the CLI's work; ``-q``: none); the last
+    line is the absolute output dir. An error's list of problems is cut to a few
     entries and a count."""
     _compat_options(args)
     options = resolve_options(args)
@@ -354,8 +355,10 @@ def run(args: argparse.Namespace) -> int:
         if len(exc.problems) <= len(few(exc.problems)):
             raise
         raise type(exc)(exc.message, path=exc.path, problems=few(exc.problems)) from None
-    print(report.to_markdown())
-    print(f"outputs: {Path(args.output_dir).absolute()}; split report: {report_dir}")
+    if not getattr(args, "quiet", False):
+        print(report.to_markdown())
+        print(f"split report: {Path(report_dir).absolute()}")
+    print(Path(args.output_dir).absolute())  # the last line: where the outputs went
     return 0
 
 
@@ -369,11 +372,7 @@ def main(
 
     def _run(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
-        verbose: int = args.verbose
-        level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
-        logging.basicConfig(
-            level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-        )
+        configure_logging(args, fmt="%(levelname)s %(name)s: %(message)s")
         return run(args)
 
     return guarded(_run, argv)

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import NoReturn
 
+from kpack.common.cli import add_verbosity
 from kpack.databases import handler_names
 from kpack.errors import UsageError
 
@@ -29,9 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_split(parser)
     _add_variants(parser)
     _add_limits(parser)
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)"
-    )
+    add_verbosity(parser)
     parser.add_argument(
         "--clang-offload-bundler",
         type=Path,

@@ -12,7 +12,6 @@ spelled as there. The ``torch-fat`` preset stays: its database handlers find not
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -48,11 +47,9 @@ OTHER = "torchaudio-2.9.0-cp311-cp311-manylinux_2_28_x86_64.whl"  # already in t
 
 
 def _modules() -> list[str]:
-    """Ours, and rocm-kpack's module path once the ``rocm_kpack`` face is installed."""
-    found = ["kpack.tools.split_python_wheels"]
-    if importlib.util.find_spec("rocm_kpack") is not None:
-        found.append("rocm_kpack.tools.split_python_wheels")
-    return found
+    """Ours, and rocm-kpack's module path as TheRock writes it (the project installs the
+    ``rocm_kpack`` face beside ``kpack``)."""
+    return ["kpack.tools.split_python_wheels", "rocm_kpack.tools.split_python_wheels"]
 
 
 def _script(module: str, *extra: str) -> str:
