@@ -269,6 +269,20 @@ def test_kpack_extract_ends_with_the_absolute_output_path(tmp_path: Path) -> Non
     assert quiet.stdout == f"{tmp_path / 'co2'}\n"
 
 
+def test_kpack_split_artifacts_ends_with_the_absolute_output_path(tmp_path: Path) -> None:
+    art = tmp_path / "blas_lib_generic"
+    (art / "s" / "lib").mkdir(parents=True)
+    (art / "s" / "lib" / "notes.txt").write_text("notes\n")
+    (art / "artifact_manifest.txt").write_text("s\n")
+    argv = ["split-artifacts", "--artifact-dir", "blas_lib_generic", "--output-dir"]
+    proc = _in(tmp_path, _script("kpack"), *argv, "out")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == str(tmp_path / "out")
+    assert "blas_lib_generic -> blas_lib" in proc.stdout  # the summary, before
+    quiet = _in(tmp_path, _script("kpack"), *argv, "out2", "-q")
+    assert quiet.stdout == f"{tmp_path / 'out2'}\n"
+
+
 # --- families against the tree ----------------------------------------------------------------
 
 

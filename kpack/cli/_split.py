@@ -11,6 +11,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from kpack.archive import Scheme
 from kpack.cli._args import _agent_isa, _input_dir, _input_file, _mb, _output_dir
@@ -84,7 +85,9 @@ def cmd_split(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             force=args.force,
         )
-        _print_result(result)
+        if not getattr(args, "quiet", False):
+            _print_result(result)
+        print(Path(args.output_dir).absolute())  # the last line: where the outputs went
         return 0
     batch = split_artifacts(
         args.batch_artifact_parent_dir,
@@ -96,11 +99,13 @@ def cmd_split(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         force=args.force,
     )
-    for result in batch.results:
+    quiet = getattr(args, "quiet", False)
+    for result in batch.results if not quiet else ():
         _print_result(result)
-    if not batch.results and not batch.failures:
+    if not batch.results and not batch.failures and not quiet:
         print(f"no artifacts to split in {args.batch_artifact_parent_dir}")
     batch.raise_for_failures()
+    print(Path(args.output_dir).absolute())  # the last line: where the outputs went
     return 0
 
 
