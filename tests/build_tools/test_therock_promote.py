@@ -60,10 +60,25 @@ def rc_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "dist"
 
 
+#: TheRock's script calls ``TarFile.extractall(..., filter="data")``, which needs Python
+#: 3.11.4 or later; on an older 3.11 (Debian bookworm's 3.11.2) the script runs with a shim
+#: that drops the keyword (the archives are the ones this test just built).
+_RUN_PROMOTE = """
+import runpy, sys, tarfile
+if not hasattr(tarfile, "data_filter"):
+    _extractall = tarfile.TarFile.extractall
+    def extractall(self, *args, filter=None, **kwargs):
+        return _extractall(self, *args, **kwargs)
+    tarfile.TarFile.extractall = extractall
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 def promote(dist: Path, into: Path, *args: str) -> subprocess.CompletedProcess[str]:
     shutil.copytree(dist, into)
     proc = subprocess.run(
-        [sys.executable, str(PROMOTE), f"--input-dir={into}", *args],
+        [sys.executable, "-c", _RUN_PROMOTE, str(PROMOTE), f"--input-dir={into}", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -87,7 +102,8 @@ def sdist_members(sdist: Path) -> dict[str, str]:
 def backend_metadata(sdist: Path, where: Path, family: str) -> str:
     """The METADATA our backend gives when pip builds ``sdist`` for ``family``."""
     with tarfile.open(sdist) as tar:
-        tar.extractall(where, filter="data")
+        # our own sdist; the "data" filter where this Python has it (3.11.4 and later)
+        tar.extractall(where, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     (root,) = where.iterdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ROCM_SDK_", "ROCM_BOOT"))}
     env["ROCM_SDK_TARGET_FAMILY"] = family

@@ -91,7 +91,12 @@ def _load_dist_info() -> ModuleType:
         raise RuntimeError(f"cannot load {DIST_INFO_PY}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    previous = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True  # no .pyc in the build tree: a full disk would cut one short
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = previous
     return module
 
 
