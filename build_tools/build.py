@@ -10,6 +10,7 @@ without ``--force``. A failed or interrupted run leaves the destination as it wa
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -225,12 +226,18 @@ def apply_plan(
         order = sorted(range(len(packages)), key=lambda i: -packages[i].input_bytes)
         if progress is not None:
             progress.set_total(sum(p.input_bytes for p in packages))
-        with ThreadPoolExecutor(max_workers=min(2, plan.options.jobs)) as pool:
+        pool = ThreadPoolExecutor(max_workers=min(2, plan.options.jobs))
+        try:
             futures = {
                 i: pool.submit(_write_one, plan, packages[i], tmp, archives, progress)
                 for i in order
             }
             built = [futures[i].result() for i in range(len(packages))]
+        except BaseException:  # a failure or a signal: packages not started yet never start
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        finally:
+            pool.shutdown(wait=True)
         if plan.options.build_packages:
             _write_report(plan, built, tmp)
             staged, outputs = tmp, [*(b.path.as_posix() for b in built), REPORT_JSON, REPORT_MD]
@@ -238,5 +245,14 @@ def apply_plan(
             staged, outputs = tmp / "stage", [b.path.as_posix() for b in built]
         publish(dest, staged, outputs, record_name=RECORD, tool=TOOL, force=force)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_tree(tmp)
     return built
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove the temp build dir; every writer has stopped by now, so a second pass only
+    finishes what an interrupted first one left."""
+    for _attempt in range(2):
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            return
