@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpack.common import cancel
 from kpack.common.outputs import check_outputs, publish
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import PackagingError
@@ -170,6 +171,7 @@ def _write_one(
         start = time.monotonic()
         path = _write_package(plan, pkg, out_root / pkg.subdir, work, archives, progress)
         size = path.stat().st_size
+        cancel.check()  # no "wrote" line once the build is cancelled
         if progress is not None:
             progress.package_done(path.name, size, time.monotonic() - start)
         return Built(pkg, Path("dist") / path.relative_to(out_root), size)
@@ -209,8 +211,14 @@ def apply_plan(
 
     Packages are written two at a time, so one package's final drain or the serial
     devel tarball overlaps another's compression. ``force``: replace files in the way
-    that the builder did not write.
+    that the builder did not write. A failure or a signal cancels the packages being
+    written (:mod:`kpack.common.cancel`) and those not started yet.
     """
+    with cancel.scope():
+        return _apply_plan(plan, progress, force=force)
+
+
+def _apply_plan(plan: BuildPlan, progress: Progress | None, *, force: bool) -> list[Built]:
     dest = plan.options.dest_dir
     tmp = temp_dir_name(dest, ".rocm-build-")  # named first: cleanup covers its creation
     check_outputs(dest, _planned_outputs(plan), record_name=RECORD, tool=TOOL, force=force)
@@ -233,7 +241,8 @@ def apply_plan(
                 for i in order
             }
             built = [futures[i].result() for i in range(len(packages))]
-        except BaseException:  # a failure or a signal: packages not started yet never start
+        except BaseException:  # a failure or a signal: packages not started yet never start,
+            cancel.cancel()  # and the ones being written stop at their next chunk
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         finally:

@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import BinaryIO
 
+from kpack.common import cancel
 from kpack.errors import PackagingError
 
 from .payload import PayloadFile, TarEntry, TarKind
@@ -43,6 +44,7 @@ def write_devel_tar(path: Path, members: Sequence[TarEntry], *, epoch: int, xz: 
     mode = "w:xz" if xz else "w"
     with tarfile.open(path, mode, format=tarfile.GNU_FORMAT) as tar:  # type: ignore[call-overload]
         for member in ordered:
+            cancel.check()
             info = _info(member.arcname, epoch)
             if member.kind is TarKind.DIR:
                 info.type, info.mode = tarfile.DIRTYPE, 0o755

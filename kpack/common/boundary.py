@@ -9,6 +9,8 @@
 - SIGINT, SIGTERM (what CI sends on cancel) and SIGHUP unwind the stack like
   ``KeyboardInterrupt``, so every ``finally`` and context manager removes its temporary
   directories and leaves the destination as it was; exit status 128 + the signal number.
+  They also cancel the run (:mod:`kpack.common.cancel`): threads and worker processes
+  stop at their next check instead of finishing their job.
 - Anything else escaping is a bug and keeps its traceback.
 """
 
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
 
+from kpack.common import cancel
 from kpack.errors import RocmPackagingError
 
 __all__ = ["Interrupted", "guarded", "os_error_line"]
@@ -43,7 +46,13 @@ def _raise(signum: int, frame: FrameType | None) -> None:
     # Later signals while we clean up are ignored: the first one already unwinds.
     for sig in _SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    cancel.cancel()  # threads and worker processes stop at their next check
     raise Interrupted(signum)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    cancel.cancel()
+    raise KeyboardInterrupt
 
 
 @contextmanager
@@ -51,9 +60,11 @@ def _signals_unwind() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    previous = {sig: signal.getsignal(sig) for sig in (*_SIGNALS, signal.SIGINT)}
     for sig in _SIGNALS:
         signal.signal(sig, _raise)
+    if previous[signal.SIGINT] is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         yield
     finally:
@@ -81,7 +92,7 @@ def guarded(
     whose output is parsed line by line.
     """
     try:
-        with _signals_unwind():
+        with cancel.scope(), _signals_unwind():
             return run(argv)
     except RocmPackagingError as exc:
         text = str(exc).replace("\n  - ", "; ") if one_line else str(exc)

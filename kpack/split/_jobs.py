@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
@@ -174,7 +174,19 @@ def _check_unique(kernels: Sequence[ExtractedKernel], source: Path) -> None:
         seen.add(pair)
 
 
-def _pool(jobs: int, count: int) -> Executor | None:
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now: a worker in the middle of a
+    large binary would otherwise finish it while the caller waits (a signal, a failure)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+
+
+def _pool(jobs: int, count: int) -> ProcessPoolExecutor | None:
     if jobs <= 1 or count <= 1:
         return None
     methods = multiprocessing.get_all_start_methods()
@@ -198,8 +210,7 @@ def run_fat_jobs(jobs: Sequence[FatJob], workers: int) -> list[FatOutcome]:
                 for future in as_completed(futures):
                     outcomes.append(_result(future, futures[future]))
             except BaseException:
-                for future in futures:
-                    future.cancel()
+                _stop(pool)
                 raise
     return sorted(outcomes, key=lambda o: o.job.kernel_name)
 

@@ -24,6 +24,7 @@ from kpack.archive import (
     compressor,
 )
 from kpack.bundle import BundleSink, CodeObjectRef
+from kpack.common import cancel
 from kpack.databases import base_arch
 from kpack.errors import BundleError
 from kpack.transform import (
@@ -93,6 +94,7 @@ class _Spool:
 
             def write(data: bytes | memoryview) -> None:
                 nonlocal written
+                cancel.check()
                 out.write(data)
                 written += memoryview(data).nbytes
                 if written == size:
@@ -104,6 +106,7 @@ class _Spool:
         frame = FrameWriter(self._cctx, out, size)
 
         def compress(data: bytes | memoryview) -> None:
+            cancel.check()
             frame.write(data)
             if frame.done:
                 self.ranges[location] = (start, out.tell() - start)

@@ -43,6 +43,7 @@ from typing import Protocol
 
 import deflate as libdeflate
 
+from kpack.common import cancel
 from kpack.errors import PackagingError
 from kpack.wheelfile._join import joiner
 from kpack.wheelfile._member import Member, looks_compressed, open_source
@@ -110,11 +111,14 @@ def deflate_chunk(data: bytes | bytearray, zdict: bytes | None, final: bool, lev
     return head + tail if head else tail
 
 
+def _deflate_task(task: _Task, level: int) -> bytes:
+    cancel.check()  # a cancelled build stops between chunks
+    data, zdict, final, whole = task
+    return deflate_whole(data, level) if whole else deflate_chunk(data, zdict, final, level)
+
+
 def _deflate_batch(tasks: list[_Task], level: int) -> list[bytes]:
-    return [
-        deflate_whole(data, level) if whole else deflate_chunk(data, zdict, final, level)
-        for data, zdict, final, whole in tasks
-    ]
+    return [_deflate_task(task, level) for task in tasks]
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,7 @@ class MemberStreamer:
             if progress is not None and stream.size is not None:
                 progress.file_started(member.arcname, stream.size)
             for data, last in stream.chunks:
+                cancel.check()
                 if progress is not None:
                     progress.advance(len(data))
                 if job is None:
@@ -303,6 +308,7 @@ class MemberStreamer:
         return future.result()[part.index]
 
     def _drain_one(self) -> None:
+        cancel.check()
         job = self._queue[0]
         if job.entry is None and job.read_done:
             self._write_whole(job)
