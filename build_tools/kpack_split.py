@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kpack.archive import Scheme
+from kpack.archive import DEFAULT_LEVEL, Scheme
 from kpack.artifact.names import ArtifactId
 from kpack.artifact.planned import PlannedArchive
 from kpack.databases import load_handlers
@@ -52,7 +52,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _SCHEME: Scheme = "zstd-per-kernel"
-_LEVEL = 3
+_LEVEL = DEFAULT_LEVEL
 _KINDS = {Kind.DIR: EntryKind.DIR, Kind.SYMLINK: EntryKind.SYMLINK}
 
 

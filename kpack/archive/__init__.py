@@ -36,6 +36,7 @@ from kpack.archive._write import (
 
 __all__ = [
     "BLOB_ALIGNMENT",
+    "DEFAULT_LEVEL",
     "KEY_RULES",
     "MAGIC",
     "MAX_KERNELS",
@@ -64,3 +65,4 @@ VERSION = _archive_write.VERSION
 BLOB_ALIGNMENT = _archive_write.BLOB_ALIGNMENT
 MAX_KERNELS = _archive_write.MAX_KERNELS  # the C reader's cap on num_kernels
 MAX_ZSTD_BLOB = _archive_write.MAX_ZSTD_BLOB  # the C reader's cap on the zstd blob
+DEFAULT_LEVEL = _archive_write.DEFAULT_LEVEL  # our frames' zstd level unless one is named

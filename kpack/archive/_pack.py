@@ -26,7 +26,7 @@ from kpack.archive._kernels import (
     check_stored,
 )
 from kpack.archive._toc import Scheme
-from kpack.archive._write import BLOB_ALIGNMENT, VERSION, payload_size
+from kpack.archive._write import BLOB_ALIGNMENT, DEFAULT_LEVEL, VERSION, payload_size
 from kpack.errors import ArchiveError
 
 log = logging.getLogger("kpack.archive")  # the package's logger, as callers configure it
@@ -79,7 +79,7 @@ def write_kpack(
     group_name: str,
     gfx_arch_family: str,
     scheme: Scheme = "zstd-per-kernel",
-    level: int = 3,
+    level: int = DEFAULT_LEVEL,
     jobs: int = 2,
     key_rule: KeyRule = "kernel",
     gfx_arches: Sequence[str] | None = None,

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from kpack.archive import DEFAULT_LEVEL
 from kpack.cli._inspect import cmd_extract, cmd_inspect
 from kpack.cli._split import cmd_resolve, cmd_split, cmd_split_wheel, cmd_verify
 from kpack.common.boundary import guarded
@@ -90,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
         default="zstd",
         help="how kernels are stored in the .kpack archives (zstd)",
     )
-    p.add_argument("--compression-level", type=int, metavar="N", help="zstd level 1-22 (3)")
+    level_help = f"zstd level 1-22 ({DEFAULT_LEVEL}; rocm-kpack: 3)"
+    p.add_argument("--compression-level", type=int, metavar="N", help=level_help)
     p.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (2)")
     p.add_argument("--force", action="store_true", help="replace existing output dirs")
     p.add_argument(

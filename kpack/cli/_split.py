@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kpack.archive import Scheme
+from kpack.archive import DEFAULT_LEVEL, Scheme
 from kpack.cli._args import _agent_isa, _input_dir, _input_file, _mb, _output_dir
 from kpack.databases import load_handlers
 from kpack.errors import UsageError
@@ -72,7 +72,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     handlers = load_handlers(args.split_databases) if args.split_databases else ()
     gpu_targets = _gpu_targets(args.gpu_targets)
     scheme: Scheme = "none" if args.compression == "none" else "zstd-per-kernel"
-    level = 3 if args.compression_level is None else args.compression_level
+    level = DEFAULT_LEVEL if args.compression_level is None else args.compression_level
     if args.artifact_dir is not None:
         result = split_artifact(
             args.artifact_dir,

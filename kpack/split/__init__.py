@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack.archive import Scheme
+from kpack.archive import DEFAULT_LEVEL, Scheme
 from kpack.artifact.names import ArtifactId
 from kpack.databases import Handler
 from kpack.errors import ArtifactError, RocmPackagingError, UsageError
@@ -152,7 +152,7 @@ def split_artifact(
     handlers: Sequence[Handler] = (),
     gpu_targets: Sequence[str] | None = None,
     scheme: Scheme = "zstd-per-kernel",
-    level: int = 3,
+    level: int = DEFAULT_LEVEL,
     jobs: int = 2,
     force: bool = False,
 ) -> SplitResult:
@@ -233,7 +233,7 @@ def split_artifacts(
     handlers: Sequence[Handler] = (),
     gpu_targets: Sequence[str] | None = None,
     scheme: Scheme = "zstd-per-kernel",
-    level: int = 3,
+    level: int = DEFAULT_LEVEL,
     jobs: int = 2,
     force: bool = False,
     progress: Callable[[Path], None] | None = None,

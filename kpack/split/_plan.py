@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from kpack.archive import SCHEMES, Scheme
+from kpack.archive import DEFAULT_LEVEL, SCHEMES, Scheme
 from kpack.artifact.names import ArtifactId
 from kpack.databases import DatabaseMatch, Handler, base_arch
 from kpack.errors import ArtifactError, UsageError
@@ -48,7 +48,7 @@ class SplitOptions:
     handlers: tuple[Handler, ...] = ()
     gpu_targets: tuple[str, ...] | None = None
     scheme: Scheme = "zstd-per-kernel"
-    level: int = 3
+    level: int = DEFAULT_LEVEL
     jobs: int = 2
     force: bool = False
 

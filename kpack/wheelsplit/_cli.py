@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import NoReturn
 
+from kpack.archive import DEFAULT_LEVEL
 from kpack.common.cli import add_verbosity
 from kpack.databases import handler_names
 from kpack.errors import UsageError
@@ -115,7 +116,11 @@ def _add_split(parser: argparse.ArgumentParser) -> None:
         help="compression of the .kpack archives (zstd)",
     )
     parser.add_argument(
-        "--compression-level", type=int, default=3, metavar="N", help="zstd level 1-22 (3)"
+        "--compression-level",
+        type=int,
+        default=DEFAULT_LEVEL,
+        metavar="N",
+        help=f"zstd level 1-22 ({DEFAULT_LEVEL}; rocm-kpack: 3)",
     )
     parser.add_argument(
         "-j", "--jobs", type=int, default=1, metavar="N", help="worker processes (1)"

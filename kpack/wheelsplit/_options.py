@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kpack.archive import Scheme
+from kpack.archive import DEFAULT_LEVEL, Scheme
 from kpack.errors import UsageError
 from kpack.wheelfile import DEFAULT_LIMITS, Limits
 from kpack.wheelsplit._requires import check_requires
@@ -36,7 +36,7 @@ class SplitOptions:
     device_package_prefix: str
     databases: tuple[str, ...] | None = None  # None: every handler
     scheme: Scheme = "zstd-per-kernel"
-    level: int = 3
+    level: int = DEFAULT_LEVEL
     jobs: int = 1
     variant: bool = False
     variant_label: str = DEFAULT_VARIANT_LABEL

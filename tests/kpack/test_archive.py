@@ -692,7 +692,7 @@ def _stored(scheme: Scheme) -> tuple[list[archive.StoredKernel], list[bytes]]:
     kernels, blobs = [], []
     for k in sample_kernels():
         data = bytes(k.data)  # type: ignore[arg-type]
-        blob = data if scheme == "none" else compress_frame(compressor(3), data)
+        blob = data if scheme == "none" else compress_frame(compressor(archive.DEFAULT_LEVEL), data)
         kernels.append(
             archive.StoredKernel(k.binary_key, k.target, len(blob), len(data), k.metadata)
         )

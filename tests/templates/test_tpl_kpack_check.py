@@ -568,9 +568,7 @@ def test_selftest_reports_every_problem_in_one_failure(site: Site) -> None:
     )
 
 
-def test_selftest_skips_without_device_wheels(
-    site: Site, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_selftest_skips_without_device_wheels(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
     """The hint names a command that changes the outcome: 'rocm[device]' installs nothing
     where no GPU is visible, so a target is named then."""
     for dist_info in site.path.glob("rocm_sdk_device_*.dist-info"):
