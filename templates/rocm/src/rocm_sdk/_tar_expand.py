@@ -33,6 +33,7 @@ from typing import IO, TypeVar
 from ._errors import DevelError, UnsafeArchiveError
 from ._jsonfile import read_json
 from ._limits import MAX_DEVEL_SIZE_ENV, ExpansionLimit
+from ._record import _write_new
 
 KEEP_AS_SYMLINK = frozenset(
     {"amdclang", "amdclang++", "amdclang-cl", "amdclang-cpp", "amdflang", "amdlld", "amdllvm"}
@@ -50,6 +51,8 @@ def keeps_symlink(relpath: str, resolved: str) -> bool:
         _SHARED_LIBRARY.search(os.path.basename(resolved))
     )
 _CHUNK = 1 << 20
+#: Written by :func:`extract_tree` into the tree it expands; no member may take this name.
+PENDING_LINKS_NAME = ".devel_pending_links.json"
 #: The most data a pax or GNU long-name header may hold (tarfile reads it whole).
 MAX_EXTENDED_HEADER = 1 << 20
 _EXTENDED_TYPES = frozenset({tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
@@ -183,6 +186,10 @@ def _stream_members(
         for member in archive:
             _check_budget(archive, tarball, limit)
             rel = member_relpath(member.name, top)
+            if rel == PENDING_LINKS_NAME:  # written by extract_tree: never a member's
+                raise UnsafeArchiveError(
+                    f"member {member.name!r} has a name rocm-sdk reserves for its own records"
+                )
             if member.isdir():
                 (dest / rel).mkdir(parents=True, exist_ok=True)
             elif not rel:
@@ -305,9 +312,6 @@ def _symlinks_to_hardlinks(links: list[_Link], dest: Path) -> None:
             _replace_with_hardlink(resolved, path)
 
 
-PENDING_LINKS_NAME = ".devel_pending_links.json"
-
-
 def _set_aside_dangling(links: list[_Link], dest: Path) -> tuple[list[_Link], list[_Link]]:
     """Split symlinks into kept ones and those into a package that is not installed (a
     devel link into ``_rocm_profiler`` without ``rocm[profiler]``): those are removed, not
@@ -352,13 +356,8 @@ def extract_tree(
     _symlinks_to_hardlinks(links, dest)
     created = files + [link.relpath for link in links]
     doc = [{"relpath": link.relpath, "target": link.target} for link in pending]
-    pending_path = dest / PENDING_LINKS_NAME
-    try:
-        pending_path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    except OSError as exc:
-        if exc.filename is None:  # a failed write (full disk) names no file
-            exc.filename = str(pending_path)
-        raise
+    # Created exclusively, never written through a link (a failed write names the file).
+    _write_new(dest / PENDING_LINKS_NAME, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return sorted([*created, PENDING_LINKS_NAME])
 
 
