@@ -67,6 +67,7 @@ from kpack.common.cli import (
     output_line,
 )
 from kpack.errors import UsageError
+from kpack.wheelsplit import Parser
 
 __all__ = [
     "AssemblyPlan",
@@ -84,7 +85,9 @@ log = logging.getLogger("assemble_shards")
 
 
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    """The command line; a usage error (an unknown flag, a missing argument) is one
+    ``error:`` line and exit status 1, as every bad input (:class:`kpack.wheelsplit.Parser`)."""
+    p = Parser(
         prog="assemble-shards",
         description="Merge the dist directories of target-sharded kpack-split builds into one.",
     )

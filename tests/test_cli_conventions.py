@@ -94,9 +94,12 @@ def test_version_keeps_taking_the_package_version(
         argv = [*given, *required]
         assert module._parser(argv).parse_args(argv).version == "7.1.0"
     argv = ["--version", *required]
-    with pytest.raises(SystemExit) as info:
-        module._parser(argv).parse_args(argv)
-    assert info.value.code == 2
+    if name == "assemble-shards":  # its usage errors are one error line and exit status 1
+        assert module.main(argv) == 1
+    else:
+        with pytest.raises(SystemExit) as info:
+            module._parser(argv).parse_args(argv)
+        assert info.value.code == 2
     assert "given alone, --version prints the tool's version" in capsys.readouterr().err
 
 

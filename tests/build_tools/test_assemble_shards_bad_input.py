@@ -218,6 +218,47 @@ def test_a_version_flag_over_the_digit_limit(
     assert "is not a PEP 440 version" in err and len(err) < 300
 
 
+# --- the command line ------------------------------------------------------------------------
+
+USAGE_CASES: dict[str, tuple[list[str], str]] = {
+    "unknown-flag": (
+        ["--bogus"],
+        "error: assemble-shards: unrecognized arguments: --bogus (see assemble-shards --help)",
+    ),
+    "missing-output": (
+        ["--output"],
+        "error: assemble-shards: argument --output: expected one argument "
+        "(see assemble-shards --help)",
+    ),
+    "bad-verbosity": (
+        ["-q", "-v"],
+        "error: assemble-shards: argument -v/--verbose: not allowed with argument -q/--quiet "
+        "(see assemble-shards --help)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(USAGE_CASES))
+def test_a_usage_error_is_one_line_and_exit_1(
+    case: str, shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Not argparse's usage block and exit status 2: the project's one ``error:`` line."""
+    a, b = shards
+    extra, line = USAGE_CASES[case]
+    before = _snapshot(tmp_path)
+    proc = _run_cli([*_argv(a, b, tmp_path / "out"), *extra])
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", line + "\n")
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_missing_required_flag_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    needle = "error: assemble-shards: the following arguments are required: --input, --output"
+    err = _fails(tmp_path, ["-q"], capsys, needle)
+    assert err.count("\n") == 1 and "usage:" not in err
+
+
 # --- the shards' files ----------------------------------------------------------------------
 
 
