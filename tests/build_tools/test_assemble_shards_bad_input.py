@@ -351,6 +351,29 @@ def test_the_report_place_is_a_directory(
     _fails(tmp_path, argv, capsys, needle)
 
 
+def test_planted_symlinks_at_the_report_places_are_never_followed(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Symlinks at ``.report.json.tmp`` (an older writer's temp name), ``report.json`` and
+    ``report.md`` beside ``--output`` point at a file elsewhere: it is never written."""
+    a, b = shards
+    victim = tmp_path / "elsewhere" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_bytes(b"precious\n")
+    out = tmp_path / "m" / "dist"
+    out.parent.mkdir()
+    for name in (".report.json.tmp", "report.json", "report.md"):
+        (out.parent / name).symlink_to(victim)
+    assert main(_argv(a, b, out)) == 0, capsys.readouterr().err
+    assert victim.read_bytes() == b"precious\n"
+    assert os.readlink(out.parent / ".report.json.tmp") == str(victim)  # not ours: left alone
+    for name in ("report.json", "report.md"):  # the merged report replaced the link itself
+        assert not (out.parent / name).is_symlink()
+    doc = json.loads((out.parent / "report.json").read_text())
+    assert [r["target"] for r in doc["device_wheels"]] == ["gfx1200", "gfx1201"]
+    assert "gfx1201" in (out.parent / "report.md").read_text()
+
+
 @pytest.mark.parametrize("before", ["nothing", "empty-output", "old-reports"])
 @pytest.mark.parametrize("failure", ["disk-full", "interrupt"])
 def test_a_failure_at_the_last_step_takes_everything_back(
