@@ -575,3 +575,40 @@ def test_a_member_named_like_the_pending_links_file_is_refused(
         "reserves for its own records"
     )
     assert (site / "rocm_sdk" / "victim.txt").read_text() == "keep me\n"
+
+
+# --- usage errors ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["bogus"],
+            "argument COMMAND: invalid choice: 'bogus' (choose from 'path', 'version', "
+            "'targets', 'init', 'test') (see rocm-sdk --help)",
+        ),
+        ([], "the following arguments are required: COMMAND (see rocm-sdk --help)"),
+        (["--bogus", "version"], "unrecognized arguments: --bogus (see rocm-sdk --help)"),
+        (
+            ["path"],
+            "path: one of the arguments --cmake --root --bin is required "
+            "(see rocm-sdk path --help)",
+        ),
+        (
+            ["path", "--cmake", "--bin"],
+            "path: argument --bin: not allowed with argument --cmake (see rocm-sdk path --help)",
+        ),
+        (["init", "--loud"], "unrecognized arguments: --loud (see rocm-sdk --help)"),
+        (["version", "a\nrocm: injected"], r"unrecognized arguments: a\nrocm: injected (see "),
+        (["version", "x" * 100_000], "unrecognized arguments: xxxx"),
+    ],
+    ids=["command", "none", "flag", "missing", "exclusive", "init-flag", "newline", "huge"],
+)
+def test_a_usage_error_is_one_line_and_exit_1(tmp_path: Path, argv: list[str], line: str) -> None:
+    """``rocm-sdk bogus`` and bad flags answer as every other error does: one
+    ``rocm-sdk: error:`` line (argparse's usage block and exit status 2 before)."""
+    site = make_site(tmp_path)
+    shown = fails(site, *argv)
+    assert shown.startswith(line), shown
+    assert len(shown) < 400

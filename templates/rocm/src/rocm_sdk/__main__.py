@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from . import _dist_info as di
 from ._errors import RocmSdkError
@@ -138,8 +139,26 @@ EXPANSION_NOTE = (
 )
 
 
+#: The most characters of a usage error shown (an argument may be a megabyte long).
+_SHOWN_ERROR = 300
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error (an unknown command or flag, a missing or extra argument) is one
+    ``rocm-sdk: error:`` line and exit status 1, like every other error of the command;
+    argparse would print its usage block and exit 2. Subcommand parsers are of this class."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("rocm-sdk").strip()
+        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        if len(shown) > _SHOWN_ERROR:
+            shown = f"{shown[:_SHOWN_ERROR]}... ({len(shown)} characters)"
+        where = f"{command}: " if command else ""
+        self.exit(1, f"rocm-sdk: error: {where}{shown} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rocm-sdk", description="ROCm SDK for Python", epilog=EXPANSION_NOTE
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
