@@ -136,3 +136,56 @@ def test_signal_while_writing_packages_keeps_dist(tmp_path: Path) -> None:
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert _digests(dest) == before
     assert sorted(p.name for p in dest.iterdir()) == ["dist"]
+
+
+def test_a_signal_stops_the_packages_being_written(tmp_path: Path) -> None:
+    """Workers stop at their next chunk: no package is finished (no "wrote" line) after the
+    signal, where the pool used to write every package already started to its end."""
+    import threading
+
+    from .treeutil import add_artifact, write_manifest
+
+    tree = tmp_path / "tree"
+    write_manifest(tree)
+    block = os.urandom(1 << 20)  # incompressible: deflating 96 MiB takes seconds
+    add_artifact(
+        tree, "core-hip_lib_generic", "core/clr/stage",
+        {f"share/blob{i}.bin": block * 24 for i in range(4)},
+    )  # fmt: skip
+    dest = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "build_tools.build_python_packages", "--artifact-dir", str(tree),
+         "--dest-dir", str(dest), "--version", VERSION, "-j", "2"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    writing = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "wrote " in line:  # a small package is done; core's 96 MiB are being deflated
+                writing.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        _wait_for(writing.is_set, proc, "a first package was written")
+        seen = len(lines)
+        assert "rocm_sdk_core" not in "".join(lines), "core was done before the signal"
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+        reader.join(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        reader.join(timeout=10)
+        assert proc.stderr is not None
+        proc.stderr.close()
+    after = lines[seen:]
+    assert proc.returncode == 130, "".join(lines)
+    assert not [line for line in after if "wrote " in line], "".join(after)
+    assert "".join(after).strip().endswith("interrupted"), "".join(after)
+    assert not dest.exists() or not any(dest.rglob("*.whl"))
