@@ -16,10 +16,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _dist_info as di
+from ._errors import RocmSdkError
+from ._jsonfile import read_json
 from ._kpack_check import DeviceWheel, find_device_wheels
 from ._layout import package_dir
 
-__all__ = ["GpuCoverage", "coverage", "device_sites", "layered_archives", "layered_wheels"]
+__all__ = [
+    "GpuCoverage",
+    "build_targets",
+    "coverage",
+    "device_sites",
+    "layered_archives",
+    "layered_wheels",
+]
+
+#: TheRock's record of the GPU targets a build compiled for, in its platform packages
+DIST_INFO_JSON = Path("share", "therock", "dist_info.json")
 
 
 @dataclass(frozen=True)
@@ -27,6 +39,9 @@ class GpuCoverage:
     gpu: di.DetectedGpu
     served_by: tuple[str, ...]  # installed distributions that carry its code
     fix: str | None  # what to run when nothing does (or why nothing can)
+    #: False when the installed packages do not tell whether they serve it (a legacy
+    #: family this build does not name for the GPU, and no dist_amdgpu_targets)
+    checked: bool = True
 
 
 def device_sites() -> list[Path]:
@@ -89,21 +104,74 @@ def _kpack(gpu: di.DetectedGpu) -> GpuCoverage:
     return GpuCoverage(gpu, (), f"pip install 'rocm[device-{owner}]=={di.__version__}'")
 
 
+def build_targets(family: str | None = None) -> list[str] | None:
+    """The processors the installed libraries were compiled for: ``dist_amdgpu_targets``
+    of TheRock's ``share/therock/dist_info.json`` in the libraries package of ``family``
+    (legacy sets), else in the core package of the same build; None when neither has a
+    readable list."""
+    packages = [("libraries", family), ("core", None)]
+    for logical, fam in packages:
+        entry = di.ALL_PACKAGES.get(logical)
+        if entry is None or (entry.is_target_specific and fam is None):
+            continue
+        try:
+            where = package_dir(entry.platform_package_name(fam))
+            doc = read_json(where / DIST_INFO_JSON) if where is not None else None
+        except (OSError, ValueError, RocmSdkError):
+            continue
+        value = doc.get("dist_amdgpu_targets") if isinstance(doc, dict) else None
+        items = value if isinstance(value, list) else str(value or "").split(";")
+        targets = [t.strip() for t in items if isinstance(t, str) and t.strip()]
+        if targets:
+            return [di.package_owner(t) for t in targets]
+    return None
+
+
+def _installed_families() -> list[str]:
+    """The families of this build whose libraries package is installed."""
+    entry = di.ALL_PACKAGES.get("libraries")
+    if entry is None or not entry.is_target_specific:
+        return []
+    found = []
+    for family in di.AVAILABLE_TARGET_FAMILIES:
+        try:
+            if package_dir(entry.platform_package_name(family)) is not None:
+                found.append(family)
+        except RocmSdkError:
+            continue
+    return found
+
+
 def _legacy(gpu: di.DetectedGpu) -> GpuCoverage:
+    """Served by an installed libraries package of one of the GPU's families, or, when this
+    build names no family for it, by installed libraries whose build lists its processor
+    in ``dist_amdgpu_targets``; without that list it cannot be told (``checked`` False)."""
+    owner = di.package_owner(gpu.target)
     families = [
         f for f in di.candidate_target_families(gpu.target) if f in di.AVAILABLE_TARGET_FAMILIES
     ]
+    installed = _installed_families()
     entry = di.ALL_PACKAGES["libraries"]
-    installed = [
-        entry.dist_name(f) for f in families if package_dir(entry.platform_package_name(f))
-    ]
-    if installed:
-        return GpuCoverage(gpu, tuple(installed), None)
-    if not families:
-        return GpuCoverage(gpu, (), f"no target family of this build is named for {gpu.target}")
-    fix = (f"{di.TARGET_FAMILY_ENV}={families[0]} pip install --force-reinstall --no-cache-dir "
-           f"'rocm[libraries]=={di.__version__}'")
-    return GpuCoverage(gpu, (), fix)
+    mine = [entry.dist_name(f) for f in families if f in installed]
+    if mine:
+        return GpuCoverage(gpu, tuple(mine), None)
+    if families:
+        fix = (
+            f"{di.TARGET_FAMILY_ENV}={families[0]} pip install --force-reinstall "
+            f"--no-cache-dir 'rocm[libraries]=={di.__version__}'"
+        )
+        return GpuCoverage(gpu, (), fix)
+    built = build_targets(installed[0]) if installed else None
+    if built is not None and owner in built:
+        return GpuCoverage(gpu, tuple(entry.dist_name(f) for f in installed), None)
+    offered = ", ".join(di.AVAILABLE_TARGET_FAMILIES) or "none"
+    fix = (
+        f"this ROCm {di.__version__} build has no libraries for {owner} (it has {offered}"
+        + (f", compiled for {', '.join(built)}" if built else "")
+        + f"): pip install --force-reinstall --no-cache-dir 'rocm[libraries]' from an "
+        f"index whose rocm offers a family for {owner}"
+    )
+    return GpuCoverage(gpu, (), fix, checked=built is not None or not installed)
 
 
 def coverage(gpus: list[di.DetectedGpu]) -> list[GpuCoverage]:

@@ -198,6 +198,13 @@ NO_GPU_CHECK_ENV = "ROCM_SDK_NO_GPU_CHECK"
 _GPU_CHECK_DONE: list[bool] = []
 
 
+def _warn(message: str) -> None:
+    """One line on stderr: ``warnings.warn`` would add the caller's source line (two lines
+    from a script file), and a warning filter of the application could turn it into an
+    exception in the middle of its import."""
+    print(f"rocm_sdk: warning: {message}", file=sys.stderr, flush=True)
+
+
 def _warn_uncovered_gpus() -> None:
     """Once per process: one warning line per GPU of this machine without installed device
     code, before the first kernel launch fails with hipErrorInvalidImage. Reads KFD's sysfs
@@ -210,13 +217,11 @@ def _warn_uncovered_gpus() -> None:
     try:
         gpus = di.detect_gpus(programs=False)
     except ValueError as exc:
-        warnings.warn(f"rocm_sdk: GPU detection: {exc}", RuntimeWarning, stacklevel=3)
+        _warn(f"GPU detection: {exc}")
         return
     for entry in coverage(gpus):
         if not entry.served_by:
-            warnings.warn(
-                f"rocm_sdk: GPU {entry.gpu.target} has no device code installed, so its kernels "
-                f"will not load; {entry.fix} (set {NO_GPU_CHECK_ENV}=1 to silence)",
-                RuntimeWarning,
-                stacklevel=3,
+            _warn(
+                f"GPU {entry.gpu.target} has no device code installed, so its kernels will "
+                f"not load; {entry.fix} (set {NO_GPU_CHECK_ENV}=1 to silence)"
             )

@@ -5,7 +5,9 @@ The GPUs come from the shared detector (``ROCM_BOOTSTRAP_FORCE_GFX_ARCH``, KFD's
 topology, then ``offload-arch``). Kpack-split sets: every kernel of every transformed host
 library must resolve for each GPU the way the runtime looks it up (the GPU's ISA, then its
 generic target). Legacy sets: the installed libraries package must be one of the GPU's
-family. A failure names the GPU, what is missing and the ``pip install`` that fixes it.
+family (or, for a GPU this build names no family for, compiled for it: the build's
+``dist_amdgpu_targets``). A failure names the GPU, what is missing and the ``pip install``
+that fixes it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import unittest
 
 from .. import _dist_info as di
-from .._coverage import layered_archives
+from .._coverage import coverage, layered_archives
 from .._kpack_check import KpackChecker, format_failures
 from . import utils
 
@@ -82,29 +84,19 @@ class GpuCoverageTest(unittest.TestCase):
         """Legacy: the installed libraries package is one for each detected GPU's family."""
         if di.KPACK_MODE:
             self.skipTest("kpack-split package set: see testDeviceCodeForEveryDetectedGpu")
-        installed = [
-            f for f in di.AVAILABLE_TARGET_FAMILIES if utils.platform_dir("libraries", f)
-        ]
+        installed = [f for f in di.AVAILABLE_TARGET_FAMILIES if utils.platform_dir("libraries", f)]
         if not installed:
             self.skipTest("no libraries package is installed (pip install 'rocm[libraries]')")
         lines, unknown = [], []
-        for gpu in self.gpus:
-            families = [
-                f for f in di.candidate_target_families(gpu.target)
-                if f in di.AVAILABLE_TARGET_FAMILIES
-            ]
-            if any(f in installed for f in families):
+        for entry in coverage(self.gpus):
+            if entry.served_by:
                 continue
-            if not families:  # no family of this build is named for it: cannot tell
-                unknown.append(gpu.target)
+            if not entry.checked:  # no family named for it, no list of compiled targets
+                unknown.append(entry.gpu.target)
                 continue
-            fix = (
-                f"{di.TARGET_FAMILY_ENV}={families[0]} pip install --force-reinstall "
-                f"--no-cache-dir 'rocm[libraries]=={di.__version__}'"
-            )
             lines.append(
-                f"{gpu.target} (found by {gpu.source}) is not served by the installed libraries "
-                f"({', '.join(installed)}); fix: {fix}"
+                f"{entry.gpu.target} (found by {entry.gpu.source}) is not served by the "
+                f"installed libraries ({', '.join(installed)}); fix: {entry.fix}"
             )
         if lines:
             self.fail("\n".join(lines))
