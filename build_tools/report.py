@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,6 +26,7 @@ __all__ = [
     "DeviceRow",
     "Report",
     "TargetRow",
+    "count_contents",
     "make_legacy_report",
     "make_report",
     "render_markdown",
@@ -73,22 +74,33 @@ class Report:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
 
 
+def count_contents(names: Iterable[str], kernels_in: Callable[[str], int]) -> tuple[int, int]:
+    """(kernels, database files) of a device wheel whose members are ``names``, as its
+    report row counts them: each ``.kpack`` archive's kernels (``kernels_in(name)``), and one
+    database file per other member outside ``.dist-info/`` and ``.devel_links/``."""
+    kernels = databases = 0
+    for name in names:
+        if ".dist-info/" in name or "/.devel_links/" in name or name.endswith("/"):
+            continue
+        if name.endswith(".kpack"):
+            kernels += kernels_in(name)
+        else:
+            databases += 1
+    return kernels, databases
+
+
 def _count_kernels(wheel: Path) -> tuple[int, int]:
     """(kernels in its .kpack archives, database files) of one device wheel."""
-    kernels = databases = 0
     with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
-        for info in zf.infolist():
-            name = info.filename
-            if ".dist-info/" in name or "/.devel_links/" in name:
-                continue
-            if name.endswith(".kpack"):
-                path = Path(zf.extract(info, tmp))
-                with KpackArchive.open(path) as archive:
-                    kernels += len(archive.keys())
-                path.unlink()
-            else:
-                databases += 1
-    return kernels, databases
+
+        def kernels_in(name: str) -> int:
+            path = Path(zf.extract(name, tmp))
+            with KpackArchive.open(path) as archive:
+                count = len(archive.keys())
+            path.unlink()
+            return count
+
+        return count_contents(zf.namelist(), kernels_in)
 
 
 def make_report(

@@ -11,7 +11,9 @@ through gzip and tar (the gzip trailer checked, the expansion bounded by the sam
 every member under ``<name>-<version>/``, no absolute path, ``..``, link leaving that
 directory or special file, and ``<name>-<version>/PKG-INFO`` whose Name/Version match.
 
-:func:`archive_problems` returns every problem of one archive, each naming the file.
+:func:`archive_problems` returns every problem of one archive, each naming the file;
+:func:`check_archive` also counts what a device wheel holds (:class:`Contents`, counted as the
+builder's report counts it), so a shard's ``report.json`` is checked against the wheels.
 """
 
 from __future__ import annotations
@@ -22,35 +24,54 @@ import shutil
 import tarfile
 import tempfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from build_tools.report import count_contents
+from kpack.archive import KpackArchive
 from kpack.common.safepath import is_utf8, safe_relpath, shown_name
 from kpack.common.tempdirs import temp_dir_name
-from kpack.errors import PackagingError, UnsafePathError
-from kpack.wheelfile import DEFAULT_LIMITS, open_wheel
+from kpack.errors import PackagingError, RocmPackagingError, UnsafePathError
+from kpack.wheelfile import DEFAULT_LIMITS, InputWheel, open_wheel
 from kpack.wheelsplit import name_and_version
 
-__all__ = ["archive_problems"]
+__all__ = ["Contents", "archive_problems", "check_archive"]
 
 _CHUNK = 1 << 20
 _PKG_INFO_MAX = 1 << 20  # a PKG-INFO larger than this is not read
 _TAR_ERRORS = (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeError, ValueError)
 
 
+@dataclass(frozen=True)
+class Contents:
+    """What a device wheel holds: the kernels of its ``.kpack`` archives and its other
+    (database) files, as its report row counts them."""
+
+    kernels: int
+    database_files: int
+
+
 def archive_problems(path: Path, project: str, version: str) -> list[str]:
     """Every problem of the wheel or sdist ``path``, whose file name says ``project``
     (PEP 503 normalized) and ``version`` (PEP 440 normalized); empty when it is sound."""
+    return check_archive(path, project, version)[1]
+
+
+def check_archive(
+    path: Path, project: str, version: str, *, count: bool = False
+) -> tuple[Contents | None, list[str]]:
+    """:func:`archive_problems`, and with ``count`` (a device wheel) what the wheel holds
+    (None when it has problems, or without ``count``)."""
     try:
         if path.name.endswith(".whl"):
-            _check_wheel(path, project, version)
-        else:
-            _check_sdist(path, project, version)
+            return _check_wheel(path, project, version, count=count), []
+        _check_sdist(path, project, version)
     except PackagingError as exc:
-        return _lines(exc, path)
-    return []
+        return None, _lines(exc, path)
+    return None, []
 
 
 def _lines(exc: PackagingError, path: Path) -> list[str]:
@@ -79,7 +100,7 @@ def _check_metadata(path: Path, what: str, text: bytes, project: str, version: s
 # --- wheels -------------------------------------------------------------------------------
 
 
-def _check_wheel(path: Path, project: str, version: str) -> None:
+def _check_wheel(path: Path, project: str, version: str, *, count: bool) -> Contents | None:
     scratch = temp_dir_name(Path(tempfile.gettempdir()), ".assemble-shards-", ".tmp")
     try:
         wheel = open_wheel(path, scratch, DEFAULT_LIMITS)
@@ -91,8 +112,26 @@ def _check_wheel(path: Path, project: str, version: str) -> None:
                 path=path,
             )
         _check_metadata(path, "METADATA", wheel.metadata, project, version)
+        return _count(wheel) if count else None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _count(wheel: InputWheel) -> Contents:
+    """The kernels and database files of an extracted device wheel; a ``.kpack`` member
+    that does not read is a problem of the wheel."""
+
+    def kernels_in(name: str) -> int:
+        try:
+            with KpackArchive.open(wheel.root / name) as archive:
+                return len(archive.keys())
+        except RocmPackagingError as exc:
+            message = f"{name}: not a valid .kpack archive: {exc.message}"
+            raise PackagingError(message, path=wheel.path) from None
+        except OSError as exc:
+            raise PackagingError(f"{name}: cannot read: {exc.strerror}", path=wheel.path) from None
+
+    return Contents(*count_contents((e.arcname for e in wheel.entries), kernels_in))
 
 
 # --- the sdist ----------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 
 Device rows are united (the same wheel's rows must agree), the generic rows must be the
 same in every shard, and every row must name a file the shards hold, of its kind and
-size; the per-target download rows are computed again over all device wheels, since a
-shard's own rows count only its share. Without a report in some shard the merge is
-skipped with a notice.
+size; a device row's kernels and database files must be those counted in its wheel. The
+per-target download rows are computed again over all device wheels, since a shard's own
+rows count only its share. Without a report in some shard the merge is skipped with a
+notice.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def merge_reports(
         if s.report is not None and reports[0].generic != s.report.generic
     ]
     _check_rows(files, device, generic, problems)
+    _check_counts(shards, files, problems)
     problems += [
         f"report.json has no device_wheels row for {f.name}"
         for f in files
@@ -91,3 +93,24 @@ def _check_rows(
                 f"report.json: device row for {row.wheel} names target {shown(row.target)}"
                 + (f", the wheel's is {f.target}" if f.target else ", but it is no device wheel")
             )
+
+
+def _check_counts(shards: Sequence[Shard], files: Sequence[DistFile], problems: list[str]) -> None:
+    """A device row's kernels and database files are the wheel's, as counted in it when
+    the shard was read: never taken on trust."""
+    held = {f.name: f.contents for f in files if f.kind is Kind.DEVICE}
+    for shard in shards:
+        rows = shard.report.device_wheels if shard.report is not None else ()
+        for row in rows:
+            contents = held.get(row.wheel)
+            if contents is None:
+                continue  # no such device wheel: a problem of _check_rows
+            problems += [
+                f"{shard.directory}'s {REPORT_JSON}: device row for {row.wheel} says {said} "
+                f"{what}, the wheel holds {has}"
+                for what, said, has in (
+                    ("kernels", row.kernels, contents.kernels),
+                    ("database files", row.database_files, contents.database_files),
+                )
+                if said != has
+            ]

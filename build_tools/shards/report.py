@@ -2,8 +2,9 @@
 
 A report is the builder's record of what a shard built: its version and mode, one row
 per device wheel, per target and per generic file. :func:`parse_report` reads one into a
-:class:`build_tools.report.Report`, checking every row's columns against the row type and
-collecting every problem before it fails. :func:`shown` quotes a bad input value in a
+:class:`build_tools.report.Report`, checking every row's columns against the row type (an
+integer column, a size or a count, is never negative) and collecting every problem before it
+fails. :func:`shown` quotes a bad input value in a
 message, cut to one line; :func:`parse_version` reads a PEP 440 version or gives None.
 """
 
@@ -61,6 +62,8 @@ def _rows(doc: Mapping[str, Any], key: str, cls: type[Any], problems: list[str])
                 problems.append(
                     f"{key}[{i}].{column.name}: expected {column.type}, got {shown(value)}"
                 )
+            elif column.type == "int" and value < 0:  # a size or a count
+                problems.append(f"{key}[{i}].{column.name}: expected int >= 0, got {shown(value)}")
             elif column.type == "tuple[str, ...]":
                 values[column.name] = tuple(value)
             else:

@@ -32,7 +32,7 @@ from kpack.errors import PackagingError
 from kpack.generic_targets import generic_table
 from kpack.targets import is_isa_target
 
-from .archives import archive_problems
+from .archives import Contents, check_archive
 from .report import REPORT_JSON, REPORT_MD, parse_report, shown
 
 __all__ = [
@@ -70,6 +70,7 @@ class DistFile:
     target: str | None
     size: int
     sha256: str
+    contents: Contents | None = None  # a device wheel's, counted from its members
 
     @property
     def name(self) -> str:
@@ -179,9 +180,11 @@ def _list_shard(
         return archives, None
 
 
-def _read_archive(path: Path, project: str, version: str) -> tuple[str, list[str]]:
-    """The file's sha256 and its problems: every archive is read and checked in full."""
-    return file_sha256(path), archive_problems(path, project, version)
+def _read_archive(path: Path, project: str, version: str) -> tuple[str, Contents | None, list[str]]:
+    """The file's sha256, what a device wheel holds, and its problems: every archive is
+    read and checked in full."""
+    device = project.startswith(DEVICE_PREFIX)
+    return file_sha256(path), *check_archive(path, project, version, count=device)
 
 
 def scan_shards(directories: Sequence[Path], *, jobs: int | None = None) -> tuple[Shard, ...]:
@@ -207,13 +210,13 @@ def scan_shards(directories: Sequence[Path], *, jobs: int | None = None) -> tupl
         sizes = {p: p.stat().st_size for p in paths}
     except OSError as exc:
         raise PackagingError(f"cannot read shard file: {exc.strerror}", path=exc.filename) from exc
-    problems = [line for p in paths for line in digests[p][1]]
+    problems = [line for p in paths for line in digests[p][2]]
     if problems:
         raise PackagingError("invalid shard input", problems=problems)
     return tuple(
         Shard(
             Path(directory),
-            tuple(DistFile(p, *classified[p], sizes[p], digests[p][0]) for p in archives),
+            tuple(DistFile(p, *classified[p], sizes[p], *digests[p][:2]) for p in archives),
             report,
         )
         for directory, (archives, report) in zip(directories, listed, strict=True)

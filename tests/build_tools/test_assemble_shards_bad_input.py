@@ -31,6 +31,7 @@ from .test_assemble_shards import TAG, VERSION, make_shard
 REPO = Path(__file__).resolve().parents[2]
 DEVICE = f"rocm_sdk_device_gfx1200-{VERSION}-{TAG}.whl"
 CORE = f"rocm_sdk_core-{VERSION}-{TAG}.whl"
+REPORT_A = "a/dist's report.json"  # the shard whose report the cases edit, as errors name it
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, bytes | str | None]]:
@@ -133,6 +134,32 @@ REPORT_CASES: dict[str, tuple[Callable[[dict[str, object]], None], str]] = {
         _set("generic", 0, "wheel", DEVICE),
         f"generic row for the device wheel {DEVICE}",
     ),
+    # a device row's counts are checked against the wheel (its one data.bin: 0 kernels, 1 file)
+    "kernels-not-the-wheels": (
+        _set("device_wheels", 0, "kernels", 999999),
+        f"{REPORT_A}: device row for {DEVICE} says 999999 kernels, the wheel holds 0",
+    ),
+    "database-files-not-the-wheels": (
+        _set("device_wheels", 0, "database_files", 7),
+        f"{REPORT_A}: device row for {DEVICE} says 7 database files, the wheel holds 1",
+    ),
+    "database-files-negative": (
+        _set("device_wheels", 0, "database_files", -5),
+        "device_wheels[0].database_files: expected int >= 0, got -5",
+    ),
+    "kernels-not-an-integer": (
+        _set("device_wheels", 0, "kernels", 1.5),
+        "device_wheels[0].kernels: expected int, got 1.5",
+    ),
+    "kernels-a-boolean": (
+        _set("device_wheels", 0, "kernels", True),
+        "device_wheels[0].kernels: expected int, got True",
+    ),
+    "kernels-a-string": (
+        _set("device_wheels", 0, "kernels", "0"),
+        "device_wheels[0].kernels: expected int, got '0'",
+    ),
+    "size-negative": (_set("generic", 0, "size", -1), "generic[0].size: expected int >= 0, got -1"),
     "row-names-no-file": (
         _set("generic", 0, "wheel", "x\n" * 3),
         r"report.json lists 'x\nx\nx\n', which no shard holds",
@@ -604,6 +631,17 @@ def test_a_wheel_without_record(
     a, b = shards
     path = _replace_device(b, _members(), None)
     needle = f"\n  - {path}: bad RECORD: {DIST_INFO}/RECORD is missing\n"
+    _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, "error: invalid shard input", needle)
+
+
+def test_a_device_wheel_with_a_kpack_archive_that_does_not_read(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its kernels are counted to check the report row: a broken archive is an error."""
+    a, b = shards
+    members = _members(**{"rocm_sdk_device_gfx1201/x.kpack": b"KPAK" + b"\0" * 60})
+    path = _replace_device(b, members, _record(members))
+    needle = f"\n  - {path}: rocm_sdk_device_gfx1201/x.kpack: not a valid .kpack archive: "
     _fails(tmp_path, _argv(a, b, tmp_path / "out"), capsys, "error: invalid shard input", needle)
 
 
