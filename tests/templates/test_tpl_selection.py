@@ -4,11 +4,16 @@ target family it resolved, and where from (env, offload-arch, the default)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
-from test_tpl_backend import build, metadata_of
-from tpl_rendering import SAMPLE_CONTEXTS
+import pytest
+from test_tpl_backend import CALL_HOOK, build, metadata_of
+from tpl_kit import fake_install, rocm_sdk_tree
+from tpl_rendering import SAMPLE_CONTEXTS, context
 
 
 def test_the_built_wheel_records_its_target_family(tmp_path: Path) -> None:
@@ -24,3 +29,93 @@ def test_the_built_wheel_records_its_target_family(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         record = zf.read(next(n for n in zf.namelist() if n.endswith("RECORD"))).decode()
     assert "rocm_sdk/_selection.json," in record
+
+
+KPACK = context("kpack", ("gfx90a", "gfx1030"), version="7.1.0")
+
+
+def _build(tmp_path: Path, ctx: dict, **env: str) -> dict[str, bytes]:
+    """The wheel pip builds from the rocm sdist on a machine whose GPUs ``env`` names
+    (rocm-bootstrap's variables or a fake KFD topology; never this machine's own)."""
+    tree = rocm_sdk_tree(ctx, tmp_path / "rocm")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_")}
+    clean |= {"ROCM_SDK_KFD_TOPOLOGY": "/nonexistent", "PATH": "/usr/bin:/bin", **env}
+    clean["SOURCE_DATE_EPOCH"] = "1700000000"
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-c", CALL_HOOK, "build_wheel", str(out)],
+        cwd=tree, env=clean, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    with zipfile.ZipFile(out / json.loads(proc.stdout.splitlines()[-1])) as zf:
+        return {info.filename: zf.read(info) for info in zf.infolist()}
+
+
+def _targets(tmp_path: Path, members: dict[str, bytes]) -> str:
+    """``rocm-sdk targets``'s stderr with the built wheel and a core package installed."""
+    site = tmp_path / "site"
+    for name, data in members.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_bytes(data)
+    doc = json.dumps({"dist_amdgpu_targets": "gfx90a;gfx1030"}).encode()
+    fake_install(site, "rocm-sdk-core", "7.1.0", {
+        "_rocm_sdk_core/__init__.py": b"", "_rocm_sdk_core/share/therock/dist_info.json": doc,
+    })  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ROCM_", "PYTHON"))}
+    env |= {"PYTHONPATH": str(site), "ROCM_BOOTSTRAP_DISABLE_DETECTION": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocm_sdk", "targets"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
+
+
+def test_no_gpu_the_device_extra_records_that_it_installed_nothing(tmp_path: Path) -> None:
+    """rocm[device] where no GPU is visible: the wheel's description, _selection.json and
+    rocm-sdk targets say that the 'device' extra installed no device code, why, and the
+    command that installs a GPU's; not 'resolved for gfx1030'."""
+    members = _build(tmp_path, KPACK, ROCM_BOOTSTRAP_DISABLE_DETECTION="1")
+    chosen = json.loads(members["rocm_sdk/_selection.json"])
+    assert chosen["device_extra"] == [] and chosen["source"] == "default"
+    fix = "pip install 'rocm[device-gfx1030]==7.1.0' (this build has gfx1030, gfx90a)"
+    assert chosen["device_fix"] == fix
+    _, _, text = metadata_of(members)
+    assert (
+        "Its `device` extra installed no device code (the build's default, no GPU being found "
+        f"on this machine); to install a GPU's: `{fix}`." in " ".join(text.split())
+    ), text
+    assert "resolved for GPU target family" not in text
+    line = (
+        "rocm: the 'device' extra of the rocm package installed no device code when pip or uv "
+        "built it (the build's default, no GPU being found on this machine); "
+        f"{fix} installs a GPU's; that is a record, not this machine's state"
+    )
+    assert line in _targets(tmp_path, members).splitlines()
+
+
+@pytest.mark.parametrize(
+    ("env", "found"),
+    [
+        ({"ROCM_BOOTSTRAP_FORCE_GFX_ARCH": "gfx90a"}, "gfx90a (found by forced)"),
+        ({"KFD": "90010"}, "gfx90a (found by kfd)"),
+    ],
+)
+def test_the_record_says_how_the_gpu_was_found(
+    tmp_path: Path, env: dict[str, str], found: str
+) -> None:
+    """Not 'the GPUs offload-arch found' when KFD or the forcing variable found them."""
+    if "KFD" in env:
+        node = tmp_path / "kfd" / "1"
+        node.mkdir(parents=True)
+        (node / "properties").write_text(f"simd_count 64\ngfx_target_version {env.pop('KFD')}\n")
+        env["ROCM_SDK_KFD_TOPOLOGY"] = str(tmp_path / "kfd")
+    members = _build(tmp_path, KPACK, **env)
+    chosen = json.loads(members["rocm_sdk/_selection.json"])
+    assert chosen["device_extra"] == ["rocm-sdk-device-gfx90a"]
+    _, _, text = metadata_of(members)
+    assert f"family `gfx90a` (from this machine's GPUs: {found})." in text
+    assert "offload-arch" not in text
+    assert (
+        "rocm: the rocm package chose target family gfx90a when pip or uv built it (from this "
+        f"machine's GPUs: {found}); that is a record, not this machine's state"
+    ) in _targets(tmp_path, members)

@@ -143,8 +143,8 @@ def _pkg_info() -> tuple[list[tuple[str, str]], str]:
 
 _SOURCES = {
     "env": "ROCM_SDK_TARGET_FAMILY",
-    "discovered": "the GPUs offload-arch found on this machine",
-    "default": "the build's default, no GPU being found",
+    "discovered": "this machine's GPUs",
+    "default": "the build's default",
 }
 
 
@@ -158,22 +158,71 @@ def resolve(di: ModuleType) -> tuple[str, str]:
     return str(family), str(source)
 
 
-def selection(di: ModuleType) -> dict[str, str] | None:
-    """What this machine resolves to: the target family and where it came from."""
+@functools.lru_cache(maxsize=1)
+def _detected(di: ModuleType) -> tuple[str, ...]:
+    """This machine's GPUs as ``gfx90a (found by kfd)``, detected once per build."""
+    try:
+        gpus = di.detect_gpus()
+    except ValueError:
+        return ()
+    return tuple(dict.fromkeys(f"{g.target} (found by {g.source})" for g in gpus))
+
+
+def _how(di: ModuleType, source: str) -> str:
+    """Where the choice came from, in words: the GPUs and how each was found."""
+    if source == "env":
+        return str(di.TARGET_FAMILY_ENV)
+    gpus = _detected(di)
+    if source == "discovered":
+        return f"this machine's GPUs: {', '.join(gpus) or 'none'}"
+    if not gpus:
+        return "the build's default, no GPU being found on this machine"
+    return f"the build's default, no code of this build being for {', '.join(gpus)}"
+
+
+def selection(di: ModuleType) -> dict[str, Any] | None:
+    """What this machine resolves to: the target family, where it came from (``source``
+    as a word, ``how`` in words), and in a kpack-split set what the ``device`` extra
+    installs (``device_extra``: distributions, none when no GPU of this machine has code
+    in this build)."""
     try:
         family, source = resolve(di)
     except BackendError:
         return None
-    return {"target_family": family, "source": source, "version": di.__version__}
+    chosen: dict[str, Any] = {
+        "target_family": family,
+        "source": source,
+        "how": _how(di, source),
+        "version": di.__version__,
+    }
+    if di.KPACK_MODE:
+        extras = rocm_sdk_requires.compute_requirements(di, lambda: (family, source)).extras
+        device = extras.get("device", ())
+        chosen["device_extra"] = [r.split("==", 1)[0] for r in device]
+        if not device:
+            targets = rocm_sdk_requires.device_targets(di)
+            chosen["device_fix"] = (
+                f"pip install 'rocm[device-{targets[0] if targets else 'gfxNNN'}]=="
+                f"{di.__version__}' (this build has {', '.join(targets) or 'none'})"
+            )
+    return chosen
 
 
-def _selection_note(chosen: dict[str, str] | None) -> str:
+def _selection_note(chosen: dict[str, Any] | None) -> str:
     if chosen is None:
         return ""
-    source = _SOURCES.get(chosen["source"], chosen["source"])
-    return (
-        f"\n\nThis wheel was built on the installing machine and resolved for GPU target "
-        f"family `{chosen['target_family']}` (from {source})."
+    how = chosen.get("how") or _SOURCES.get(chosen["source"], chosen["source"])
+    if chosen.get("device_extra") == []:
+        what = (
+            f"\n\nThis wheel was built on the installing machine. Its `device` extra installed "
+            f"no device code ({how}); to install a GPU's: `{chosen['device_fix']}`."
+        )
+    else:
+        what = (
+            f"\n\nThis wheel was built on the installing machine and resolved for GPU target "
+            f"family `{chosen['target_family']}` (from {how})."
+        )
+    return what + (
         " `rocm-sdk targets` shows it; to resolve again (another GPU, or a new "
         "`ROCM_SDK_TARGET_FAMILY`), reinstall without the cached wheel: `pip install "
         "--force-reinstall --no-deps --no-cache-dir rocm==<version>` (uv: `--reinstall "

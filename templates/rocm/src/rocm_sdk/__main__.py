@@ -93,6 +93,14 @@ def _plain(value: str) -> str:
     return di.shown_value(value)
 
 
+def _text(value: str) -> str:
+    """``value`` as it is when it is printable text of a few hundred characters, else
+    quoted, escaped and cut (one line whatever the file holds)."""
+    if len(value) <= 300 and value.isprintable():
+        return value
+    return di.shown_value(value)
+
+
 def _report_selection() -> None:
     """On stderr (stdout stays the bare target list): which target family the ``rocm``
     wheel was resolved for when pip or uv built it, and how to resolve it again."""
@@ -104,9 +112,16 @@ def _report_selection() -> None:
     if not isinstance(chosen, dict) or not {"target_family", "source"} <= chosen.keys():
         return
     family, source = str(chosen["target_family"]), str(chosen["source"])
-    print(f"rocm: the rocm package chose target family {_plain(family)} when pip or uv "
-          f"built it (from {_plain(source)}); that is a record, not this machine's state",
-          file=sys.stderr)
+    how = _text(str(chosen.get("how", source)))
+    if chosen.get("device_extra") == []:  # kpack-split: rocm[device] installed nothing
+        fix = _text(str(chosen.get("device_fix", "pip install 'rocm[device-gfxNNN]'")))
+        print(f"rocm: the 'device' extra of the rocm package installed no device code when "
+              f"pip or uv built it ({how}); {fix} installs a GPU's; that is a record, not "
+              "this machine's state", file=sys.stderr)
+    else:
+        print(f"rocm: the rocm package chose target family {_plain(family)} when pip or uv "
+              f"built it (from {how}); that is a record, not this machine's state",
+              file=sys.stderr)
     wanted = os.environ.get(di.TARGET_FAMILY_ENV, "").strip()
     if wanted and wanted != family:
         print(
