@@ -14,16 +14,27 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from rocm_kpack.tools import bulk_unbundle, recombine_artifacts, split_artifacts
 
 from build_tools import assemble_shards, build_python_packages
 from kpack import cli as kpack_cli
 from kpack.common import cli as conventions
 from kpack.common.cli import format_size, split_list, tool_version
+from kpack.wheelsplit import Parser as WheelsplitParser
+from kpack.wheelsplit import add_arguments as wheelsplit_arguments
 from tests.build_tools.test_assemble_shards import make_shard
 from tests.build_tools.treeutil import add_artifact, write_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ("build-python-packages", "assemble-shards", "kpack")
+#: The tools run as ``python -m MODULE``: rocm-kpack's names (TheRock's call sites) and ours.
+MODULES = (
+    "rocm_kpack.tools.split_python_wheels",
+    "kpack.tools.split_python_wheels",
+    "rocm_kpack.tools.split_artifacts",
+    "rocm_kpack.tools.bulk_unbundle",
+    "rocm_kpack.tools.recombine_artifacts",
+)
 #: reST and Markdown that must not reach --help: ``literal``, :role:`x`, `link`_, **bold**
 MARKUP = re.compile(r"``|:[a-z]+:`|`_|\*\*")
 
@@ -32,12 +43,22 @@ def _script(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
+def _split_python_wheels_parser() -> argparse.ArgumentParser:
+    parser = WheelsplitParser(prog="python -m rocm_kpack.tools.split_python_wheels")
+    wheelsplit_arguments(parser)
+    return parser
+
+
 def _parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:
     """Every tool's parser and every subcommand's."""
     for name, parser in (
         ("build-python-packages", build_python_packages._parser()),
         ("assemble-shards", assemble_shards._parser()),
         ("kpack", kpack_cli._parser()),
+        ("rocm_kpack.tools.split_python_wheels", _split_python_wheels_parser()),
+        ("rocm_kpack.tools.split_artifacts", split_artifacts._parser()),
+        ("rocm_kpack.tools.bulk_unbundle", bulk_unbundle._parser()),
+        ("rocm_kpack.tools.recombine_artifacts", recombine_artifacts._parser()),
     ):
         yield name, parser
         for action in parser._actions:
@@ -55,6 +76,37 @@ def test_every_tool_prints_the_project_version(name: str, flag: str) -> None:
     proc = subprocess.run([_script(name), flag], capture_output=True, text=True, check=False)
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
     assert proc.stdout == f"{name} {metadata.version('rocm-python-packaging')}\n"
+
+
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+@pytest.mark.parametrize("module", MODULES)
+def test_every_module_tool_prints_the_project_version(module: str, flag: str) -> None:
+    """rocm-kpack's tools as TheRock runs them (``python -m rocm_kpack.tools.X``): the
+    version alone, though their other flags are required (``arguments are required`` and
+    exit 1 before)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", module, flag], capture_output=True, text=True, check=False
+    )
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    assert proc.stdout == f"python -m {module} {metadata.version('rocm-python-packaging')}\n"
+
+
+def test_kpack_subcommands_print_the_version_too() -> None:
+    for argv in (["split-artifacts", "-V"], ["split-wheel", "--version"], ["inspect", "-V"]):
+        proc = subprocess.run(
+            [_script("kpack"), *argv], capture_output=True, text=True, check=False
+        )
+        assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+        assert proc.stdout == f"kpack {argv[0]} {tool_version()}\n"
+
+
+def test_split_artifacts_run_as_a_file_prints_it_too() -> None:
+    """TheRock's CMake runs ``python <kpack>/python/rocm_kpack/tools/split_artifacts.py``."""
+    script = ROOT / "python" / "rocm_kpack" / "tools" / "split_artifacts.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--version"], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0 and proc.stdout.split()[-1] == tool_version(), proc.stderr
 
 
 def test_the_version_of_a_checkout_that_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,12 +187,12 @@ def test_kpack_help_is_plain_text() -> None:
     assert "``" not in proc.stdout and ":mod:" not in proc.stdout
 
 
-@pytest.mark.parametrize("name", TOOLS)
+@pytest.mark.parametrize("name", TOOLS + MODULES)
 def test_quiet_and_verbose_exclude_each_other(name: str) -> None:
-    argv = {"kpack": ["kpack", "inspect", "x"]}.get(name, [name])
-    proc = subprocess.run(
-        [_script(argv[0]), *argv[1:], "-q", "-v"], capture_output=True, text=True, check=False
-    )
+    argv = {"kpack": [_script("kpack"), "inspect", "x"]}.get(name, [_script(name)])
+    if name in MODULES:
+        argv = [sys.executable, "-m", name]
+    proc = subprocess.run([*argv, "-q", "-v"], capture_output=True, text=True, check=False)
     assert proc.returncode != 0 and "not allowed with argument" in proc.stderr
 
 

@@ -24,7 +24,7 @@ from kpack.databases import handler_names
 from kpack.wheelsplit import Parser
 from kpack.wheelsplit import add_arguments as add_split_wheel_arguments
 
-__all__ = ["main"]
+__all__ = ["add_split_artifacts_arguments", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,7 @@ DESCRIPTION = "kpack: inspect, extract, split, verify and resolve HIP device cod
 
 def _parser() -> argparse.ArgumentParser:
     common = Parser(add_help=False)
+    add_version(common)
     add_verbosity(common)
     parser = Parser(prog="kpack", description=DESCRIPTION)
     add_version(parser)
@@ -58,52 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="split fat artifacts into P_generic and per-target P_<target>",
     )
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--artifact-dir", type=Path, help="one artifact directory")
-    source.add_argument(
-        "--batch-artifact-parent-dir",
-        type=Path,
-        help="split every artifact below DIR (except *_generic)",
-    )
-    p.add_argument(
-        "--output-dir",
-        type=Path,
-        required=True,
-        help="where P_generic and each P_<target> artifact dir go",
-    )
-    p.add_argument("--artifact-prefix", help="P = {name}_{component} (default: from the dir name)")
-    add_list_argument(
-        p,
-        "--split-databases",
-        metavar="HANDLER",
-        choices=handler_names(),
-        help="database handlers: " + ", ".join(handler_names()),
-    )
-    add_list_argument(
-        p,
-        "--gpu-targets",
-        metavar="TARGET",
-        help="only produce per-arch outputs for these targets' base arches",
-    )
-    p.add_argument(
-        "--compression",
-        choices=("none", "zstd"),
-        default="zstd",
-        help="how kernels are stored in the .kpack archives (zstd)",
-    )
-    level_help = f"zstd level 1-22 ({DEFAULT_LEVEL}; rocm-kpack: 3)"
-    p.add_argument("--compression-level", type=int, metavar="N", help=level_help)
-    p.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (2)")
-    p.add_argument("--force", action="store_true", help="replace existing output dirs")
-    p.add_argument(
-        "--tmp-dir", type=Path, metavar="DIR",
-        help="where temporary files go (rocm-kpack's option; default: TMPDIR)",
-    )  # fmt: skip
-    p.add_argument(
-        "--clang-offload-bundler", type=Path, metavar="PATH",
-        help="accepted for rocm-kpack's command line and ignored: bundles are read in-process",
-    )  # fmt: skip
-    p.set_defaults(func=cmd_split)
+    add_split_artifacts_arguments(p)
 
     p = sub.add_parser(
         "verify", parents=[common], help="check a transformed binary against its archives"
@@ -150,6 +106,58 @@ def _parser() -> argparse.ArgumentParser:
     add_split_wheel_arguments(p)
     p.set_defaults(func=cmd_split_wheel)
     return parser
+
+
+def add_split_artifacts_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kpack split-artifacts`` (rocm-kpack's ``split_artifacts`` command
+    line, which ``rocm_kpack.tools.split_artifacts`` parses with them), and the command
+    itself as ``func``."""
+    p.set_defaults(func=cmd_split)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--artifact-dir", type=Path, help="one artifact directory")
+    source.add_argument(
+        "--batch-artifact-parent-dir",
+        type=Path,
+        help="split every artifact below DIR (except *_generic)",
+    )
+    p.add_argument(
+        "--output-dir",
+        type=Path,
+        required=True,
+        help="where P_generic and each P_<target> artifact dir go",
+    )
+    p.add_argument("--artifact-prefix", help="P = {name}_{component} (default: from the dir name)")
+    add_list_argument(
+        p,
+        "--split-databases",
+        metavar="HANDLER",
+        choices=handler_names(),
+        help="database handlers: " + ", ".join(handler_names()),
+    )
+    add_list_argument(
+        p,
+        "--gpu-targets",
+        metavar="TARGET",
+        help="only produce per-arch outputs for these targets' base arches",
+    )
+    p.add_argument(
+        "--compression",
+        choices=("none", "zstd"),
+        default="zstd",
+        help="how kernels are stored in the .kpack archives (zstd)",
+    )
+    level_help = f"zstd level 1-22 ({DEFAULT_LEVEL}; rocm-kpack: 3)"
+    p.add_argument("--compression-level", type=int, metavar="N", help=level_help)
+    p.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (2)")
+    p.add_argument("--force", action="store_true", help="replace existing output dirs")
+    p.add_argument(
+        "--tmp-dir", type=Path, metavar="DIR",
+        help="where temporary files go (rocm-kpack's option; default: TMPDIR)",
+    )  # fmt: skip
+    p.add_argument(
+        "--clang-offload-bundler", type=Path, metavar="PATH",
+        help="accepted for rocm-kpack's command line and ignored: bundles are read in-process",
+    )  # fmt: skip
 
 
 def _run(argv: Sequence[str] | None) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from kpack.archive import DEFAULT_LEVEL
-from kpack.common.cli import add_verbosity
+from kpack.common.cli import add_verbosity, add_version
 from kpack.databases import handler_names
 from kpack.errors import UsageError
 
@@ -26,7 +26,9 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Every option of rocm-kpack's ``split_python_wheels``, spelled as there, and ours."""
+    """Every option of rocm-kpack's ``split_python_wheels``, spelled as there, and ours
+    (``-V``/``--version``, ``-q``/``-v`` as every tool has them)."""
+    add_version(parser)
     _add_io(parser)
     _add_split(parser)
     _add_variants(parser)

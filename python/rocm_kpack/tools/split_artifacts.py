@@ -14,6 +14,7 @@ rocm-kpack. Every other ``kpack split-artifacts`` option works too.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
@@ -23,14 +24,32 @@ if __package__ in (None, ""):  # run as a file: make the package importable by n
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import rocm_kpack  # noqa: F401  (puts kpack on the path in a checkout)
 
-from kpack.cli import main as kpack_main
+from kpack.cli import add_split_artifacts_arguments
+from kpack.common.boundary import guarded
+from kpack.common.cli import add_verbosity, add_version, configure_logging
+from kpack.wheelsplit import Parser
 
 __all__ = ["main"]
 
+PROG = "python -m rocm_kpack.tools.split_artifacts"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = Parser(prog=PROG, description="Split fat artifacts into P_generic and P_<target>.")
+    add_version(p)
+    add_verbosity(p)
+    add_split_artifacts_arguments(p)
+    return p
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    configure_logging(args, fmt="%(levelname)s %(name)s: %(message)s")
+    return int(args.func(args))
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    return kpack_main(["split-artifacts", *args])
+    return guarded(_run, argv, one_line=True)
 
 
 if __name__ == "__main__":
