@@ -34,7 +34,22 @@ STANDARD = [
     ("sym", f"{TOP}/lib/dangling", "not-there"),
     ("hard", f"{TOP}/lib/llvm/bin/clang++", f"{TOP}/lib/llvm/bin/clang"),
     ("file", f"{TOP}/lib/cmake/hip/hip-config.cmake", b"cmake"),
+    # files of core that devel reaches (TheRock's devel tarball links what core ships)
+    ("sym", f"{TOP}/include/hip_version.h", f"../../{CORE}/include/hip_version.h"),
+    ("sym", f"{TOP}/share/hip/version", f"../../../{CORE}/share/hip/version"),
+    ("sym", f"{TOP}/lib/cmake/x/x-config.cmake", f"../../../../{CORE}/lib/cmake/x/x-config.cmake"),
+    ("sym", f"{TOP}/lib/libx_static.a", f"../../{CORE}/lib/libx_static.a"),
+    ("sym", f"{TOP}/libexec/helper", f"../../{CORE}/libexec/helper"),
 ]
+#: files of core that are not programs: devel reaches them through relative symlinks
+CORE_DATA = (
+    "include/hip_version.h",
+    "share/hip/version",
+    "lib/cmake/x/x-config.cmake",
+    "lib/libx_static.a",
+)
+#: programs of core: hard links (they find their prefix from /proc/self/exe)
+CORE_PROGRAMS = ("bin/tool", "libexec/helper")
 
 
 def make_site(
@@ -55,8 +70,10 @@ def make_site(
         {
             f"{CORE}/__init__.py": b"",
             f"{CORE}/lib/libx.so.1": b"libx",
-            f"{CORE}/bin/tool": b"#!/bin/sh\n",
+            **{f"{CORE}/{rel}": b"#!/bin/sh\n" for rel in CORE_PROGRAMS},
+            **{f"{CORE}/{rel}": rel.encode() for rel in CORE_DATA},
         },
+        modes={f"{CORE}/{rel}": 0o755 for rel in CORE_PROGRAMS},
     )
     members = members + [
         ("file", f"{TOP}/share/f{i:04d}.txt", b"x" * 2000) for i in range(extra_files)
@@ -102,8 +119,13 @@ def assert_complete(site: Path) -> None:
         assert path.is_symlink() and path.samefile(core_lib), name
         assert not os.readlink(path).startswith("/"), os.readlink(path)  # relative
     assert core_lib.stat().st_nlink == 1  # no hard link: no second copy in another layer
-    assert not (root / "bin" / "tool").is_symlink()
-    assert (root / "bin" / "tool").samefile(site / CORE / "bin" / "tool")
+    for rel in CORE_DATA:  # headers, CMake and data files, static libraries: one identity
+        path, real = root / rel, site / CORE / rel
+        assert path.is_symlink() and path.samefile(real), rel
+        assert not os.readlink(path).startswith("/") and real.stat().st_nlink == 1, rel
+    for rel in CORE_PROGRAMS:
+        path = root / rel
+        assert not path.is_symlink() and path.samefile(site / CORE / rel), rel
     assert (root / "bin" / "clang-alias").samefile(root / "lib/llvm/bin/clang")
     assert not (root / "bin" / "clang-alias").is_symlink()
     assert os.readlink(root / "bin" / "amdclang") == "../lib/llvm/bin/clang"
@@ -292,4 +314,4 @@ def test_concurrent_expansions(tmp_path: Path) -> None:
     assert [p.returncode for p in procs] == [0] * 4, [r[1] for r in results]
     assert {r[0].strip() for r in results} == {str(site / TOP)}
     assert_complete(site)
-    assert len(list((site / TOP / "share").iterdir())) == 300
+    assert len(list((site / TOP / "share").glob("f*.txt"))) == 300

@@ -3,9 +3,11 @@
 Each ``rocm-sdk-device-<gfx>`` wheel overlays the libraries platform package and
 ships ``.devel_links/<gfx>.json``: ``{"version": ..., "links": [{"relpath",
 "target"}, ...]}``, where ``relpath`` is relative to the devel tree and
-``target`` climbs from there to the device file. Each file is hardlinked into
-the devel tree and recorded in the device wheel's RECORD, so uninstalling that
-wheel removes the links too. The reconcile runs on every ``get_devel_root()``;
+``target`` climbs from there to the device file. Each file is reached from the devel
+tree through a relative symlink to ``target`` (one file identity, also once a container
+layer would have turned a hard link into a copy; Windows, where symlinks need privileges,
+gets hard links) and recorded in the device wheel's RECORD, so uninstalling that wheel
+removes the links too. The reconcile runs on every ``get_devel_root()``;
 when every link is in place it takes a lock-free fast path.
 """
 
@@ -106,10 +108,16 @@ def link_source(devel_root: Path, link: DeviceLink) -> Path:
     return Path(os.path.normpath(devel_root / parent / link.target))
 
 
+def _symlinks() -> bool:
+    return os.name != "nt"
+
+
 def _is_linked(devel_root: Path, link: DeviceLink) -> bool:
     dest = devel_root / link.relpath
     try:
         source = link_source(devel_root, link)
+        if _symlinks():
+            return dest.is_symlink() and os.readlink(dest) == link.target and source.is_file()
         return not dest.is_symlink() and dest.is_file() and dest.samefile(source)
     except OSError:
         return False
@@ -146,7 +154,14 @@ def _link_one(site: Path, devel_root: Path, link: DeviceLink) -> bool:
     tmp = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):  # a leftover of a crashed run
         os.unlink(tmp)
-    os.link(source, tmp)
+    if _symlinks():
+        os.symlink(link.target, tmp)
+        if os.path.realpath(tmp) != os.path.realpath(source):  # a linked dir on the way
+            os.unlink(tmp)
+            logger.warning("device file %s: %s does not resolve to it", source, link.relpath)
+            return False
+    else:
+        os.link(source, tmp)
     os.replace(tmp, dest)
     return True
 
@@ -154,7 +169,8 @@ def _link_one(site: Path, devel_root: Path, link: DeviceLink) -> bool:
 def reconcile_device_links(
     site: Path, devel_root: Path, version: str, plans: list[DeviceLinkPlan] | None = None
 ) -> int:
-    """Hardlink every installed device wheel's files into ``devel_root``.
+    """Link every installed device wheel's files into ``devel_root`` (relative symlinks;
+    hard links on Windows).
 
     ``plans`` defaults to :func:`discover_device_link_plans` (a caller reads them first to
     fail on a damaged device package before changing anything). Returns the number of

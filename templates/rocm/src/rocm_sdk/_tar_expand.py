@@ -2,11 +2,13 @@
 
 The archive is streamed once. Pass 1 writes directories and regular files and
 only remembers links. Pass 2 creates the links, then checks that every symlink
-resolves inside site-packages. Pass 3 turns each symlink whose target is a
-regular file into a hardlink, so the outcome never depends on member order.
-Compiler-driver links directly under ``bin/``, directory links and (off Windows) links to
-shared libraries stay symlinks: a library must have one file identity, or two copies of
-it load into one process once a container layer turns hard links into copies.
+resolves inside site-packages. Pass 3 turns some symlinks whose target is a regular
+file into hardlinks, so the outcome never depends on member order (see
+:func:`keeps_symlink`). Off Windows, the devel tree reaches the files of the other packages
+(core, libraries) through relative symlinks: a file must have one identity, or once a
+container layer turns hard links into copies two copies of a library load into one
+process. Programs are the exception: they find their install prefix from
+``/proc/self/exe``, which a symlink resolves to the other package, so they are hard links.
 
 Bounded: the archive may expand to at most ``ExpansionLimit.limit`` bytes of tar stream
 (every header, name and declared member size counted), checked at each member before any
@@ -41,15 +43,28 @@ KEEP_AS_SYMLINK = frozenset(
 _SHARED_LIBRARY = re.compile(r"\.so(\.[0-9]+)*$")
 
 
-def keeps_symlink(relpath: str, resolved: str) -> bool:
-    """Whether a devel link stays a (relative) symlink instead of becoming a hardlink: the
-    compiler drivers directly under ``bin/``, and every link to a shared library."""
+def keeps_symlink(relpath: str, resolved: str, tree: str) -> bool:
+    """Whether a devel link stays a (relative) symlink instead of becoming a hardlink.
+    Windows: never (symlinks need privileges there). Elsewhere: the compiler drivers
+    directly under ``bin/``, every link to a shared library, and every link out of the
+    devel tree (real path ``tree``) to a file that is not a program (headers, CMake and
+    data files, static libraries, device archives). A program (any execute bit) stays a
+    hard link: it finds its install prefix (the devel tree, with the headers) from
+    ``/proc/self/exe`` (clang, offload-arch) or its script's real path (hipconfig), which
+    a symlink resolves to the package it points into, where no headers are."""
     if os.name == "nt":
         return False
     parent, _, name = relpath.rpartition("/")
-    return (parent == "bin" and name in KEEP_AS_SYMLINK) or bool(
-        _SHARED_LIBRARY.search(os.path.basename(resolved))
-    )
+    if (parent == "bin" and name in KEEP_AS_SYMLINK) or _SHARED_LIBRARY.search(
+        os.path.basename(resolved)
+    ):
+        return True
+    if resolved == tree or resolved.startswith(tree + os.sep):
+        return False  # within the tree: one layer, one identity either way
+    try:
+        return not os.stat(resolved).st_mode & 0o111
+    except OSError:
+        return False
 _CHUNK = 1 << 20
 #: Written by :func:`extract_tree` into the tree it expands; no member may take this name.
 PENDING_LINKS_NAME = ".devel_pending_links.json"
@@ -308,7 +323,8 @@ def _symlinks_to_hardlinks(links: list[_Link], dest: Path) -> None:
             continue
         path = dest / link.relpath
         resolved = os.path.realpath(path)
-        if os.path.isfile(resolved) and not keeps_symlink(link.relpath, resolved):
+        tree = os.path.realpath(dest)
+        if os.path.isfile(resolved) and not keeps_symlink(link.relpath, resolved, tree):
             _replace_with_hardlink(resolved, path)
 
 
@@ -397,7 +413,7 @@ def reconcile_pending(dest: Path) -> list[str]:
             continue
         if os.path.isfile(resolved):
             link.parent.mkdir(parents=True, exist_ok=True)
-            if keeps_symlink(relpath, resolved):
+            if keeps_symlink(relpath, resolved, os.path.realpath(dest)):
                 os.symlink(target, link)
             else:
                 _replace_with_hardlink(resolved, link)

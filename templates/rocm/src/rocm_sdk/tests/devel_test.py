@@ -11,6 +11,7 @@ from .. import _dist_info as di
 from .._devel import get_devel_root, locate_devel
 from .._layout import find_dist_info, read_metadata_headers
 from .._record import read_record_paths
+from .._tar_expand import keeps_symlink
 from . import utils
 
 EXCLUDED_TOP_LEVEL = {
@@ -53,8 +54,11 @@ class DevelTest(unittest.TestCase):
         utils.assert_libraries_load(self, utils.shared_libraries(self.root), providers)
 
     def testRuntimeFilesMirroredIntoDevel(self) -> None:
-        """Every runtime file exists in devel as the same inode (testLibrariesMirroredIntoDevel)."""
+        """Every runtime file exists in devel as the same inode (testLibrariesMirroredIntoDevel);
+        off Windows through a relative symlink unless it is a program (a program finds its
+        prefix from /proc/self/exe: a hard link)."""
         dirs = [d for d in (utils.platform_dir("core"), utils.platform_dir("libraries")) if d]
+        tree = os.path.realpath(self.root)
         for runtime in dirs:
             for path in utils.walk_files(runtime):
                 rel = path.relative_to(runtime)
@@ -63,7 +67,10 @@ class DevelTest(unittest.TestCase):
                 with self.subTest(file=f"{runtime.name}/{rel.as_posix()}"):
                     mirror = self.root / rel
                     self.assertTrue(mirror.exists(), f"{mirror} is missing")
-                    self.assertTrue(os.path.samefile(mirror, path), f"{mirror} is not a hardlink")
+                    self.assertTrue(os.path.samefile(mirror, path), f"{mirror} is another file")
+                    if keeps_symlink(rel.as_posix(), os.path.realpath(path), tree):
+                        self.assertTrue(mirror.is_symlink(), f"{mirror} is a hard link or copy")
+                        self.assertFalse(os.readlink(mirror).startswith("/"), f"{mirror}")
 
     def testLibrariesHaveOneFileIdentity(self) -> None:
         """Each runtime shared library reaches devel through a relative symlink, never a
