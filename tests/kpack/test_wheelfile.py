@@ -25,6 +25,7 @@ from kpack.wheelfile import Member, WheelResult, wheel_filename, write_wheel
 from kpack.wheelfile import _deflate as _archive_deflate
 from kpack.wheelfile import _zip as _zipwrite
 from kpack.wheelfile._deflate import CHUNK_SIZE, WHOLE_MAX, deflate_chunk, deflate_whole
+from tests.wheel_checks import CONFIG
 
 TAG = "py3-none-linux_x86_64"
 NAME = "rocm-sdk-core"
@@ -537,9 +538,11 @@ def test_invalid_options(tmp_path: Path) -> None:
 # --- oracles -----------------------------------------------------------------------------
 
 
-def oracle_wheel(tmp_path: Path) -> Path:
-    members = sample_members(tmp_path)
-    members.append(Member("_rocm_sdk_core/lib/libamdhip64.so", members[3].source))
+def oracle_wheel(tmp_path: Path, *extra: Member) -> Path:
+    """A wheel laid out as the builder lays out a runtime wheel: a pure package next to its
+    platform package, each shared library once under its SONAME (its aliases, such as
+    ``libamdhip64.so``, go to the devel tarball: ``build_tools/layout.py``)."""
+    members = [*sample_members(tmp_path), *extra]
     entry_points = b"[console_scripts]\nhipcc = rocm_sdk_core._cli:hipcc\n"
     return build(tmp_path / "dist", members, entry_points=entry_points).path
 
@@ -553,26 +556,34 @@ def test_twine_check(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_check_wheel_contents(tmp_path: Path) -> None:
-    """check-wheel-contents, with the checks our platform wheels fail by design disabled.
-
-    W002 (duplicate files): runtime wheels hold no symlinks (spec section 6), so a library
-    and its alias are equal files. W009 (several top-level entries): every wheel ships a
-    pure package next to its platform package. W004 (non-importable module path): legacy
-    library packages keep the '-' of the family name (section 1). ``--toplevel`` then
-    asserts the exact top-level entries instead (W201/W202).
-    """
-    proc = run_tool(
-        "check-wheel-contents",
-        "--no-config",
-        "--ignore",
-        "W002,W004,W009",
-        "--toplevel",
-        "rocm_sdk_core,_rocm_sdk_core",
-        str(oracle_wheel(tmp_path)),
+def check_wheel_contents(wheel: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """check-wheel-contents with the repository's configuration, as tests/wheel_checks.py
+    runs it (``[tool.check-wheel-contents]`` of pyproject.toml: W004 and W010 ignored, each
+    with its reason; every other check on)."""
+    return run_tool(
+        sys.executable, "-m", "check_wheel_contents", "--config", str(CONFIG), *flags, str(wheel)
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "OK" in proc.stdout
+
+
+def test_check_wheel_contents(tmp_path: Path) -> None:
+    """The config alone passes: W009 (several top-level entries) skips names that start
+    with ``_``, so a pure package next to its ``_``-prefixed platform package is one entry.
+    ``--toplevel`` also asserts the exact top-level entries (W201/W202)."""
+    wheel = oracle_wheel(tmp_path)
+    for flags in ((), ("--toplevel", "rocm_sdk_core,_rocm_sdk_core")):
+        proc = check_wheel_contents(wheel, *flags)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "OK" in proc.stdout
+
+
+def test_check_wheel_contents_is_live_for_duplicate_files(tmp_path: Path) -> None:
+    """W002 is not ignored: a library shipped under its alias too (two equal files, as a
+    runtime wheel without symlinks would hold them) fails, which is why the builder ships
+    each library under its SONAME only."""
+    lib = sample_members(tmp_path)[3].source
+    wheel = oracle_wheel(tmp_path, Member("_rocm_sdk_core/lib/libamdhip64.so", lib))
+    proc = check_wheel_contents(wheel)
+    assert proc.returncode != 0 and "W002: Wheel contains duplicate files" in proc.stdout
 
 
 def test_pip_installs_and_imports(tmp_path: Path) -> None:
