@@ -12,6 +12,7 @@ import re
 import shutil
 import struct
 import unittest
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -682,3 +683,83 @@ def test_transformed_pe_dlls_are_checked_like_elf_libraries(inputs: Inputs, tmp_
         with _kpack_check.KpackChecker(root, zstandard_decompress()) as checker:
             broken = checker.check(wheels, [root / LIBS])
         assert broken.failures and "fat_lib_gfx1030" in broken.message()
+
+
+# --- device wheels of the wheel splitter (kpack split-wheel) -----------------------------
+
+
+@pytest.fixture(scope="module")
+def torch_split(inputs: Inputs, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fat torch wheel holding Debian's librocrand, split by our wheel splitter as TheRock
+    splits torch: host wheel ``torch`` and ``amd-torch-device-<key>`` wheels."""
+    from kpack import wheelsplit
+    from tests.kpack.wheel_fixtures import make_fat_wheel
+
+    tmp = tmp_path_factory.mktemp("torch")
+    fat = make_fat_wheel(tmp / "fat", inputs.original)
+    options = wheelsplit.SplitOptions(
+        overlay_root="torch/", device_package_prefix="amd-torch-device"
+    )
+    wheelsplit.split_wheel(fat, tmp / "out", options)
+    return tmp / "out"
+
+
+def _unpack(wheel: Path, site: Path) -> None:
+    """Install a wheel the way pip lays it out (its files and dist-info under ``site``)."""
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+
+
+def _gpu_selftest(gpu: str, monkeypatch: pytest.MonkeyPatch) -> unittest.TestResult:
+    from rocm_sdk.tests import gpu_test
+
+    monkeypatch.setenv("ROCM_SDK_KFD_TOPOLOGY", "/nonexistent")
+    monkeypatch.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", gpu)
+    test = gpu_test.GpuCoverageTest("testDeviceCodeForEveryDetectedGpu")
+    result = unittest.TestResult()
+    test.run(result)
+    return result
+
+
+def test_splitter_device_wheels_are_found_and_checked(
+    site: Site, torch_split: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch split into amd-torch-device-<key> wheels: find_device_wheels finds them (host,
+    archives), and the GPU check covers torch's transformed library: gfx90a is served by
+    amd-torch-device-gfx90a, gfx1030 (our rocrand code installed) fails naming torch's
+    extra; a splitter wheel in another site dir (--target + PYTHONPATH) serves it too."""
+    _unpack(torch_split / "torch-2.9.0-py3-none-linux_x86_64.whl", site.path)
+    _unpack(torch_split / "amd_torch_device_gfx90a-2.9.0-py3-none-linux_x86_64.whl", site.path)
+    found = {w.name: w for w in site.mods.find_device_wheels(site.path)}
+    torch = found["amd_torch_device_gfx90a-2.9.0"]
+    assert (torch.base, torch.host, torch.roots) == ("gfx90a", "torch", ("torch",))
+    assert sorted(torch.archives) == [
+        "torch/.kpack/torch_gfx90a:xnack+.kpack",
+        "torch/.kpack/torch_gfx90a:xnack-.kpack",
+    ]
+    assert "rocm_sdk_device_gfx90a-7.1.0" in found  # ours still
+    served = _gpu_selftest("gfx90a", monkeypatch)
+    assert served.wasSuccessful() and not served.skipped, served.failures + served.skipped
+    failed = _gpu_selftest("gfx1030", monkeypatch)
+    text = failed.failures[0][1] if failed.failures else ""
+    assert (
+        "gfx1030 (found by forced) has no device code for 1 of 2 host libraries; fix: "
+        "pip install 'torch[device-gfx1030]'" in text
+    ), failed.failures + failed.errors
+    assert "torch/lib/librocrand.so.1: gfx1030: " in text
+    # the integrity self-test checks torch's archives as it checks ours
+    result = _run_selftest(site)
+    assert result.wasSuccessful(), result.failures + result.errors
+    damaged = site.path / "torch" / ".kpack" / "torch_gfx90a:xnack+.kpack"
+    damaged.write_bytes(damaged.read_bytes()[:-64])
+    result = _run_selftest(site)
+    assert "torch_gfx90a:xnack+" in "".join(t for _c, t in result.failures), result.failures
+    # the splitter's gfx1030 wheel in another site dir on sys.path serves torch for gfx1030
+    layer = tmp_path / "layer"
+    _unpack(torch_split / "amd_torch_device_gfx1030-2.9.0-py3-none-linux_x86_64.whl", layer)
+    monkeypatch.syspath_prepend(str(layer))
+    layered = _gpu_selftest("gfx1030", monkeypatch)
+    assert layered.wasSuccessful(), layered.failures + layered.errors
+    from rocm_sdk._coverage import layered_archives
+
+    assert layered_archives() == [layer / "torch" / ".kpack" / "torch_gfx1030.kpack"]

@@ -6,7 +6,8 @@ generic target (``device_targets_for``), in the libraries' site dir or in anothe
 sys.path, whose archives ``initialize_process`` hands the runtime through
 ROCM_KPACK_PATH_PREFIX. Legacy sets: by a libraries package of one of its families.
 ``rocm-sdk targets`` prints this, ``initialize_process`` warns from it, and ``rocm-sdk test``
-goes further: every kernel must resolve (see :mod:`.tests.gpu_test`).
+goes further: every kernel must resolve (see :mod:`.tests.gpu_test`), also those of the
+host packages of the wheel splitter's device wheels (:func:`splitter_hosts`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from . import _dist_info as di
 from ._errors import RocmSdkError
 from ._jsonfile import read_json
 from ._kpack_check import DeviceWheel, find_device_wheels
-from ._layout import package_dir
+from ._layout import find_dist_info, package_dir
 
 __all__ = [
     "GpuCoverage",
@@ -28,6 +29,7 @@ __all__ = [
     "device_sites",
     "layered_archives",
     "layered_wheels",
+    "splitter_hosts",
 ]
 
 #: TheRock's record of the GPU targets a build compiled for, in its platform packages
@@ -64,19 +66,51 @@ def _libraries_site() -> Path | None:
     return path.parent if path is not None else None
 
 
+def host_site(host: str, root: str) -> Path | None:
+    """The first site dir on sys.path where the host distribution ``host`` of a splitter
+    device wheel is installed (its dist-info) with its package dir ``root`` (``torch``)."""
+    for site in device_sites():
+        if (site / root).is_dir() and find_dist_info(site, host) is not None:
+            return site
+    return None
+
+
+def _is_layered(wheel: DeviceWheel, site: Path, home: Path | None) -> bool:
+    if wheel.host is None:
+        return home is not None and site.resolve() != home.resolve()
+    host = wheel.host
+    hosts = (host_site(host, root) for root in wheel.roots)
+    return any(h is not None and h.resolve() != site.resolve() for h in hosts)
+
+
 def layered_wheels() -> list[DeviceWheel]:
-    """Device wheels installed in another site dir than the libraries (a venv made with
-    ``--system-site-packages`` over a base install, ``--user``, ``--target``): the
-    runtime finds their archives only through ROCM_KPACK_PATH_PREFIX."""
+    """Device wheels installed in another site dir than the package they serve (a venv made
+    with ``--system-site-packages`` over a base install, ``--user``, ``--target``): ours
+    away from the libraries, a splitter wheel away from its host package. The runtime finds
+    their archives only through ROCM_KPACK_PATH_PREFIX."""
     home = _libraries_site()
-    if home is None:
-        return []
     return [
         wheel
         for site in device_sites()
-        if site.resolve() != home.resolve()
         for wheel in find_device_wheels(site)
+        if _is_layered(wheel, site, home)
     ]
+
+
+def splitter_hosts() -> dict[Path, str]:
+    """The host package dirs (``.../site-packages/torch``) of every installed splitter
+    device wheel, with the host distribution's name: their transformed binaries load device
+    code from those wheels, so the GPU check covers them too."""
+    hosts: dict[Path, str] = {}
+    for site in device_sites():
+        for wheel in find_device_wheels(site):
+            if wheel.host is None:
+                continue
+            for root in wheel.roots:
+                where = host_site(wheel.host, root)
+                if where is not None:
+                    hosts.setdefault(where / root, wheel.host)
+    return hosts
 
 
 def layered_archives() -> list[Path]:
@@ -91,7 +125,7 @@ def _kpack(gpu: di.DetectedGpu) -> GpuCoverage:
     served = [
         f"{w.name} ({site})"
         for site in device_sites()
-        for w in find_device_wheels(site)
+        for w in find_device_wheels(site, splitter=False)
         if w.base in wanted
     ]
     if served and home is not None:

@@ -8,8 +8,14 @@ the runtime's lookup (kpack.md §7) finds ``<kernel_name>#<co_index>`` (for the 
 ISA, then for its LLVM generic target, ``gfx942`` -> ``gfx9-4-generic``, as the runtime
 looks it up), and that the entry decodes to exactly ``original_size`` bytes.
 
+Device wheels are ours (``rocm-sdk-device-<base>``) and those of the wheel splitter
+(``kpack split-wheel``: ``<prefix>-<key>``, e.g. ``amd-torch-device-gfx90a``, any
+``*-device-*`` distribution whose RECORD lists ``<root>/.kpack/<group>_<target>.kpack``
+archives for the host package at ``<root>``, which its METADATA requires first).
+
 Installed targets: the base target of each installed device wheel (from its dist-info
-name) and the feature variants (``gfx90a:xnack+``) of those bases whose archives are
+name; a splitter wheel of a family key such as ``gfx9-4``, from its archives' names) and
+the feature variants (``gfx90a:xnack+``) of those bases whose archives are
 installed (in a device wheel's RECORD, or next to a binary's search pattern). A base
 target counts as served when the key resolves for the base itself or for one of its
 installed variants: agents report concrete features (``gfx90a:sramecc+:xnack-``), so a
@@ -21,6 +27,7 @@ ignored: this checks what is installed.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -42,7 +49,7 @@ from ._kpack import (
     is_target_id,
     read_kpack_ref,
 )
-from ._layout import dist_info_dirs, dist_info_name
+from ._layout import dist_info_dirs, dist_info_name, read_metadata_headers
 from ._pe import is_pe, read_pe_sections
 from ._record import read_record_paths
 
@@ -59,20 +66,41 @@ __all__ = [
 ]
 
 DEVICE_DIST_PREFIX = "rocm_sdk_device_"
+#: what a splitter device wheel's normalized name holds between its prefix and its key
+SPLIT_DEVICE_INFIX = "_device_"
 SKIPPED_DIRS = frozenset({"__pycache__", ".kpack", ".devel_links"})
+_PROCESSOR = re.compile(r"gfx[0-9a-f]{3,4}")
 
 
 @dataclass(frozen=True)
 class DeviceWheel:
-    """An installed ``rocm-sdk-device-<base>`` distribution."""
+    """An installed device distribution: ours (``rocm-sdk-device-<base>``) or one the wheel
+    splitter made (``<prefix>-<key>``, with ``host`` the distribution it serves)."""
 
     dist_info: Path
-    base: str
+    base: str  # our base target, or the splitter's bundle key ('gfx90a', 'gfx9-4')
     archives: tuple[str, ...]  # site-relative POSIX paths of the .kpack files in its RECORD
+    host: str | None = None  # splitter wheels: the host distribution (torch)
 
     @property
     def name(self) -> str:
         return self.dist_info.name[: -len(".dist-info")]
+
+    @property
+    def bases(self) -> tuple[str, ...]:
+        """The base targets whose archives it may ship: its own, or for a splitter bundle
+        of a family (``gfx9-4``, ``gfx11``) the bases its archives name."""
+        if self.host is None or _PROCESSOR.fullmatch(self.base) or self.base.endswith(
+            "-generic"
+        ):
+            return (self.base,)
+        found = (archive_target(PurePosixPath(rel).name) for rel in self.archives)
+        return tuple(sorted({base_target(t) for t in found if t is not None}))
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """Site-relative package dirs whose ``.kpack`` dir holds its archives."""
+        return tuple(sorted({PurePosixPath(rel).parent.parent.as_posix() for rel in self.archives}))
 
 
 @dataclass(frozen=True)
@@ -138,24 +166,39 @@ def archive_target(name: str) -> str | None:
     return target if is_target_id(target) else None
 
 
-def find_device_wheels(site: Path) -> list[DeviceWheel]:
-    """Every ``rocm_sdk_device_*`` dist-info directly in ``site``, by listing the directory."""
+def _record_archives(dist_info: Path) -> tuple[str, ...]:
+    try:
+        rows = read_record_paths(dist_info / "RECORD")
+    except (OSError, UnicodeDecodeError):
+        rows = []
+    paths = (PurePosixPath(row) for row in rows)
+    return tuple(
+        p.as_posix() for p in paths if p.suffix == ".kpack" and p.parent.name == ".kpack"
+    )
+
+
+def _host_of(dist_info: Path) -> str | None:
+    """The distribution a splitter device wheel requires first (``torch==2.9.0``)."""
+    required = read_metadata_headers(dist_info).get("Requires-Dist", "")
+    name = re.split(r"[\s;<>=!~\[(]", required.strip(), maxsplit=1)[0]
+    return name or None
+
+
+def find_device_wheels(site: Path, *, splitter: bool = True) -> list[DeviceWheel]:
+    """Every device dist-info directly in ``site``, by listing the directory: ours
+    (``rocm_sdk_device_*``) and, with ``splitter``, every other ``*_device_*`` one whose
+    RECORD lists ``.kpack`` archives (the wheel splitter's ``<prefix>-<key>``)."""
     wheels = []
     for dist_info in dist_info_dirs(site):
         name = dist_info_name(dist_info)
-        if not name.startswith(DEVICE_DIST_PREFIX):
-            continue
-        base = name[len(DEVICE_DIST_PREFIX) :].replace("_", "-")  # gfx9_4_generic
-        archives: list[str] = []
-        try:
-            rows = read_record_paths(dist_info / "RECORD")
-        except (OSError, UnicodeDecodeError):
-            rows = []
-        for row in rows:
-            path = PurePosixPath(row)
-            if path.suffix == ".kpack" and path.parent.name == ".kpack":
-                archives.append(path.as_posix())
-        wheels.append(DeviceWheel(dist_info, base, tuple(archives)))
+        if name.startswith(DEVICE_DIST_PREFIX):
+            base = name[len(DEVICE_DIST_PREFIX) :].replace("_", "-")  # gfx9_4_generic
+            wheels.append(DeviceWheel(dist_info, base, _record_archives(dist_info)))
+        elif splitter and SPLIT_DEVICE_INFIX in name:
+            archives = _record_archives(dist_info)
+            if archives:
+                key = name.rsplit(SPLIT_DEVICE_INFIX, 1)[1].replace("_", "-")
+                wheels.append(DeviceWheel(dist_info, key, archives, _host_of(dist_info)))
     return wheels
 
 
@@ -260,7 +303,7 @@ class KpackChecker:
                     rel, None, None, f"{wheel.name}: the name does not end in '_<target>.kpack'"
                 )
             ]
-        if base_target(target) != wheel.base:
+        if base_target(target) not in wheel.bases:
             return [
                 Failure(
                     rel,
@@ -294,7 +337,7 @@ class KpackChecker:
         self, wheels: Sequence[DeviceWheel], refs: Sequence[KpackRef]
     ) -> tuple[str, ...]:
         """Base targets of ``wheels`` plus the installed variants of those bases, sorted."""
-        bases = {w.base for w in wheels}
+        bases = {b for w in wheels for b in w.bases}
         found = [archive_target(PurePosixPath(rel).name) for w in wheels for rel in w.archives]
         for ref in refs:
             found += self._pattern_targets(ref)

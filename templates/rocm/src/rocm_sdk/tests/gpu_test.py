@@ -4,19 +4,22 @@ never look healthy.
 The GPUs come from the shared detector (``ROCM_BOOTSTRAP_FORCE_GFX_ARCH``, KFD's sysfs
 topology, then ``offload-arch``). Kpack-split sets: every kernel of every transformed host
 library must resolve for each GPU the way the runtime looks it up (the GPU's ISA, then its
-generic target). Legacy sets: the installed libraries package must be one of the GPU's
-family (or, for a GPU this build names no family for, compiled for it: the build's
-``dist_amdgpu_targets``). A failure names the GPU, what is missing and the ``pip install``
-that fixes it.
+generic target); so must those of the host packages (torch) of installed device wheels of
+the wheel splitter (``amd-torch-device-gfx90a``), in any set. Legacy sets: the installed
+libraries package must be one of the GPU's family (or, for a GPU this build names no family
+for, compiled for it: the build's ``dist_amdgpu_targets``). A failure names the GPU, what
+is missing and the ``pip install`` that fixes it.
 """
 
 from __future__ import annotations
 
 import unittest
+from collections.abc import Callable
+from pathlib import Path
 
 from .. import _dist_info as di
-from .._coverage import coverage, layered_archives
-from .._kpack_check import KpackChecker, format_failures
+from .._coverage import coverage, layered_archives, splitter_hosts
+from .._kpack_check import Failure, KpackChecker, format_failures
 from . import utils
 
 NO_GPU = (
@@ -43,6 +46,20 @@ def fix_for(target: str) -> str:
     return f"pip install 'rocm[device-{owner}]=={di.__version__}'"
 
 
+def _fixes(
+    failures: list[Failure], hosts: dict[Path, str], rel: Callable[[Path], str], target: str
+) -> str:
+    """The installs that fix ``failures``: ours, or the host's extra for binaries of a host
+    package of the wheel splitter (``pip install 'torch[device-gfx90a]'``)."""
+    roots = {rel(path): name for path, name in hosts.items()}
+    owner = di.package_owner(target)
+    fixes = []
+    for failure in failures:
+        host = next((n for r, n in roots.items() if failure.binary.startswith(r + "/")), None)
+        fixes.append(f"pip install '{host}[device-{owner}]'" if host else fix_for(target))
+    return "; ".join(dict.fromkeys(fixes))
+
+
 class GpuCoverageTest(unittest.TestCase):
     def setUp(self) -> None:
         try:
@@ -53,17 +70,19 @@ class GpuCoverageTest(unittest.TestCase):
             self.skipTest(NO_GPU)
 
     def testDeviceCodeForEveryDetectedGpu(self) -> None:
-        """Kpack-split: each detected GPU finds every kernel of the installed libraries."""
-        if not di.KPACK_MODE:
-            self.skipTest("legacy package set: see testLibrariesForEveryDetectedGpu")
-        libraries = utils.platform_dir("libraries")
-        if libraries is None:
-            self.skipTest("the libraries package is not installed (pip install 'rocm[libraries]')")
+        """Kpack-split: each detected GPU finds every kernel of the installed libraries, and
+        of every host package with device wheels of the wheel splitter (torch)."""
+        libraries = utils.platform_dir("libraries") if di.KPACK_MODE else None
         core = utils.platform_dir("core")
-        dirs = [libraries, *([core] if core is not None else [])]
+        hosts = splitter_hosts()
+        if libraries is None and not hosts:
+            if not di.KPACK_MODE:
+                self.skipTest("legacy package set: see testLibrariesForEveryDetectedGpu")
+            self.skipTest("the libraries package is not installed (pip install 'rocm[libraries]')")
+        dirs = [*([libraries, *([core] if core else [])] if libraries else []), *hosts]
         lines = []
-        prefix = layered_archives()
-        with KpackChecker(libraries.parent, None, di.generic_target, prefix) as checker:
+        site = libraries.parent if libraries else next(iter(hosts)).parent
+        with KpackChecker(site, None, di.generic_target, layered_archives()) as checker:
             refs, unreadable = checker.transformed(dirs)
             if unreadable:
                 lines += format_failures(unreadable)
@@ -72,7 +91,8 @@ class GpuCoverageTest(unittest.TestCase):
                 if failures:
                     lines.append(
                         f"{gpu.target} (found by {gpu.source}) has no device code for "
-                        f"{len(failures)} of {len(refs)} host libraries; fix: {fix_for(gpu.target)}"
+                        f"{len(failures)} of {len(refs)} host libraries; fix: "
+                        f"{_fixes(failures, hosts, checker.rel, gpu.target)}"
                     )
                     lines += format_failures(failures[:5])
                     if len(failures) > 5:

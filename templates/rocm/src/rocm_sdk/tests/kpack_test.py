@@ -10,7 +10,7 @@ import unittest
 from pathlib import Path
 
 from .. import _dist_info as di
-from .._coverage import layered_archives, layered_wheels
+from .._coverage import layered_archives, layered_wheels, splitter_hosts
 from .._kpack import zstandard_decompress
 from .._kpack_check import DeviceWheel, KpackChecker, find_device_wheels, format_failures
 from . import utils
@@ -47,14 +47,15 @@ class KpackTest(unittest.TestCase):
                 "the libraries package is not installed (pip install 'rocm[libraries]')"
             )
         cls.site = libraries.parent
-        cls.wheels = [*find_device_wheels(cls.site), *layered_wheels()]
+        found = [*find_device_wheels(cls.site), *layered_wheels()]
+        cls.wheels = list({w.dist_info: w for w in found}.values())
         if not cls.wheels:
             raise unittest.SkipTest(
                 "no rocm-sdk-device-* wheel is installed, so no device code to check; "
                 + _device_hint()
             )
         core = utils.platform_dir("core")
-        cls.host_dirs = [libraries, *([core] if core is not None else [])]
+        cls.host_dirs = [libraries, *([core] if core is not None else []), *splitter_hosts()]
 
     def testDeviceArchivesMatchTheirNames(self) -> None:
         """Each device wheel's .kpack files exist and list exactly their file name's target."""
