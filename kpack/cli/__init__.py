@@ -47,7 +47,17 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("extract", parents=[common], help="write code objects as files")
     p.add_argument("file", type=Path, help="an ELF or PE binary, an offload bundle or a .kpack")
     p.add_argument(
-        "-o", "--output", type=Path, required=True, help="output directory (new or empty)"
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="output directory; a re-run replaces what kpack extract wrote there before and "
+        "leaves other files alone",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace files in the output directory that kpack extract did not write",
     )
     p.add_argument(
         "--target", help="only this target id (a bare gfxNNN also selects its feature variants)"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import logging
 import mmap
-import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from kpack.archive import KpackArchive
 from kpack.bundle import PLAIN_MAGIC, iter_bundles
 from kpack.cli._args import _input_file, _output_dir, _target
 from kpack.common.cli import output_line
+from kpack.common.outputs import publish
 from kpack.common.safepath import Root, safe_relpath
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import ArchiveError, UsageError
@@ -201,16 +201,22 @@ def _extract_items(path: Path, kind: str, wanted: str | None) -> Iterator[tuple[
                 yield f"{path.name}#{kernel.index}.{kernel.target}.co", kernel.read()
 
 
+#: What ``kpack extract`` wrote into its output dir (:mod:`kpack.common.outputs`).
+EXTRACT_RECORD = ".kpack-extract.json"
+EXTRACT_TOOL = "kpack extract"
+
+
 def _extract_destination(out: Path) -> None:
-    """``-o`` must be a new path or an empty real directory (nothing in it is overwritten)."""
+    """``-o`` must be a new path or a real directory (never a symlink to one)."""
     if out.is_symlink():
         raise UsageError("output is a symlink; give a real directory", path=out)
     _output_dir(out, "output")
-    if out.is_dir() and any(out.iterdir()):
-        raise UsageError("output directory is not empty (nothing is overwritten)", path=out)
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
+    """Code objects into ``-o`` by the project's one output rule: a re-run replaces what
+    the last run wrote there (as recorded in ``EXTRACT_RECORD``) and leaves other files
+    alone; a file in the way that it did not write is refused unless ``--force``."""
     path = _input_file(args.file)
     _target(args.target)
     kind = _file_kind(path)
@@ -221,19 +227,19 @@ def cmd_extract(args: argparse.Namespace) -> int:
     staging = temp_dir_name(out.parent, f".{out.name}.partial-")
     try:
         root = Root(make_temp_dir(staging), error=UsageError)
-        count = 0
+        names: list[str] = []
         for name, data in _extract_items(path, kind, args.target):
             root.write_bytes(name, data, what=f"output name from {path.name}")
-            count += 1
-        if count == 0:
+            names.append(name)
+        if not names:
             what = f" for target {args.target}" if args.target else ""
             raise UsageError(f"no code objects{what}", path=path)
-        if out.is_dir():
-            out.rmdir()  # checked empty above
-        os.rename(staging, out)
-    except BaseException:
+        publish(
+            out, staging, names, record_name=EXTRACT_RECORD, tool=EXTRACT_TOOL, force=args.force
+        )
+    finally:
         shutil.rmtree(staging, ignore_errors=True)
-        raise
+    count = len(names)
     if not getattr(args, "quiet", False):
         print(f"extracted {count} code objects")
     print(output_line(out))

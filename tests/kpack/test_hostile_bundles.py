@@ -144,28 +144,35 @@ def test_extract_refuses_a_hostile_toc_target(
     assert snapshot(top) == before
 
 
-@pytest.mark.parametrize("kind", ["file", "symlink", "nonempty"])
-def test_extract_output_must_be_new_or_empty(
+def _raw(sandbox: Path, targets: list[str]) -> Path:
+    raw = sandbox / "raw.bundle"
+    raw.write_bytes(sample_bundle(targets))
+    return raw
+
+
+def _no_partial(sandbox: Path) -> None:
+    """No staging or trash dir is left beside the output or in it."""
+    assert not [p for p in sandbox.rglob("*") if ".partial-" in p.name or "-old-" in p.name]
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_extract_output_must_be_a_real_directory(
     sandbox: Path, capsys: pytest.CaptureFixture[str], kind: str
 ) -> None:
-    raw = sandbox / "raw.bundle"
-    raw.write_bytes(sample_bundle(["gfx900"]))
+    raw = _raw(sandbox, ["gfx900"])
     out = sandbox / "out"
     elsewhere = sandbox / "elsewhere"
     elsewhere.mkdir()
     if kind == "file":
         out.write_text("keep")
-    elif kind == "symlink":
-        out.symlink_to(elsewhere)
     else:
-        out.mkdir()
-        (out / "keep").write_text("keep")
+        out.symlink_to(elsewhere)
     rc, _, err = run_cli(capsys, "extract", raw, "-o", out)
     line = one_error_line(err)
     assert rc == 1 and str(out) in line
-    assert {"file": "not a directory", "symlink": "symlink", "nonempty": "not empty"}[kind] in line
+    assert {"file": "not a directory", "symlink": "symlink"}[kind] in line
     assert list(elsewhere.iterdir()) == []
-    assert not [p for p in sandbox.iterdir() if ".partial-" in p.name]
+    _no_partial(sandbox)
     if kind == "file":
         assert out.read_text() == "keep"
 
@@ -173,13 +180,95 @@ def test_extract_output_must_be_new_or_empty(
 def test_extract_into_an_empty_dir_is_fine(
     sandbox: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    raw = sandbox / "raw.bundle"
-    raw.write_bytes(sample_bundle(["gfx900", "gfx1030"]))
+    raw = _raw(sandbox, ["gfx900", "gfx1030"])
     (sandbox / "out").mkdir()
     rc, out, _ = run_cli(capsys, "extract", raw, "-o", sandbox / "out")
     assert rc == 0 and "extracted 2 code objects" in out
     assert sorted(os.listdir(sandbox / "out")) == [
+        ".kpack-extract.json",
         "raw.bundle#0.gfx1030.co",
         "raw.bundle#0.gfx900.co",
     ]
     shutil.rmtree(sandbox / "out")
+
+
+def test_extract_rerun_replaces_its_own_output_and_leaves_the_rest(
+    sandbox: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The project's one output rule (kpack.common.outputs): a re-run replaces what the last
+    run wrote, removes what it wrote that this run does not, and leaves other files alone
+    (it used to refuse any non-empty output dir)."""
+    raw = _raw(sandbox, ["gfx900", "gfx1030"])
+    out = sandbox / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert run_cli(capsys, "extract", raw, "-o", out)[0] == 0
+    assert run_cli(capsys, "extract", raw, "-o", out)[0] == 0  # the same again
+    rc, printed, _ = run_cli(capsys, "extract", raw, "-o", out, "--target", "gfx900")
+    assert rc == 0 and printed.splitlines()[-1] == str(out.absolute())
+    assert sorted(os.listdir(out)) == [".kpack-extract.json", "notes.txt", "raw.bundle#0.gfx900.co"]
+    assert (out / "notes.txt").read_text() == "mine"
+    _no_partial(sandbox)
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink", "edited"])
+def test_extract_refuses_a_file_it_did_not_write_unless_forced(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A file in the way that extract did not write (or changed since it wrote it) is an
+    error naming it, and nothing changes; with --force it is replaced, and a symlink is
+    replaced, never written through."""
+    raw = _raw(sandbox, ["gfx900"])
+    out = sandbox / "out"
+    name = "raw.bundle#0.gfx900.co"
+    victim = sandbox / "victim.co"
+    victim.write_text("victim")
+    if kind == "edited":
+        assert run_cli(capsys, "extract", raw, "-o", out)[0] == 0
+        (out / name).write_text("edited by hand")
+    else:
+        out.mkdir()
+        if kind == "file":
+            (out / name).write_text("someone else's")
+        else:
+            (out / name).symlink_to(victim)
+    before = snapshot(sandbox)
+    rc, _, err = run_cli(capsys, "extract", raw, "-o", out)
+    line = one_error_line(err)
+    assert rc == 1 and line == (
+        f"error: {out}: cannot publish: 1 in the way, not written by kpack extract (see "
+        f"--force); {name} was not written by this tool"
+    )
+    assert snapshot(sandbox) == before
+    if kind == "symlink":
+        assert os.readlink(out / name) == str(victim)
+    else:
+        assert (out / name).read_text() == {"file": "someone else's"}.get(kind, "edited by hand")
+    rc, _, _ = run_cli(capsys, "extract", raw, "-o", out, "--force")
+    assert rc == 0 and not (out / name).is_symlink()
+    assert run_cli(capsys, "extract", raw, "-o", sandbox / "ref")[0] == 0
+    assert (out / name).read_bytes() == (sandbox / "ref" / name).read_bytes()
+    assert victim.read_text() == "victim"
+    _no_partial(sandbox)
+
+
+def test_a_failed_rerun_leaves_the_last_output_as_it_was(
+    sandbox: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No half-written output: a re-run that fails part-way (a hostile name after good code
+    objects) leaves the output dir and its record exactly as the last run left them."""
+    kpack = sandbox / "a.kpack"
+    kernels = [KernelInput("lib/x.so#0", "gfx942", b"\x7fELFx")]
+    write_kpack(kpack, kernels, group_name="a", gfx_arch_family="gfx942")
+    out = sandbox / "out"
+    assert run_cli(capsys, "extract", kpack, "-o", out)[0] == 0
+    kernels.append(KernelInput("lib/y.so#0", "gfx90a", b"\x7fELFy"))
+    write_kpack(kpack, kernels, group_name="a", gfx_arch_family="gfx942")
+    _retarget(kpack, "gfx90a", EVIL)
+    before = snapshot(sandbox)
+    record = (out / ".kpack-extract.json").read_bytes()
+    rc, _, err = run_cli(capsys, "extract", kpack, "-o", out)
+    assert rc == 1 and "is not a target id" in one_error_line(err)
+    assert snapshot(sandbox) == before
+    assert (out / ".kpack-extract.json").read_bytes() == record
+    assert (out / "lib/x.so#0.gfx942.co").read_bytes() == b"\x7fELFx"

@@ -135,7 +135,7 @@ def test_kpack_cli_inspects_and_extracts_pe_files(image: Path, tmp_path: Path) -
 
     assert main(["inspect", str(image)]) == 0
     assert main(["extract", str(image), "-o", str(tmp_path / "co")]) == 0
-    extracted = {p.name: p.read_bytes() for p in (tmp_path / "co").iterdir()}
+    extracted = {p.name: p.read_bytes() for p in (tmp_path / "co").glob("*.co")}
     digests: Digests = collections.Counter(
         (n.split(".", 2)[2].removesuffix(".co"), hashlib.sha256(d).hexdigest())
         for n, d in extracted.items()
