@@ -20,8 +20,13 @@ installs.
 
 Only the top level of ``dist_dir`` is indexed, and only ``.whl``, ``.tar.gz`` and ``.zip``
 files; other entries (``report.json``, subdirectories) are skipped. Pages are sorted and
-byte-reproducible. ``index_dir`` is written into a temporary sibling and renamed into
-place, so a failure leaves nothing behind; it must not exist or be empty.
+byte-reproducible. ``index_dir`` follows the project's one output-directory rule
+(:mod:`kpack.common.outputs`): the pages are written into a temporary sibling, then each
+moves into place, all or nothing; a re-run replaces what an earlier one wrote there (listed
+in a record beside ``index_dir``, ``.<tool>.<name>.json``) and leaves every other file
+alone, and a file in the way that it did not write needs ``force``.
+:func:`stage_simple_index` writes the pages only, for a caller that publishes them along
+with other outputs.
 
 Use it with ``pip install --index-url file:///…/index_dir rocm`` (pip reads
 ``<project>/index.html`` of a ``file:`` index directly), or serve ``index_dir`` over HTTP:
@@ -58,6 +63,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from kpack.common.outputs import publish, record_beside
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import PackagingError
 
@@ -76,6 +82,7 @@ __all__ = [
     "render_root",
     "render_root_json",
     "scan_dist_dir",
+    "stage_simple_index",
     "write_simple_index",
 ]
 
@@ -85,6 +92,8 @@ ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
 API_VERSION = "1.1"
 JSON_CONTENT_TYPE = "application/vnd.pypi.simple.v1+json"
 METADATA_SUFFIX = ".metadata"
+#: The tool whose record of an index's files a re-run reads (the one program writing one).
+TOOL = "assemble-shards"
 _CHUNK = 1 << 20
 _METADATA_LIMIT = 16 << 20  # a METADATA or PKG-INFO larger than this is no metadata
 
@@ -359,14 +368,9 @@ def _link_or_copy(source: Path, dest: Path) -> None:
         shutil.copyfile(source, dest)
 
 
-def _check_free(index_dir: Path) -> None:
-    if index_dir.is_symlink() or (index_dir.exists() and not index_dir.is_dir()):
-        raise PackagingError("exists and is not a directory", path=index_dir)
-    if index_dir.is_dir() and any(index_dir.iterdir()):
-        raise PackagingError("exists and is not empty; remove it first", path=index_dir)
-
-
-def _populate(index: SimpleIndex, into: Path) -> None:
+def _populate(index: SimpleIndex, into: Path) -> list[str]:
+    """Write the pages of ``index`` into ``into``; the files written, relative to it."""
+    written = ["index.html", "index.json"]
     (into / "index.html").write_text(render_root(index), encoding="utf-8")
     (into / "index.json").write_text(render_root_json(index), encoding="utf-8")
     for project in index.projects:
@@ -374,35 +378,59 @@ def _populate(index: SimpleIndex, into: Path) -> None:
         directory.mkdir()
         for item in project.files:
             _link_or_copy(item.source, directory / item.filename)
+            written.append(f"{project.name}/{item.filename}")
             if item.metadata.data is not None:
                 (directory / f"{item.filename}{METADATA_SUFFIX}").write_bytes(item.metadata.data)
+                written.append(f"{project.name}/{item.filename}{METADATA_SUFFIX}")
         (directory / "index.html").write_text(render_project(project), encoding="utf-8")
         (directory / "index.json").write_text(render_project_json(project), encoding="utf-8")
+        written += [f"{project.name}/index.html", f"{project.name}/index.json"]
+    return written
 
 
-def write_simple_index(
-    dist_dir: Path, index_dir: Path, *, digests: Mapping[str, str] | None = None
-) -> SimpleIndex:
-    """Write the simple repository of ``dist_dir`` to ``index_dir`` atomically.
+def stage_simple_index(
+    dist_dir: Path, into: Path, *, digests: Mapping[str, str] | None = None
+) -> tuple[SimpleIndex, tuple[str, ...]]:
+    """Write the simple repository of ``dist_dir`` into the new directory ``into`` (it must
+    not exist); returns the index and its files, relative to ``into``, for publishing.
 
     ``digests`` (file name -> sha256 hex) saves hashing files the caller already hashed.
     """
-    index_dir = Path(index_dir)
-    _check_free(index_dir)
     index = scan_dist_dir(Path(dist_dir), digests=digests)
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_dir_name(index_dir.parent, f".{index_dir.name}.", ".tmp")
+    into.mkdir()
+    return index, tuple(_populate(index, into))
+
+
+def write_simple_index(
+    dist_dir: Path,
+    index_dir: Path,
+    *,
+    digests: Mapping[str, str] | None = None,
+    force: bool = False,
+    tool: str = TOOL,
+) -> SimpleIndex:
+    """Write the simple repository of ``dist_dir`` to ``index_dir``, all or nothing: what
+    an earlier run wrote there is replaced, other files are left alone, and one in the way
+    that ``tool`` did not write needs ``force`` (:mod:`kpack.common.outputs`)."""
+    index_dir = Path(os.path.abspath(index_dir))
+    parent, name = index_dir.parent, index_dir.name
+    record = record_beside(index_dir, tool)
+    made = [d for d in (parent, *parent.parents) if not os.path.lexists(d)]
+    tmp = temp_dir_name(parent, f".{name}.", ".tmp")
     try:
-        _populate(index, make_temp_dir(tmp))
-        tmp.chmod(0o755)
-        with suppress(FileNotFoundError):
-            index_dir.rmdir()  # empty, checked above
-        tmp.rename(index_dir)
-    except OSError as exc:
+        parent.mkdir(parents=True, exist_ok=True)
+        make_temp_dir(tmp)
+        index, files = stage_simple_index(dist_dir, tmp / name, digests=digests)
+        outputs = [f"{name}/{rel}" for rel in files]
+        publish(parent, tmp, outputs, record_name=record, tool=tool, force=force)
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise PackagingError(f"cannot write the index: {exc}", path=index_dir) from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for directory in made:  # innermost first: the parents made for it go again
+            with suppress(OSError):
+                directory.rmdir()
+        if isinstance(exc, OSError):
+            raise PackagingError(f"cannot write the index: {exc}", path=index_dir) from exc
         raise
+    shutil.rmtree(tmp, ignore_errors=True)
     log.info("wrote simple index %s: %d projects", index_dir, len(index.projects))
     return index

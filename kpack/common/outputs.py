@@ -15,6 +15,7 @@ as it was found, the old record included.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -27,7 +28,17 @@ from pathlib import Path, PurePosixPath
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import PackagingError, UsageError
 
-__all__ = ["MAX_LISTED", "Recorded", "check_outputs", "publish", "read_record", "shown_list"]
+__all__ = [
+    "MAX_LISTED",
+    "Publication",
+    "Recorded",
+    "check_outputs",
+    "publish",
+    "publish_all",
+    "read_record",
+    "record_beside",
+    "shown_list",
+]
 
 #: Entries a problem list shows before it gives the count of the rest.
 MAX_LISTED = 5
@@ -185,6 +196,17 @@ class _Journal:
                 directory.rmdir()
 
 
+@dataclass(frozen=True)
+class Publication:
+    """One destination of :func:`publish_all`: each output ``staged/<rel>`` goes to
+    ``dest/<rel>``, recorded in ``dest/<record_name>``."""
+
+    dest: Path
+    staged: Path
+    outputs: tuple[str, ...]
+    record_name: str
+
+
 def publish(
     dest: Path,
     staged: Path,
@@ -198,27 +220,56 @@ def publish(
     a directory output moves whole), remove what the previous record lists that this run
     did not write again, and write the new record. ``staged`` must lie in ``dest``'s file
     system. All or nothing."""
-    check_outputs(dest, outputs, record_name=record_name, tool=tool, force=force)
-    record_path = dest / record_name
-    record = read_record(record_path, tool)
-    stale = sorted(r for r in record if r not in outputs and _is_ours(dest, r, record))
-    journal = _Journal(temp_dir_name(dest, f".{tool}-old-"))
+    publish_all([Publication(dest, staged, tuple(outputs), record_name)], tool=tool, force=force)
+
+
+def publish_all(publications: Sequence[Publication], *, tool: str, force: bool) -> None:
+    """:func:`publish` into several destinations as one step: every destination is checked
+    before anything moves, and a failure in one takes back those published before it."""
+    for pub in publications:
+        check_outputs(pub.dest, pub.outputs, record_name=pub.record_name, tool=tool, force=force)
+    done: list[tuple[_Journal, Path, list[str]]] = []
+    dest = publications[0].dest if publications else Path()
     try:
-        journal.make_dirs(dest)
-        make_temp_dir(journal.trash)
-        for rel in outputs:
-            _place(journal, dest, staged / rel, rel)
-        for rel in stale:
-            journal.discard(dest / rel)
-        _write_record(journal, dest, record_path, outputs, tool)
+        for pub in publications:
+            dest = pub.dest
+            journal = _Journal(temp_dir_name(dest, f".{tool}-old-"))
+            record = read_record(dest / pub.record_name, tool)
+            stale = [r for r in sorted(record) if r not in pub.outputs]
+            stale = [r for r in stale if _is_ours(dest, r, record)]
+            done.append((journal, dest, stale))  # before its first step: undo covers it
+            _publish_one(journal, pub, stale, tool)
     except BaseException as exc:
-        journal.undo()
-        shutil.rmtree(journal.trash, ignore_errors=True)
+        for journal, _dest, _stale in reversed(done):
+            journal.undo()
+            shutil.rmtree(journal.trash, ignore_errors=True)
         if isinstance(exc, OSError):
             raise PackagingError(f"cannot publish the outputs: {exc.strerror}", path=dest) from exc
         raise
-    shutil.rmtree(journal.trash, ignore_errors=True)
-    _remove_empty_parents(dest, stale)
+    for journal, dest, stale in done:
+        shutil.rmtree(journal.trash, ignore_errors=True)
+        _remove_empty_parents(dest, stale)
+
+
+def _publish_one(journal: _Journal, pub: Publication, stale: Sequence[str], tool: str) -> None:
+    journal.make_dirs(pub.dest)
+    make_temp_dir(journal.trash)
+    for rel in pub.outputs:
+        _place(journal, pub.dest, pub.staged / rel, rel)
+    for rel in stale:
+        journal.discard(pub.dest / rel)
+    _write_record(journal, pub.dest, pub.dest / pub.record_name, pub.outputs, tool)
+
+
+def record_beside(directory: Path, tool: str) -> str:
+    """The name of the record of ``tool``'s outputs in ``directory``, kept in its parent
+    (beside it, so the directory holds the outputs only): ``.<tool>.<name>.json``, a name
+    too long for that shortened to a digest."""
+    name = Path(os.path.abspath(directory)).name
+    if len(name.encode("utf-8", "surrogateescape")) > 160:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        name = f"{name[:40]}-{digest}"
+    return f".{tool}.{name}.json"
 
 
 def _place(journal: _Journal, dest: Path, source: Path, rel: str) -> None:

@@ -197,17 +197,81 @@ def test_deterministic(tmp_path: Path, index: Path) -> None:
     assert [f.sha256 for p in given.projects for f in p.files][2] != "0" * 64
 
 
-def test_refuses_non_empty_destination_and_bad_names(tmp_path: Path) -> None:
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every entry under ``root`` (a directory: None), symlinks not followed."""
+    return {
+        str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def test_a_rerun_replaces_its_own_files_and_leaves_the_rest(tmp_path: Path) -> None:
+    """One output-directory rule (issue 22): a re-run writes the same bytes, a file it did
+    not write stays, and one of its files that is gone from the dist goes from the index."""
     dist = make_dist(tmp_path / "dist")
-    (tmp_path / "index").mkdir()
-    (tmp_path / "index" / "keep").write_text("x")
-    with pytest.raises(PackagingError, match="not empty"):
-        write_simple_index(dist, tmp_path / "index")
+    index = tmp_path / "index"
+    write_simple_index(dist, index)
+    first = _tree(tmp_path)
+    assert first.pop(".assemble-shards.index.json")  # the record, beside the index
+    (index / "keep").write_text("x")
+    (index / "tiny-lib" / "notes.txt").write_text("mine")
+    write_simple_index(dist, index)
+    again = _tree(tmp_path)
+    assert again.pop(".assemble-shards.index.json")
+    assert again == {**first, "index/keep": b"x", "index/tiny-lib/notes.txt": b"mine"}
+    (dist / TOP_WHEEL).unlink()
+    write_simple_index(dist, index)
+    assert not (index / "tiny-top").exists()  # emptied: its directory goes too
+    assert (index / "keep").read_text() == "x" and (index / "tiny-lib" / "notes.txt").exists()
+    assert "tiny-top" not in (index / "index.html").read_text()
+
+
+def test_a_file_it_did_not_write_is_replaced_only_with_force(tmp_path: Path) -> None:
+    dist = make_dist(tmp_path / "dist")
+    index = tmp_path / "index"
+    write_simple_index(dist, index)
+    fresh = _tree(index)
+    page = index / "tiny-lib" / "index.html"
+    page.write_text("edited by hand")  # changed since: no longer ours
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (index / "index.json").unlink()
+    (index / "index.json").symlink_to(victim)  # never followed, never replaced without force
+    before = _tree(tmp_path)
+    with pytest.raises(PackagingError) as info:
+        write_simple_index(dist, index)
+    assert info.value.message == (
+        "cannot publish: 2 in the way, not written by assemble-shards (see --force)"
+    )
+    assert sorted(info.value.problems) == [
+        "index/index.json was not written by this tool",
+        "index/tiny-lib/index.html was not written by this tool",
+    ]
+    assert _tree(tmp_path) == before
+    write_simple_index(dist, index, force=True)
+    assert _tree(index) == fresh and victim.read_text() == "precious"
+
+
+def test_a_long_list_in_the_way_is_shown_short(tmp_path: Path) -> None:
+    dist = make_dist(tmp_path / "dist")
+    index = tmp_path / "index"
+    index.mkdir()
+    for name in ("tiny-lib", "tiny-top", "tiny-app"):
+        (index / name).mkdir()
+        (index / name / "index.html").write_text("someone else's")
+        (index / name / "index.json").write_text("someone else's")
+    with pytest.raises(PackagingError) as info:
+        write_simple_index(dist, index)
+    assert info.value.problems[-1] == "... and 1 more" and len(info.value.problems) == 6
+    assert "6 in the way" in info.value.message
+
+
+def test_bad_names_write_nothing(tmp_path: Path) -> None:
+    dist = make_dist(tmp_path / "dist")
     (dist / "broken.whl").write_bytes(b"")
     with pytest.raises(PackagingError, match=r"broken\.whl"):
-        write_simple_index(dist, tmp_path / "fresh")
-    assert not (tmp_path / "fresh").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dist", "index"]
+        write_simple_index(dist, tmp_path / "fresh" / "index")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dist"]
 
 
 @pytest.mark.slow
