@@ -26,11 +26,14 @@ its share). Without ``report.json`` in some shard the merge is skipped with a no
 report must be a regular file (not a symlink), one per shard, and each row must name a file
 of its kind (a device row: the wheel of its target) and size.
 ``--index`` also writes a PEP 503 simple repository of the result. The last line printed is
-the absolute path of ``--output``. Outputs are written
-into temporary siblings and renamed into place; they must not exist or be empty, must not
+the absolute path of ``--output``. Outputs follow the project's one output-directory rule
+(:mod:`kpack.common.outputs`): written into temporary siblings, then published in one step;
+a re-run replaces what an earlier run wrote there (recorded beside each directory in
+``.assemble-shards.<name>.json``) and leaves every other file alone, and a file in the way
+that assemble-shards did not write, or that changed since, is an error (a few names and a
+count) unless ``--force`` is given. No symlink in the way is followed. The outputs must not
 lie inside a shard, and ``--output`` must not sit beside one (its report would be written
-over). A failure or a signal leaves nothing behind: what was moved into place goes again,
-an older report comes back.
+over). A failure or a signal leaves everything as it was found.
 
 This module is the command line; the work (scan, plan, write) lives in
 :mod:`build_tools.shards`.
@@ -105,7 +108,8 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         type=Path,
         required=True,
         metavar="DIR",
-        help="the merged dist directory (must not exist or be empty); the report goes beside it",
+        help="the merged dist directory (a re-run replaces what assemble-shards wrote there "
+        "and leaves other files alone); the report goes beside it",
     )
     add_list_argument(
         p,
@@ -127,6 +131,12 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--index", type=Path, metavar="DIR", help="also write a PEP 503 simple repository here"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace files in the way in --output, beside it or in --index that "
+        "assemble-shards did not write (or that changed since)",
     )
     add_verbosity(p)
     return p
@@ -187,7 +197,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     plan = plan_assembly(scan_shards(dirs), expected_targets=expected, version=version)
     for notice in () if args.quiet else plan.notices:
         print(f"notice: {notice}", file=sys.stderr)
-    write_assembly(plan, args.output, index=args.index)
+    write_assembly(plan, args.output, index=args.index, force=args.force)
     if not args.quiet:
         _print_plan(plan, len(dirs), args.index)
     print(output_line(args.output))

@@ -220,22 +220,93 @@ def test_output_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     def fail(*_args: object, **_kwargs: object) -> None:
         raise PackagingError("index exploded")
 
-    monkeypatch.setattr(mod, "write_simple_index", fail)
+    monkeypatch.setattr(mod, "stage_simple_index", fail)
     with pytest.raises(PackagingError, match="index exploded"):
         write_assembly(plan, tmp_path / "out", index=tmp_path / "index")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # no temp dirs either
 
 
-def test_output_must_be_free(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every entry under ``root`` but the records (they hold times): a directory is None."""
+    return {
+        str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if not p.name.startswith(".assemble-shards.")
+    }
+
+
+def test_a_rerun_replaces_what_it_wrote_and_leaves_the_rest(tmp_path: Path) -> None:
+    """One output-directory rule (issue 22): the same run again gives the same bytes and
+    keeps other files; a run with less removes what it no longer writes."""
     a = make_shard(tmp_path / "a", ("gfx1200",))
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "old.whl").write_bytes(b"stale")
-    assert run("--input", a, "--output", out) == 1
-    assert "exists and is not empty" in capsys.readouterr().err
-    assert [p.name for p in out.iterdir()] == ["old.whl"]
-    (out / "old.whl").unlink()  # an empty directory is fine
-    assert run("--input", a, "--output", out) == 0
+    b = make_shard(tmp_path / "b", ("gfx1201",))
+    m = tmp_path / "m"
+    out, index = m / "dist", m / "index"
+    assert run("--input", a, b, "--output", out, "--index", index) == 0
+    first = _tree(m)
+    assert sorted(p.name for p in m.glob(".*")) == [
+        ".assemble-shards.dist.json",  # the records, beside each directory
+        ".assemble-shards.index.json",
+    ]
+    others = {"dist/torch-2.9.0-cp312-cp312-linux_x86_64.whl": b"someone else's", "notes": b"x"}
+    others |= {"index/torch/index.html": b"<html>", "report.txt": b"mine"}
+    (index / "torch").mkdir()
+    for rel, data in others.items():
+        (m / rel).write_bytes(data)
+    assert run("--input", a, b, "--output", out, "--index", index) == 0
+    assert _tree(m) == {**first, "index/torch": None, **others}
+    assert run("--input", a, "--output", out, "--index", index) == 0  # without gfx1201
+    gone = [rel for rel in first if "gfx1201" in rel]
+    assert gone and not any((m / rel).exists() for rel in gone)
+    assert all((m / rel).read_bytes() == data for rel, data in others.items())
+
+
+DEVICE_1201 = f"rocm_sdk_device_gfx1201-{VERSION}-{TAG}.whl"
+
+
+def test_a_file_it_did_not_write_is_replaced_only_with_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    b = make_shard(tmp_path / "b", ("gfx1201",))
+    m = tmp_path / "m"
+    out = m / "dist"
+    out.mkdir(parents=True)
+    (out / DEVICE_1201).write_bytes(b"someone else's")  # at the place of an output
+    (out / "old.whl").write_bytes(b"stale")  # elsewhere: left alone
+    before = _tree(m)
+    assert run("-q", "--input", a, b, "--output", out) == 1
+    assert capsys.readouterr().err == (
+        f"error: {m}: cannot publish: 1 in the way, not written by assemble-shards "
+        f"(see --force)\n  - dist/{DEVICE_1201} was not written by this tool\n"
+    )
+    assert _tree(m) == before
+    assert run("-q", "--input", a, b, "--output", out, "--force") == 0
+    assert (out / DEVICE_1201).read_bytes() == (b / DEVICE_1201).read_bytes()
+    assert (out / "old.whl").read_bytes() == b"stale"
+    (m / "report.md").write_text("edited since")  # changed since: no longer its own
+    assert run("-q", "--input", a, b, "--output", out) == 1
+    assert "  - report.md was not written by this tool\n" in capsys.readouterr().err
+    assert (m / "report.md").read_text() == "edited since"
+    assert run("-q", "--input", a, b, "--output", out, "--force") == 0
+    assert (m / "report.md").read_bytes() != b"edited since"
+
+
+def test_a_long_list_in_the_way_is_shown_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    out = tmp_path / "m" / "dist"
+    out.mkdir(parents=True)
+    for p in a.iterdir():  # every output but the reports: 6 files
+        (out / p.name).write_bytes(b"x")
+    assert run("-q", "--input", a, "--output", out) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        f"error: {out.parent}: cannot publish: 6 in the way, not written by assemble-shards "
+        "(see --force)"
+    )
+    assert len(err) == 7 and err[-1] == "  - ... and 1 more"
 
 
 def test_report_merge_equals_an_unsharded_build(tmp_path: Path) -> None:

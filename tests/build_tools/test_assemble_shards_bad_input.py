@@ -382,26 +382,36 @@ def test_planted_symlinks_at_the_report_places_are_never_followed(
     shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Symlinks at ``.report.json.tmp`` (an older writer's temp name), ``report.json`` and
-    ``report.md`` beside ``--output`` point at a file elsewhere: it is never written."""
+    ``report.md`` beside and in ``--output``, and at a device wheel's place, point at a file
+    elsewhere: it is never written. Those at outputs' places are in the way (an error;
+    with ``--force`` the links themselves are replaced); the others are left alone."""
     a, b = shards
     victim = tmp_path / "elsewhere" / "victim.txt"
     victim.parent.mkdir()
     victim.write_bytes(b"precious\n")
     out = tmp_path / "m" / "dist"
-    out.parent.mkdir()
-    for name in (".report.json.tmp", "report.json", "report.md"):
-        (out.parent / name).symlink_to(victim)
-    assert main(_argv(a, b, out)) == 0, capsys.readouterr().err
+    out.mkdir(parents=True)
+    planted = [out.parent / n for n in (".report.json.tmp", "report.json", "report.md")]
+    planted += [out / n for n in (".report.json.tmp", "report.json", "report.md", DEVICE)]
+    for link in planted:
+        link.symlink_to(victim)
+    needle = f"error: {out.parent}: cannot publish: 3 in the way, not written by assemble-shards"
+    err = _fails(tmp_path, ["-q", *_argv(a, b, out)], capsys, needle)
+    assert f"  - dist/{DEVICE} was not written by this tool\n" in err
+    assert main(["-q", *_argv(a, b, out), "--force"]) == 0, capsys.readouterr().err
     assert victim.read_bytes() == b"precious\n"
-    assert os.readlink(out.parent / ".report.json.tmp") == str(victim)  # not ours: left alone
-    for name in ("report.json", "report.md"):  # the merged report replaced the link itself
-        assert not (out.parent / name).is_symlink()
+    for link in planted:  # not an output's place: left alone
+        if link.name == ".report.json.tmp" or (link.parent == out and link.name != DEVICE):
+            assert os.readlink(link) == str(victim), link
+        else:  # the link itself was replaced
+            assert not link.is_symlink() and link.is_file(), link
+    assert (out / DEVICE).read_bytes() == (a / DEVICE).read_bytes()
     doc = json.loads((out.parent / "report.json").read_text())
     assert [r["target"] for r in doc["device_wheels"]] == ["gfx1200", "gfx1201"]
     assert "gfx1201" in (out.parent / "report.md").read_text()
 
 
-@pytest.mark.parametrize("before", ["nothing", "empty-output", "old-reports"])
+@pytest.mark.parametrize("before", ["nothing", "empty-output", "an-earlier-run"])
 @pytest.mark.parametrize("failure", ["disk-full", "interrupt"])
 def test_a_failure_at_the_last_step_takes_everything_back(
     failure: str,
@@ -411,28 +421,30 @@ def test_a_failure_at_the_last_step_takes_everything_back(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The dist, the index and report.json are in place when report.md fails to move
-    there: all go again (an older report comes back), as do the parents made for them."""
+    """The index, the dist and report.json are in place when report.md fails to move
+    there: all go again (an earlier run's outputs and records come back), as do the parents
+    made for them."""
     a, b = shards
     out, index = tmp_path / "new" / "deep" / "dist", tmp_path / "new2" / "index"
     if before == "empty-output":
         out.mkdir(parents=True)
-    elif before == "old-reports":
-        out.parent.mkdir(parents=True)
-        (out.parent / "report.json").write_text("old json")
-        (out.parent / "report.md").write_text("old md")
+    elif before == "an-earlier-run":
+        assert main(["-q", "--input", str(a), "--output", str(out), "--index", str(index)]) == 0
+    capsys.readouterr()
     moved: list[Path] = []
+    rename = os.rename
 
-    def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        if Path(src).name == "report.md":  # the new one (taking back moves report.md.old)
+    def failing(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        into_place = Path(dst).parent == out.parent
+        if into_place and Path(src).name == "report.md":
             if failure == "interrupt":
                 raise KeyboardInterrupt
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(dst))
-        if Path(src).name == "report.json":
+        if into_place and Path(src).name == "report.json":
             moved.append(Path(dst))
-        os.rename(src, dst)
+        rename(src, dst)
 
-    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "rename", failing)
     snapshot = _snapshot(tmp_path)
     rc = main(_argv(a, b, out, "--index", index))
     err = capsys.readouterr().err
@@ -442,7 +454,7 @@ def test_a_failure_at_the_last_step_takes_everything_back(
     else:
         assert rc == 1, err
         line = _error_line(err)
-        assert f"{out}: cannot write the output: {out.parent / 'report.md'}: No space" in line
+        assert line == f"error: {out.parent}: cannot publish the outputs: No space left on device"
     assert _snapshot(tmp_path) == snapshot
 
 
@@ -548,8 +560,8 @@ def test_interrupted_right_after_a_temp_dir_appears(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The dist's temp dir (1) and the reports' (2), each made, then SIGINT: nothing stays,
-    not even the output's new parent."""
+    """The temp dir of the dist and its report (1) and the index's (2), each made, then
+    SIGINT: nothing stays, not even the outputs' new parents."""
     calls: list[Path] = []
 
     def make_then_interrupt(path: Path) -> Path:
@@ -562,7 +574,8 @@ def test_interrupted_right_after_a_temp_dir_appears(
     monkeypatch.setattr(write, "make_temp_dir", make_then_interrupt)
     a, b = shards
     before = _snapshot(tmp_path)
-    assert main(_argv(a, b, tmp_path / "new" / "dist")) == 130
+    argv = _argv(a, b, tmp_path / "new" / "dist", "--index", tmp_path / "new2" / "index")
+    assert main(argv) == 130
     assert "interrupted" in capsys.readouterr().err
     assert len(calls) == call
     assert _snapshot(tmp_path) == before
