@@ -583,11 +583,7 @@ def test_a_member_named_like_the_pending_links_file_is_refused(
 @pytest.mark.parametrize(
     ("argv", "line"),
     [
-        (
-            ["bogus"],
-            "argument COMMAND: invalid choice: 'bogus' (choose from 'path', 'version', "
-            "'targets', 'init', 'test') (see rocm-sdk --help)",
-        ),
+        (["bogus"], "argument COMMAND: invalid choice: 'bogus' (choose from "),
         ([], "the following arguments are required: COMMAND (see rocm-sdk --help)"),
         (["--bogus", "version"], "unrecognized arguments: --bogus (see rocm-sdk --help)"),
         (
@@ -611,4 +607,6 @@ def test_a_usage_error_is_one_line_and_exit_1(tmp_path: Path, argv: list[str], l
     site = make_site(tmp_path)
     shown = fails(site, *argv)
     assert shown.startswith(line), shown
-    assert len(shown) < 400
+    assert shown.endswith("--help)") and len(shown) < 400, shown
+    if argv == ["bogus"]:  # argparse quotes the choices or not, by Python version
+        assert all(c in shown for c in ("path", "version", "targets", "init", "test"))
