@@ -238,6 +238,30 @@ def test_without_a_gpu_the_self_test_says_what_it_could_not_check(
     assert "rocm: no GPU detected on this machine" in targets.stderr, targets.stderr
 
 
+def test_rocm_device_without_a_gpu_records_that_it_installed_nothing(
+    fat_dist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rocm[device] built where no GPU is visible installs no device code: the wheel's
+    record and rocm-sdk targets say so and name the command that installs a GPU's."""
+    for name in [k for k in os.environ if k.startswith(_DETECTION_VARIABLES)]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("ROCM_BOOTSTRAP_DISABLE_DETECTION", "1")
+    venv = tmp_path / "venv"
+    site = install(fat_dist, venv, f"rocm[libraries,device]=={VERSION}")
+    assert not list(site.glob("rocm_sdk_device_*.dist-info"))
+    chosen = json.loads((site / "rocm_sdk" / "_selection.json").read_text())
+    assert chosen["device_extra"] == [] and "no GPU being found" in chosen["how"]
+    fix = f"pip install 'rocm[device-gfx1030]=={VERSION}'"
+    assert chosen["device_fix"].startswith(fix)
+    targets = _run(venv, ["rocm-sdk", "targets"], ROCM_BOOTSTRAP_DISABLE_DETECTION="1").stderr
+    line = next(x for x in targets.splitlines() if "'device' extra" in x)
+    assert line.startswith(
+        "rocm: the 'device' extra of the rocm package installed no device code when pip or uv "
+        "built it (the build's default, no GPU being found on this machine); " + fix
+    ), targets
+    assert "chose target family" not in targets
+
+
 def test_pip_install_and_self_test(fat_dist: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     site = install(fat_dist, venv, f"rocm[libraries,device-gfx90a]=={VERSION}")
