@@ -5,7 +5,11 @@ directory per artifact, each with an ``artifact_manifest.txt`` and its stage dir
 Its contents are real: ROCm runtime libraries, headers and CMake files from Debian bookworm
 (fetched with :func:`sample_tree.debian_inputs.fetch_debs`), plus small HIP fat binaries and
 host programs compiled from ``sample_tree/sample_sources/`` with ``hipcc`` (always with
-``HIP_PLATFORM=amd``) and ``cc``.
+``HIP_PLATFORM=amd``) and ``cc``. Debian's files are laid out as TheRock lays them: libraries
+with their SONAME and linker-name links in ``lib``, and the CMake packages of hip, rocRAND and
+their dependencies (hsa-runtime64, amd_comgr, AMDDeviceLibs) in ``lib/cmake/<pkg>/``,
+rewritten to find their prefix three levels up and their files under ``lib/``, so
+``find_package(hip)`` works against an installed devel tree.
 
 It covers the cases packaging must handle: SONAME-versioned libraries with their symlinks, a
 symlink to an ELF executable (launcher stub), a Perl script that needs its
@@ -59,15 +63,18 @@ log = logging.getLogger(__name__)
 DEFAULT_FAMILY = "gfx90a-dcgpu"
 DEB_PACKAGES = (
     "hipcc",
+    "libamd-comgr-dev",
     "libamd-comgr2",
     "libamdhip64-5",
     "libamdhip64-dev",
     "libhiprand-dev",
     "libhiprand1",
+    "libhsa-runtime-dev",
     "libhsa-runtime64-1",
     "librocprim-dev",
     "librocrand-dev",
     "librocrand1",
+    "rocm-device-libs",
 )
 FIXED_MTIME = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip entry can hold
 
@@ -88,6 +95,13 @@ def _debs_missing(cache: Path) -> bool:
 # --- writing ------------------------------------------------------------------------------
 
 
+def _edited(source: Path, edits: tuple[tuple[str, str], ...]) -> str:
+    text = source.read_text(encoding="utf-8")
+    for old, new in edits:
+        text = text.replace(old, new)
+    return text
+
+
 def write_tree(plan: TreePlan, root: Path) -> None:
     """Create ``root`` from ``plan`` with fixed modes and mtimes."""
     root.mkdir()
@@ -103,7 +117,9 @@ def write_tree(plan: TreePlan, root: Path) -> None:
         if e.link is not None:
             os.symlink(e.link, dest)
             continue
-        if e.source is not None:
+        if e.source is not None and e.edits:
+            dest.write_text(_edited(e.source, e.edits), encoding="utf-8")
+        elif e.source is not None:
             shutil.copyfile(e.source, dest)
         else:
             dest.write_text(e.text or "", encoding="utf-8")

@@ -23,11 +23,13 @@ HIP = "core-hip_lib_generic/core/clr/stage"
 FFT_LIB = f"fft_lib_{FAMILY}/math-libs/rocFFT/stage/lib"
 PROFILER = "profiler/rocprofiler-systems/stage"
 LEGACY_ARTIFACTS = {
+    "amd-llvm_dev_generic",
     "amd-llvm_lib_generic",
     "base_lib_generic",
     "core-hip_dev_generic",
     "core-hip_lib_generic",
     "core-hip_run_generic",
+    "core-runtime_dev_generic",
     "core-runtime_lib_generic",
     "fft_dev_generic",
     f"fft_lib_{FAMILY}",
@@ -218,12 +220,32 @@ def test_symlinks_and_identical_duplicates(tree: Path) -> None:
     dangling = hip_lib / "libhip-dangling.so.1"
     assert dangling.is_symlink() and not dangling.exists()
     assert (hip_lib / "libamdhip64.so.5").resolve().is_file()
-    assert os.readlink(tree / "core-hip_dev_generic/core/clr/stage/lib/libamdhip64.so") == (
-        "libamdhip64.so.5"
-    )
+    # linker names live beside the library, in the lib artifact, as in TheRock
+    assert os.readlink(hip_lib / "libamdhip64.so") == "libamdhip64.so.5"
+    rand_lib = tree / f"rand_lib_{FAMILY}/math-libs/rocRAND/stage/lib"
+    assert os.readlink(rand_lib / "librocrand.so") == "librocrand.so.1"
     notice = "share/therock/NOTICE.txt"
     runtime = tree / "core-runtime_lib_generic/core/ROCR-Runtime/stage"
     assert (tree / HIP / notice).read_bytes() == (runtime / notice).read_bytes()
+
+
+@pytest.mark.real
+@pytest.mark.compile
+def test_cmake_configs_sit_at_lib_cmake_and_name_lib(tree: Path) -> None:
+    """Debian's configs, moved from usr/lib/<triplet>/cmake/<pkg>, climb three levels to
+    their prefix and name lib/, as TheRock's lib/cmake/<pkg> configs do."""
+    configs = sorted(tree.glob("*_dev_generic/**/lib/cmake/*/*.cmake"))
+    packages = {c.parent.name for c in configs}
+    assert {"hip", "hsa-runtime64", "amd_comgr", "AMDDeviceLibs", "rocrand"} <= packages
+    for config in configs:
+        text = config.read_text()
+        assert "linux-gnu" not in text and "/../../../../" not in text, config
+    targets = tree / "rand_dev_generic/math-libs/rocRAND/stage/lib/cmake/rocrand"
+    release = (targets / "rocrand-targets-release.cmake").read_text()
+    assert '"${_IMPORT_PREFIX}/lib/librocrand.so.1.1"' in release
+    assert (tree / f"rand_lib_{FAMILY}/math-libs/rocRAND/stage/lib/librocrand.so.1.1").is_file()
+    climbs = (targets / "rocrand-targets.cmake").read_text().count('"${_IMPORT_PREFIX}" PATH)')
+    assert climbs == 3
 
 
 @pytest.mark.real
