@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -278,3 +279,142 @@ def test_devel_without_profiler_then_uninstalled_leaves_nothing(dist: Path, tmp_
     test = subprocess.run([*rocm_sdk, "test"], capture_output=True, text=True, env=env)
     assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-3000:]
     assert "reinstall" not in test.stdout + test.stderr
+
+
+# --- builders against the installed wheels (issue 24, item 7) ------------------------------
+
+HOST_PROGRAM = r"""
+#include <dlfcn.h>
+#include <cstdio>
+#include <hip/hip_runtime_api.h>
+#include <rocrand/rocrand.h>
+
+int main() {
+  int runtime = 0, devices = -1, rand = 0;
+  hipError_t rt = hipRuntimeGetVersion(&runtime);
+  hipError_t dev = hipGetDeviceCount(&devices);
+  rocrand_get_version(&rand);
+  Dl_info info{};
+  dladdr(reinterpret_cast<void*>(&hipRuntimeGetVersion), &info);
+  std::printf("hip runtime %d (%s); devices %d (%s); rocrand %d\n", runtime,
+              hipGetErrorName(rt), devices, hipGetErrorName(dev), rand);
+  std::printf("libamdhip64: %s\n", info.dli_fname ? info.dli_fname : "?");
+  return rt == hipSuccess ? 0 : 1;
+}
+"""
+
+CMAKE_PROJECT = """
+cmake_minimum_required(VERSION 3.21)
+project(wheel_consumer LANGUAGES CXX)
+find_package(hip REQUIRED)
+find_package(rocrand REQUIRED)
+add_executable(consumer main.cpp)
+target_link_libraries(consumer PRIVATE hip::host roc::rocrand ${CMAKE_DL_LIBS})
+"""
+
+CMAKE_PACKAGES = ("hip", "rocrand", "amd_comgr", "hsa-runtime64", "AMDDeviceLibs")
+
+
+@pytest.fixture(scope="module")
+def devel_venv(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``rocm[libraries,devel]`` installed into a venv, then ``rocm-sdk init``."""
+    venv = tmp_path_factory.mktemp("builders") / "venv"
+    install(dist, venv, f"rocm[libraries,devel]=={VERSION}")
+    init = subprocess.run(
+        [str(venv / "bin/rocm-sdk"), "init"], capture_output=True, text=True, env=_builder_env()
+    )
+    assert init.returncode == 0, init.stdout + init.stderr
+    return venv
+
+
+def _builder_env() -> dict[str, str]:
+    """The caller's environment without anything that points ROCm tools elsewhere."""
+    drop = ("ROCM_SDK_", "PIP_", "ROCM_PATH", "HIP_PATH", "HIP_DIR", "CMAKE_", "LD_LIBRARY_PATH")
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
+def _sdk_path(venv: Path, flag: str) -> Path:
+    proc = subprocess.run(
+        [str(venv / "bin/rocm-sdk"), "path", flag], capture_output=True, text=True,
+        env=_builder_env(), check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return Path(proc.stdout.strip())
+
+
+def _cmake_cache(path: Path) -> dict[str, str]:
+    """``NAME:TYPE=VALUE`` entries of a CMakeCache.txt, as NAME -> VALUE."""
+    entries = (
+        re.fullmatch(r"([^#/][^:]*):[^=]*=(.*)", line) for line in path.read_text().splitlines()
+    )
+    return {m[1]: m[2] for m in entries if m}
+
+
+def _run_consumer(program: Path, venv: Path) -> None:
+    """Run the built program (no GPU is fine) and check that libamdhip64 came from the
+    installed wheels, not from the system."""
+    proc = subprocess.run(
+        [str(program)], capture_output=True, text=True, env=_builder_env(), timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("hip runtime ") and "(hipSuccess)" in proc.stdout, proc.stdout
+    loaded = Path(proc.stdout.split("libamdhip64: ", 1)[1].strip())
+    site = next(venv.glob("lib/python*/site-packages"))
+    core = next(site.glob("_rocm_sdk_core*/lib/libamdhip64.so.5"))
+    assert loaded.is_relative_to(site) and loaded.samefile(core), (loaded, core)
+
+
+def test_hipcc_links_a_host_program_with_the_devel_root(devel_venv: Path, tmp_path: Path) -> None:
+    """`-L$(rocm-sdk path --root)/lib -lamdhip64 -lrocrand` links against the wheels' linker
+    names (the linker's trace names them), and the program runs on the wheels' runtime."""
+    hipcc = shutil.which("hipcc")
+    require(hipcc is not None, "hipcc is not installed (apt-get install hipcc)")
+    assert hipcc is not None
+    root = _sdk_path(devel_venv, "--root")
+    source = tmp_path / "main.cpp"
+    source.write_text(HOST_PROGRAM)
+    program = tmp_path / "consumer"
+    lib = root / "lib"
+    cmd = [hipcc, "--offload-arch=gfx900", str(source), "-o", str(program),
+           f"-I{root}/include", f"-L{lib}", "-lamdhip64", "-lrocrand", "-ldl",
+           f"-Wl,-rpath,{lib}", "-Wl,--trace"]  # fmt: skip
+    env = {**_builder_env(), "HIP_PLATFORM": "amd"}
+    link = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert link.returncode == 0, link.stdout + link.stderr
+    trace = link.stdout + link.stderr
+    for name in ("libamdhip64.so", "librocrand.so"):
+        assert str(lib / name) in trace.split(), trace[-4000:]
+    _run_consumer(program, devel_venv)
+
+
+@pytest.mark.parametrize("flag", ["--cmake", "--root"])
+def test_cmake_finds_hip_and_rocrand_in_the_wheels(
+    devel_venv: Path, tmp_path: Path, flag: str
+) -> None:
+    """find_package(hip) and find_package(rocrand), with CMAKE_PREFIX_PATH from `rocm-sdk
+    path`, load the devel tree's configs and those of their dependencies (the system's
+    Debian copies, installed with hipcc, never stand in), and a target linking hip::host
+    and roc::rocrand builds and runs on the wheels' libraries."""
+    cmake = shutil.which("cmake")
+    require(cmake is not None, "cmake is not installed (apt-get install cmake)")
+    assert cmake is not None
+    prefix = _sdk_path(devel_venv, flag)
+    root = _sdk_path(devel_venv, "--root")
+    (tmp_path / "CMakeLists.txt").write_text(CMAKE_PROJECT)
+    (tmp_path / "main.cpp").write_text(HOST_PROGRAM)
+    build = tmp_path / "build"
+    configure = subprocess.run(
+        [cmake, "-S", str(tmp_path), "-B", str(build), f"-DCMAKE_PREFIX_PATH={prefix}"],
+        capture_output=True, text=True, env=_builder_env(), timeout=300,
+    )  # fmt: skip
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    cache = _cmake_cache(build / "CMakeCache.txt")
+    for package in CMAKE_PACKAGES:
+        found = Path(cache[f"{package}_DIR"])
+        assert found == root / "lib" / "cmake" / package, (package, found)
+    compiled = subprocess.run(
+        [cmake, "--build", str(build)], capture_output=True, text=True, env=_builder_env(),
+        timeout=300,
+    )  # fmt: skip
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    _run_consumer(build / "consumer", devel_venv)
