@@ -77,18 +77,20 @@ def test_no_gpu_the_device_extra_records_that_it_installed_nothing(tmp_path: Pat
     members = _build(tmp_path, KPACK, ROCM_BOOTSTRAP_DISABLE_DETECTION="1")
     chosen = json.loads(members["rocm_sdk/_selection.json"])
     assert chosen["device_extra"] == [] and chosen["source"] == "default"
-    fix = "pip install 'rocm[device-gfx1030]==7.1.0' (this build has gfx1030, gfx90a)"
-    assert chosen["device_fix"] == fix
+    fix = "pip install 'rocm[device-gfx1030]==7.1.0'"
+    assert chosen["device_fix"] == fix and chosen["device_targets"] == ["gfx1030", "gfx90a"]
     _, _, text = metadata_of(members)
     assert (
         "Its `device` extra installed no device code (the build's default, no GPU being found "
-        f"on this machine); to install a GPU's: `{fix}`." in " ".join(text.split())
+        f"on this machine); to install a GPU's: `{fix}` (this build has gfx1030, gfx90a)."
+        in " ".join(text.split())
     ), text
     assert "resolved for GPU target family" not in text
     line = (
         "rocm: the 'device' extra of the rocm package installed no device code when pip or uv "
         "built it (the build's default, no GPU being found on this machine); "
-        f"{fix} installs a GPU's; that is a record, not this machine's state"
+        f"{fix} installs a GPU's (this build has gfx1030, gfx90a); that is a record, not this "
+        "machine's state"
     )
     assert line in _targets(tmp_path, members).splitlines()
 

@@ -201,10 +201,9 @@ def selection(di: ModuleType) -> dict[str, Any] | None:
         chosen["device_extra"] = [r.split("==", 1)[0] for r in device]
         if not device:
             targets = rocm_sdk_requires.device_targets(di)
-            chosen["device_fix"] = (
-                f"pip install 'rocm[device-{targets[0] if targets else 'gfxNNN'}]=="
-                f"{di.__version__}' (this build has {', '.join(targets) or 'none'})"
-            )
+            example = targets[0] if targets else "gfxNNN"
+            chosen["device_fix"] = f"pip install 'rocm[device-{example}]=={di.__version__}'"
+            chosen["device_targets"] = targets
     return chosen
 
 
@@ -215,7 +214,8 @@ def _selection_note(chosen: dict[str, Any] | None) -> str:
     if chosen.get("device_extra") == []:
         what = (
             f"\n\nThis wheel was built on the installing machine. Its `device` extra installed "
-            f"no device code ({how}); to install a GPU's: `{chosen['device_fix']}`."
+            f"no device code ({how}); to install a GPU's: `{chosen['device_fix']}` (this "
+            f"build has {', '.join(chosen['device_targets']) or 'none'})."
         )
     else:
         what = (

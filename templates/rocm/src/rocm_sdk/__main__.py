@@ -115,9 +115,12 @@ def _report_selection() -> None:
     how = _text(str(chosen.get("how", source)))
     if chosen.get("device_extra") == []:  # kpack-split: rocm[device] installed nothing
         fix = _text(str(chosen.get("device_fix", "pip install 'rocm[device-gfxNNN]'")))
+        built = chosen.get("device_targets")
+        has = _text(", ".join(map(str, built))) if isinstance(built, list) and built else ""
         print(f"rocm: the 'device' extra of the rocm package installed no device code when "
-              f"pip or uv built it ({how}); {fix} installs a GPU's; that is a record, not "
-              "this machine's state", file=sys.stderr)
+              f"pip or uv built it ({how}); {fix} installs a GPU's"
+              + (f" (this build has {has})" if has else "")
+              + "; that is a record, not this machine's state", file=sys.stderr)
     else:
         print(f"rocm: the rocm package chose target family {_plain(family)} when pip or uv "
               f"built it (from {how}); that is a record, not this machine's state",
