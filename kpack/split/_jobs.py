@@ -108,7 +108,7 @@ def run_fat_job(job: FatJob, keep_views: bool = False, threads: int = 1) -> FatO
     """
     log.info("splitting %s (%d bytes)", job.kernel_name, job.size)
     content: HostContent | None = None
-    with _Spool(job.spool, job.level) as spool:
+    with _Spool(job.spool, job.level, threads) as spool:
         sink = spool.decoded_sink(job.scope)
         try:
             if job.dest is None:  # planned and verified, streamed later: never written here

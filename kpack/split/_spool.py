@@ -27,6 +27,7 @@ from kpack.bundle import BundleSink, CodeObjectRef
 from kpack.common import cancel
 from kpack.databases import base_arch
 from kpack.errors import BundleError
+from kpack.split._frames import FrameWorkers
 from kpack.transform import (
     ExtractedKernel,
     stream_kernels,
@@ -68,19 +69,35 @@ class _Spool:
     """A spool file being written: each code object once (as itself, or as its zstd frame
     at ``level``), its range recorded by location once complete."""
 
-    def __init__(self, path: Path, level: int | None = None) -> None:
+    def __init__(self, path: Path, level: int | None = None, threads: int = 1) -> None:
         self.path = path
         self.level = level
-        self.ranges: dict[Location, tuple[int, int]] = {}
+        self._ranges: dict[Location, tuple[int, int]] = {}
         self._started: set[Location] = set()
         self._cctx = compressor(level) if level is not None else None
         self._out = open(path, "wb")  # noqa: SIM115 - closed by __exit__
+        self._workers = (
+            FrameWorkers(self._out, level, threads, self._ranges)
+            if level is not None and threads > 1
+            else None
+        )
 
     def __enter__(self) -> _Spool:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._out.close()
+        try:
+            if self._workers is not None:
+                self._workers.close()
+        finally:
+            self._out.close()
+
+    @property
+    def ranges(self) -> dict[Location, tuple[int, int]]:
+        """Each complete code object's range in the spool (waits for frames in flight)."""
+        if self._workers is not None:
+            self._workers.join()
+        return self._ranges
 
     def writer(self, location: Location, size: int) -> _Write | None:
         """Where the ``size`` bytes at ``location`` go, appended; ``None`` if they are
@@ -88,6 +105,8 @@ class _Spool:
         if location in self._started:
             return None
         self._started.add(location)
+        if self._workers is not None:
+            return self._workers.writer(location, size)
         out, start = self._out, self._out.tell()
         if self._cctx is None:
             written = 0
@@ -98,10 +117,10 @@ class _Spool:
                 out.write(data)
                 written += memoryview(data).nbytes
                 if written == size:
-                    self.ranges[location] = (start, size)
+                    self._ranges[location] = (start, size)
 
             if size == 0:
-                self.ranges[location] = (start, 0)
+                self._ranges[location] = (start, 0)
             return write
         frame = FrameWriter(self._cctx, out, size)
 
@@ -109,10 +128,10 @@ class _Spool:
             cancel.check()
             frame.write(data)
             if frame.done:
-                self.ranges[location] = (start, out.tell() - start)
+                self._ranges[location] = (start, out.tell() - start)
 
         if frame.done:  # an empty code object: its frame is written already
-            self.ranges[location] = (start, out.tell() - start)
+            self._ranges[location] = (start, out.tell() - start)
         return compress
 
     def write_frames(self, kernels: Sequence[ExtractedKernel], threads: int) -> None:
@@ -124,6 +143,8 @@ class _Spool:
                 todo.setdefault(kernel.location, kernel)
         if not todo or self.level is None:
             return
+        if self._workers is not None:
+            self._workers.join()  # the spool file is appended to by one writer at a time
         dropper = _PageDropper()
         payloads = [k.data for k in todo.values() if k.data is not None]
         for (location, kernel), frame in zip(
@@ -132,7 +153,7 @@ class _Spool:
             self._started.add(location)
             start = self._out.tell()
             self._out.write(frame)
-            self.ranges[location] = (start, memoryview(frame).nbytes)
+            self._ranges[location] = (start, memoryview(frame).nbytes)
             dropper.add(kernel.data, kernel.size)
         dropper.drop()
 
@@ -178,7 +199,7 @@ def spool_kernels(
     zstd frame at ``level`` if given, compressed on ``threads`` threads); without frames
     and with ``keep_views``, kernels of plain bundles stay zero-copy views of the mapped
     input."""
-    with _Spool(spool, level) as out:
+    with _Spool(spool, level, threads) as out:
         return _spool_into(kernels, out, keep_views, threads)
 
 

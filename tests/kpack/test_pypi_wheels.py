@@ -25,6 +25,8 @@ from elftools.elf.elffile import ELFFile
 from packaging.requirements import Requirement
 
 import kpack.wheelsplit as spw
+from kpack.archive import compressor
+from kpack.archive._write import compress_frame
 from kpack.bundle import _ccob as _bundle_ccob
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.split._jobs import FatJob, run_fat_job
@@ -84,9 +86,24 @@ def test_transformed_hosts_are_valid_and_carry_no_device_code(
         assert ref is not None and ref.kernel_name == so.name
 
 
-def _split(wheel: Path, out: Path, root: str) -> spw.SplitReport:
-    options = spw.SplitOptions(root, "amd-device", (), jobs=2)
+def _split(wheel: Path, out: Path, root: str, jobs: int = 2) -> spw.SplitReport:
+    options = spw.SplitOptions(root, "amd-device", (), jobs=jobs)
     return spw.split_wheel(wheel, out, options)
+
+
+def test_the_split_does_not_depend_on_the_number_of_threads(
+    plugin: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
+    """Frames compressed on worker threads land in the spool in any order; the archives
+    and every wheel are byte-identical to a one-thread split's."""
+    wheel, _ = plugin
+    outs = {jobs: tmp_path / f"j{jobs}" for jobs in (1, 2)}
+    for jobs, out in outs.items():
+        _split(wheel, out, JAX_PLUGIN.overlay_root, jobs=jobs)
+    names = sorted(p.name for p in outs[1].glob("*.whl"))
+    assert names and names == sorted(p.name for p in outs[2].glob("*.whl"))
+    for name in names:
+        assert (outs[1] / name).read_bytes() == (outs[2] / name).read_bytes(), name
 
 
 def _archived(out: Path, tree: Path) -> Digests:
@@ -266,15 +283,17 @@ def test_gpu_targets_keep_the_generic_code_their_agents_run(
     assert len(kernels) == sum(n for (t, _), n in expected.items() if t == "gfx9-4-generic")
 
 
+@pytest.mark.parametrize("threads", [1, 2], ids=["one-thread", "frame-workers"])
 @pytest.mark.parametrize("level", [None, 3], ids=["raw", "frames"])
 @pytest.mark.parametrize("keep_views", [True, False], ids=["in-process", "worker"])
 def test_each_compressed_bundle_is_decoded_once_while_splitting(
     plugin: tuple[Path, list[Path]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    keep_views: bool, level: int | None,
+    keep_views: bool, level: int | None, threads: int,
 ) -> None:  # fmt: skip
     """The transform's full check decodes every CCOB bundle; the kernels are spooled from
     that same decode, not from a second one, and come out byte-identical (as themselves,
-    or as zstd frames that decode to them)."""
+    or as zstd frames that decode to them; frames made on worker threads are the very
+    frames one thread makes)."""
     decodes: collections.Counter[int] = collections.Counter()
     real = _bundle_ccob.Decoding.chunks
 
@@ -288,7 +307,7 @@ def test_each_compressed_bundle_is_decoded_once_while_splitting(
         job = FatJob("jax_plugin", so.name, so, tmp_path / f"{number}.so", 0o644,
                      so.stat().st_size, so.name, "x_@GFXARCH@.kpack",
                      tmp_path / f"{number}.spool", None, level)  # fmt: skip
-        outcome = run_fat_job(job, keep_views=keep_views)
+        outcome = run_fat_job(job, keep_views=keep_views, threads=threads)
         assert decodes and set(decodes.values()) == {1}, (so.name, decodes)
         spool = job.spool.read_bytes()
         ours: Digests = collections.Counter()
@@ -296,7 +315,9 @@ def test_each_compressed_bundle_is_decoded_once_while_splitting(
             data = bytes(k.view) if k.view is not None else spool[k.offset : k.offset + k.size]
             if k.level is not None and k.view is None:
                 assert k.level == level and zstandard.frame_content_size(data) == k.original_size
+                frame = data
                 data = zstandard.ZstdDecompressor().decompress(data)
+                assert frame == compress_frame(compressor(level), data)
             assert len(data) == k.original_size
             ours[(k.target, hashlib.sha256(data).hexdigest())] += 1
         if level is not None:  # the device code is not written out whole
