@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -47,13 +48,34 @@ def _run(*args: str | Path) -> None:
         raise SystemExit(f"failed ({done.returncode}): {' '.join(map(str, args))}\n{done.stderr}")
 
 
+#: the tools' output records (``.build-python-packages.json``, ``.kpack-split-<prefix>.json``)
+#: hold each output's mtime, the time of the run: digested with the mtimes blanked
+_RECORD = re.compile(r"\.(build-python-packages|kpack-split-.+)\.json")
+_FINGERPRINT_MTIME = re.compile(r"^(f:\d+):\d+:")
+
+
+def _without_mtimes(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: 0 if k == "mtime_ns" else _without_mtimes(v) for k, v in value.items()}
+    if isinstance(value, str):
+        return _FINGERPRINT_MTIME.sub(r"\1:*:", value)
+    return value
+
+
+def _content(path: Path) -> bytes:
+    if not _RECORD.fullmatch(path.name):
+        return path.read_bytes()
+    record = _without_mtimes(json.loads(path.read_text(encoding="utf-8")))
+    return json.dumps(record, sort_keys=True).encode()
+
+
 def _digests(root: Path) -> Digests:
     out: Digests = {}
     for path in sorted(root.rglob("*")):
         if path.is_symlink():
             out[path.relative_to(root).as_posix()] = "-> " + os.readlink(path)
         elif path.is_file():
-            out[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+            out[path.relative_to(root).as_posix()] = hashlib.sha256(_content(path)).hexdigest()
     return out
 
 

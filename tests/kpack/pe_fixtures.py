@@ -85,7 +85,9 @@ def build_pe(
          "k.obj"],
         cwd=work, check=True, capture_output=True,
     )  # fmt: skip
-    link = [LLD_LINK, "/nodefaultlib", f"/out:{dest}", "k.obj"]
+    # /Brepro: the COFF timestamp is a hash of the output, not the link time, so a fixture is
+    # the same bytes on every run (the output digests depend on it).
+    link = [LLD_LINK, "/nodefaultlib", "/Brepro", f"/out:{dest}", "k.obj"]
     if machine:
         link.append(f"/machine:{machine}")
     link += ["/entry:main_entry", "/subsystem:console"] if exe else ["/dll", "/entry:entry"]
