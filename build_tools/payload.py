@@ -2,7 +2,8 @@
 
 A payload file's content is exactly one :data:`Content`: a copy of an input file
 (:class:`Copied`), an input binary with a planned edit (:class:`Edited`: an RPATH edit, a
-device-code transform, or both composed; streamed, never materialised), literal bytes
+device-code transform (a :class:`~kpack.transform.PlannedBinary`, ELF or PE), or both
+composed; streamed, never materialised), literal bytes
 (:class:`Literal`: rendered templates, launcher stubs), or a ``.kpack`` archive that apply
 spools before the packages (:class:`PlannedArchive`, found by key among apply's archives).
 """
@@ -19,7 +20,7 @@ from typing import BinaryIO
 from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
 from kpack.split import SpooledArchive
-from kpack.transform import PeTransformPlan
+from kpack.transform import PlannedBinary
 from kpack.wheelfile import Generated
 
 __all__ = [
@@ -45,14 +46,15 @@ class Copied:
 
 @dataclass(frozen=True)
 class Edited:
-    """An input binary with a planned edit (an ELF edit — RPATH, device-code transform or
-    both composed — or a PE transform), streamed from the input, never materialised."""
+    """An input binary with a planned edit (an ELF edit — RPATH, or RPATH composed on a
+    device-code transform — or a device-code transform alone), streamed from the input,
+    never materialised."""
 
-    edit: ElfEdit | PeTransformPlan
+    edit: ElfEdit | PlannedBinary
 
     @property
     def path(self) -> Path:
-        return self.edit.source if isinstance(self.edit, PeTransformPlan) else self.edit.path
+        return self.edit.path if isinstance(self.edit, ElfEdit) else self.edit.source
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ class PayloadFile:
 
     @classmethod
     def edited(
-        cls, arcname: str, edit: ElfEdit | PeTransformPlan, *, executable: bool
+        cls, arcname: str, edit: ElfEdit | PlannedBinary, *, executable: bool
     ) -> PayloadFile:
         return cls(arcname, edit.size, Edited(edit), executable)
 

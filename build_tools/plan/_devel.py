@@ -12,8 +12,6 @@ from pathlib import Path
 
 from kpack.artifact.planned import PlannedArchive
 from kpack.elf import ElfInfo
-from kpack.errors import PackagingError
-from kpack.transform import PeTransformPlan
 
 from ..artifacts import Artifact, Catalog, EntryKind
 from ..manifests import PackageSpec
@@ -21,7 +19,14 @@ from ..namespace import Namespace, merge
 from ..payload import PayloadFile, TarEntry, TarKind
 from ..rpath import PackageFiles, derive_rpath
 from ._model import RuntimePackage
-from ._payload import EDITABLE, original_rpath, plan_elf, shipped_content, unedited
+from ._payload import (
+    EDITABLE,
+    original_rpath,
+    plan_elf,
+    rpath_base,
+    shipped_content,
+    unedited,
+)
 from ._runtime import selected_targets
 
 __all__ = ["devel_members", "devel_namespace"]
@@ -87,9 +92,7 @@ def devel_members(
                     search=(devel_files,),
                 )
                 content = shipped_content(entry.source, entry.planned)
-                if isinstance(content, PeTransformPlan):
-                    raise PackagingError("a PE transform cannot take an RPATH edit", path=arcname)
-                file = plan_elf(arcname, content, rpath, executable)
+                file = plan_elf(arcname, rpath_base(content, arcname), rpath, executable)
             elif isinstance(entry.planned, PlannedArchive):
                 file = PayloadFile.planned_archive(
                     arcname, entry.planned.key, size=entry.planned.original_bytes

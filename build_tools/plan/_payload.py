@@ -15,7 +15,7 @@ from pathlib import Path
 from kpack.artifact.planned import PlannedArchive, PlannedContent, TransformedBinary
 from kpack.elf import ElfEdit, ElfInfo, FileKind, check_rpath_edit, plan_rpath_edit
 from kpack.errors import PackagingError
-from kpack.transform import PeTransformPlan
+from kpack.transform import PlannedBinary, TransformPlan
 
 from ..launcher import LauncherTemplate, compile_launcher
 from ..payload import PayloadFile
@@ -27,6 +27,7 @@ __all__ = [
     "launcher_for",
     "original_rpath",
     "plan_elf",
+    "rpath_base",
     "runtime_payload",
     "shipped_content",
     "unedited",
@@ -48,21 +49,26 @@ def plan_elf(
     return PayloadFile.edited(arcname, edit, executable=executable)
 
 
-def unedited(
-    arcname: str, source: Path | ElfEdit | PeTransformPlan, executable: bool
-) -> PayloadFile:
+def unedited(arcname: str, source: Path | ElfEdit | PlannedBinary, executable: bool) -> PayloadFile:
     if isinstance(source, Path):
         return PayloadFile.copy(arcname, source, executable=executable)
     return PayloadFile.edited(arcname, source, executable=executable)
 
 
-def shipped_content(
-    source: Path, planned: PlannedContent | None
-) -> Path | ElfEdit | PeTransformPlan:
+def shipped_content(source: Path, planned: PlannedContent | None) -> Path | PlannedBinary:
     """What ships for a file: the input, or the planned transform of it."""
     if isinstance(planned, TransformedBinary):
-        return planned.content
+        return planned.transform
     return source
+
+
+def rpath_base(content: Path | PlannedBinary, arcname: str) -> Path | ElfEdit:
+    """What an RPATH edit composes onto: the input, or the ELF transform's edit."""
+    if isinstance(content, Path):
+        return content
+    if isinstance(content, TransformPlan):
+        return content.edit
+    raise PackagingError("a PE transform cannot take an RPATH edit", path=arcname)
 
 
 def original_rpath(info: ElfInfo) -> tuple[str, ...]:
@@ -110,9 +116,7 @@ def runtime_payload(
                 declared=declared,
                 search=search_files,
             )
-            if isinstance(content, PeTransformPlan):
-                raise PackagingError("a PE transform cannot take an RPATH edit", path=arcname)
-            out.append(plan_elf(arcname, content, rpath, laid.executable))
+            out.append(plan_elf(arcname, rpath_base(content, arcname), rpath, laid.executable))
         else:
             out.append(unedited(arcname, content, laid.executable))
     return out

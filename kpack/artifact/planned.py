@@ -1,39 +1,31 @@
 """Content that a plan holds but that does not exist on disk yet (a split inside the plan).
 
 A fat artifact is split inside the package builder's plan: its host binaries ship as a
-planned transform (an :class:`~kpack.elf.ElfEdit`, streamed from the input into the wheel,
-with any RPATH edit composed on top), its device code as planned ``.kpack`` archives that
-apply writes before the wheels. Artifact entries (:mod:`kpack.artifact.tree`) carry these
-values; nothing here touches the disk.
+planned transform (a :class:`~kpack.transform.PlannedBinary`, streamed from the input into
+the wheel; an ELF one's edit takes any RPATH edit composed on top), its device code as
+planned ``.kpack`` archives that apply writes before the wheels. Artifact entries
+(:mod:`kpack.artifact.tree`) carry these values; nothing here touches the disk.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kpack.elf import ElfEdit
-from kpack.transform import ExtractedKernel, PeTransformPlan, TransformPlan
+from kpack.transform import ExtractedKernel, PlannedBinary
 
 __all__ = ["PlannedArchive", "PlannedContent", "PlannedKernel", "TransformedBinary"]
 
 
 @dataclass(frozen=True)
 class TransformedBinary:
-    """A host binary whose device code moves out: ship ``transform.edit``'s result (an ELF
-    file) or the verified PE transform's bytes (a Windows DLL or EXE)."""
+    """A host binary whose device code moves out: ship the verified transform's bytes (an
+    ELF file, a Windows DLL or EXE)."""
 
-    transform: TransformPlan | PeTransformPlan = field(repr=False)
-
-    @property
-    def content(self) -> ElfEdit | PeTransformPlan:
-        """What streams the transformed bytes."""
-        if isinstance(self.transform, PeTransformPlan):
-            return self.transform
-        return self.transform.edit
+    transform: PlannedBinary = field(repr=False)
 
     @property
     def size(self) -> int:
-        return self.content.size
+        return self.transform.size
 
 
 @dataclass(frozen=True)
