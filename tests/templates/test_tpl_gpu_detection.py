@@ -147,3 +147,78 @@ def test_a_family_named_for_the_processor_is_found(
     di = load(tmp_path, context("legacy", ("gfx90a-dcgpu", "gfx94X-dcgpu")))
     clean_env.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx90a")
     assert di.determine_target_family() == "gfx90a-dcgpu"
+
+
+#: The shape of rocminfo's agent listing (ROCm 6/7): a CPU agent named by its model, GPU
+#: agents named by their processor, each followed by ISA lines that are not agent names.
+ROCMINFO = """\
+ROCk module is loaded
+=====================
+HSA Agents
+==========
+*******
+Agent 1
+*******
+  Name:                    AMD EPYC 7763 64-Core Processor
+  Marketing Name:          AMD EPYC 7763 64-Core Processor
+  Device Type:             CPU
+*******
+Agent 2
+*******
+  Name:                    gfx90a
+  Uuid:                    GPU-1234
+  Marketing Name:          AMD Instinct MI210
+  Device Type:             GPU
+  ISA Info:
+    ISA 1
+      Name:                    amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-
+*******
+Agent 3
+*******
+  Name:                    gfx1100
+  Device Type:             GPU
+*******
+Agent 4
+*******
+  Name:                    gfx90a
+  Device Type:             GPU
+*** Done ***
+"""
+
+
+def _fake(directory: Path, name: str, body: str) -> Path:
+    fake_offload_arch(directory, "")  # the directory, with an offload-arch that prints nothing
+    script = directory / name
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return directory
+
+
+def test_rocminfo_agents_name_the_gpus(tmp_path: Path) -> None:
+    di = load(tmp_path, KPACK)
+    assert di.parse_rocminfo(ROCMINFO.encode()) == ["gfx90a", "gfx1100"]
+    assert di.parse_rocminfo(b"") == []
+
+
+def test_rocminfo_is_asked_when_offload_arch_finds_nothing(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    di = load(tmp_path, KPACK)
+    clean_env.setenv("ROCM_SDK_KFD_TOPOLOGY", str(tmp_path / "absent"))
+    (tmp_path / "rocminfo.txt").write_text(ROCMINFO)
+    bindir = _fake(tmp_path / "bin", "rocminfo", f"exec /bin/cat {tmp_path / 'rocminfo.txt'}\n")
+    use_offload_arch(clean_env, di, bindir)
+    clean_env.setenv("PATH", str(bindir))
+    found = [(g.target, g.source) for g in di.detect_gpus()]
+    assert found == [("gfx90a", "rocminfo"), ("gfx1100", "rocminfo")]
+    (bindir / "offload-arch").write_text("#!/bin/sh\necho gfx942\n")
+    assert [(g.target, g.source) for g in di.detect_gpus()] == [("gfx942", "offload-arch")]
+
+
+def test_a_failing_rocminfo_finds_no_gpu(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+    di = load(tmp_path, KPACK)
+    clean_env.setenv("ROCM_SDK_KFD_TOPOLOGY", str(tmp_path / "absent"))
+    bindir = _fake(tmp_path / "bin", "rocminfo", "echo '  Name: gfx90a'\nexit 1\n")
+    use_offload_arch(clean_env, di, bindir)
+    clean_env.setenv("PATH", str(bindir))
+    assert di.detect_gpus() == []
