@@ -34,7 +34,8 @@ from ._errors import DevelError
 from ._layout import find_dist_info, package_dir
 from ._limits import MAX_DEVEL_SIZE_ENV, ExpansionLimit
 from ._record import LockedRecord, locked_record
-from ._tar_expand import extract_tree, reconcile_pending
+from ._tar_expand import extract_tree
+from ._tar_links import reconcile_pending
 
 TARBALL_NAMES = ("_devel.tar.xz", "_devel.tar")
 

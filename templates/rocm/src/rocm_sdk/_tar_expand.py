@@ -3,12 +3,13 @@
 The archive is streamed once. Pass 1 writes directories and regular files and
 only remembers links. Pass 2 creates the links, then checks that every symlink
 resolves inside site-packages. Pass 3 turns some symlinks whose target is a regular
-file into hardlinks, so the outcome never depends on member order (see
-:func:`keeps_symlink`). Off Windows, the devel tree reaches the files of the other packages
-(core, libraries) through relative symlinks: a file must have one identity, or once a
-container layer turns hard links into copies two copies of a library load into one
-process. Programs are the exception: they find their install prefix from
-``/proc/self/exe``, which a symlink resolves to the other package, so they are hard links.
+file into hardlinks, so the outcome never depends on member order (passes 2 and 3 live in
+:mod:`rocm_sdk._tar_links`; see its :func:`~rocm_sdk._tar_links.keeps_symlink`). Off
+Windows, the devel tree reaches the files of the other packages (core, libraries) through
+relative symlinks: a file must have one identity, or once a container layer turns hard
+links into copies two copies of a library load into one process. Programs are the
+exception: they find their install prefix from ``/proc/self/exe``, which a symlink
+resolves to the other package, so they are hard links.
 
 Bounded: the archive may expand to at most ``ExpansionLimit.limit`` bytes of tar stream
 (every header, name and declared member size counted), checked at each member before any
@@ -19,55 +20,28 @@ A failed write (a full disk) names the file.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import lzma
 import os
-import posixpath
 import re
-import shutil
 import tarfile
 import zlib
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO, TypeVar
 
 from ._errors import DevelError, UnsafeArchiveError
-from ._jsonfile import read_json
 from ._limits import MAX_DEVEL_SIZE_ENV, ExpansionLimit
 from ._record import _write_new
-
-KEEP_AS_SYMLINK = frozenset(
-    {"amdclang", "amdclang++", "amdclang-cl", "amdclang-cpp", "amdflang", "amdlld", "amdllvm"}
+from ._tar_links import (
+    PENDING_LINKS_NAME,
+    Link,
+    check_symlink_targets,
+    create_links,
+    set_aside_dangling,
+    symlinks_to_hardlinks,
 )
-_SHARED_LIBRARY = re.compile(r"\.so(\.[0-9]+)*$")
 
-
-def keeps_symlink(relpath: str, resolved: str, tree: str) -> bool:
-    """Whether a devel link stays a (relative) symlink instead of becoming a hardlink.
-    Windows: never (symlinks need privileges there). Elsewhere: the compiler drivers
-    directly under ``bin/``, every link to a shared library, and every link out of the
-    devel tree (real path ``tree``) to a file that is not a program (headers, CMake and
-    data files, static libraries, device archives). A program (any execute bit) stays a
-    hard link: it finds its install prefix (the devel tree, with the headers) from
-    ``/proc/self/exe`` (clang, offload-arch) or its script's real path (hipconfig), which
-    a symlink resolves to the package it points into, where no headers are."""
-    if os.name == "nt":
-        return False
-    parent, _, name = relpath.rpartition("/")
-    if (parent == "bin" and name in KEEP_AS_SYMLINK) or _SHARED_LIBRARY.search(
-        os.path.basename(resolved)
-    ):
-        return True
-    if resolved == tree or resolved.startswith(tree + os.sep):
-        return False  # within the tree: one layer, one identity either way
-    try:
-        return not os.stat(resolved).st_mode & 0o111
-    except OSError:
-        return False
 _CHUNK = 1 << 20
-#: Written by :func:`extract_tree` into the tree it expands; no member may take this name.
-PENDING_LINKS_NAME = ".devel_pending_links.json"
 #: The most data a pax or GNU long-name header may hold (tarfile reads it whole).
 MAX_EXTENDED_HEADER = 1 << 20
 _EXTENDED_TYPES = frozenset({tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
@@ -93,13 +67,6 @@ class _CheckedTarInfo(tarfile.TarInfo):
         if info.type in _EXTENDED_TYPES and info.size > MAX_EXTENDED_HEADER:
             raise _ExtendedHeaderTooLarge(info.size)
         return info
-
-
-@dataclass(frozen=True)
-class _Link:
-    relpath: str
-    target: str
-    hard: bool
 
 
 def member_relpath(name: str, top: str) -> str:
@@ -129,10 +96,6 @@ def _check_name(name: str, what: str) -> None:
         name.encode("utf-8")
     except UnicodeEncodeError:
         raise UnsafeArchiveError(f"{what} {name!r} is not valid UTF-8") from None
-
-
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _write_file(archive: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> None:
@@ -168,7 +131,7 @@ def _copy_declared(source: IO[bytes], out: IO[bytes], size: int) -> None:
 
 def _stream_pass(
     tarball: Path, top: str, dest: Path, limit: ExpansionLimit
-) -> tuple[list[str], list[_Link]]:
+) -> tuple[list[str], list[Link]]:
     try:
         return _stream_members(tarball, top, dest, limit)
     except _ExtendedHeaderTooLarge as exc:
@@ -194,9 +157,9 @@ def _check_budget(archive: tarfile.TarFile, tarball: Path, limit: ExpansionLimit
 
 def _stream_members(
     tarball: Path, top: str, dest: Path, limit: ExpansionLimit
-) -> tuple[list[str], list[_Link]]:
+) -> tuple[list[str], list[Link]]:
     files: list[str] = []
-    links: list[_Link] = []
+    links: list[Link] = []
     with tarfile.open(tarball, "r|*", tarinfo=_CheckedTarInfo) as archive:
         for member in archive:
             _check_budget(archive, tarball, limit)
@@ -216,9 +179,9 @@ def _stream_members(
                 files.append(rel)
             elif member.issym():
                 _check_name(member.linkname, f"symlink {member.name!r} target")
-                links.append(_Link(rel, member.linkname, hard=False))
+                links.append(Link(rel, member.linkname, hard=False))
             elif member.islnk():
-                links.append(_Link(rel, member_relpath(member.linkname, top), hard=True))
+                links.append(Link(rel, member_relpath(member.linkname, top), hard=True))
             else:
                 raise UnsafeArchiveError(f"member {member.name!r} has an unsupported type")
         _check_end(archive, tarball, limit)
@@ -247,106 +210,6 @@ def _check_end(archive: tarfile.TarFile, tarball: Path, limit: ExpansionLimit) -
         raise DevelError(f"{tarball} is damaged (truncated: no end-of-archive marker)")
 
 
-def _check_link_placement(link: _Link, link_names: set[str], dest: Path, top: str) -> None:
-    if _has_link_ancestor(link.relpath, link_names):
-        raise UnsafeArchiveError(f"member {top}/{link.relpath} lies under a link")
-    if os.path.lexists(dest / link.relpath):
-        raise UnsafeArchiveError(f"member {top}/{link.relpath} appears twice")
-    target = link.target
-    absolute = posixpath.isabs(target) or "\\" in target or re.match(r"^[A-Za-z]:", target)
-    if not link.hard and absolute:
-        raise UnsafeArchiveError(f"symlink {top}/{link.relpath} has absolute target {target!r}")
-
-
-def _has_link_ancestor(relpath: str, link_names: set[str]) -> bool:
-    parts = relpath.split("/")
-    return any("/".join(parts[:i]) in link_names for i in range(1, len(parts)))
-
-
-def _create_links(links: list[_Link], dest: Path, top: str, hard: bool) -> None:
-    link_names = {link.relpath for link in links}
-    for link in sorted(links, key=lambda k: k.relpath):
-        if link.hard != hard:
-            continue
-        _check_link_placement(link, link_names, dest, top)
-        path = dest / link.relpath
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not hard:
-            os.symlink(link.target, path)
-            continue
-        source = dest / link.target
-        if (
-            link.target in link_names
-            or _has_link_ancestor(link.target, link_names)
-            or source.is_symlink()
-            or not source.is_file()
-        ):
-            raise UnsafeArchiveError(
-                f"hardlink {top}/{link.relpath} must name a regular file member, "
-                f"not {link.target!r}"
-            )
-        os.link(source, path)
-
-
-def _check_symlink_targets(links: list[_Link], dest: Path, site: Path, top: str) -> None:
-    """Every symlink must resolve inside ``dest`` or elsewhere in site-packages."""
-    real_dest = os.path.realpath(dest)
-    real_site = os.path.realpath(site)
-    final = os.path.join(real_site, top)
-    for link in links:
-        if link.hard:
-            continue
-        resolved = os.path.realpath(dest / link.relpath)
-        inside = _within(resolved, real_dest) or (
-            _within(resolved, real_site) and not _within(resolved, final)
-        )
-        if not inside:
-            raise UnsafeArchiveError(
-                f"symlink {top}/{link.relpath} -> {link.target!r} resolves outside site-packages"
-            )
-
-
-def _replace_with_hardlink(source: str, path: Path) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):  # a leftover is never written through
-        os.unlink(tmp)
-    try:
-        os.link(source, tmp)
-    except OSError:
-        shutil.copy2(source, tmp)
-    os.replace(tmp, path)
-
-
-def _symlinks_to_hardlinks(links: list[_Link], dest: Path) -> None:
-    for link in sorted(links, key=lambda k: k.relpath):
-        if link.hard:
-            continue
-        path = dest / link.relpath
-        resolved = os.path.realpath(path)
-        tree = os.path.realpath(dest)
-        if os.path.isfile(resolved) and not keeps_symlink(link.relpath, resolved, tree):
-            _replace_with_hardlink(resolved, path)
-
-
-def _set_aside_dangling(links: list[_Link], dest: Path) -> tuple[list[_Link], list[_Link]]:
-    """Split symlinks into kept ones and those into a package that is not installed (a
-    devel link into ``_rocm_profiler`` without ``rocm[profiler]``): those are removed, not
-    left dangling — a dangling link is also what ``pip uninstall`` leaves behind."""
-    kept: list[_Link] = []
-    pending: list[_Link] = []
-    real_dest = os.path.realpath(dest)
-    for link in links:
-        path = dest / link.relpath
-        if link.hard or os.path.exists(path):
-            kept.append(link)
-        elif _within(os.path.realpath(path), real_dest):
-            kept.append(link)  # dangling inside the tree itself: the archive's own choice
-        else:
-            path.unlink()
-            pending.append(link)
-    return kept, pending
-
-
 def extract_tree(
     tarball: Path, top: str, dest: Path, site: Path, limit: ExpansionLimit | None = None
 ) -> list[str]:
@@ -355,7 +218,8 @@ def extract_tree(
     ``dest`` must be a direct child of ``site`` (like the final ``site/top``), so
     relative links resolve the same. Returns the POSIX relpaths (relative to
     ``dest``) of every file and link created, sorted. Links into packages that are not
-    installed are listed in ``PENDING_LINKS_NAME`` instead (see :func:`reconcile_pending`).
+    installed are listed in ``PENDING_LINKS_NAME`` instead (see
+    :func:`~rocm_sdk._tar_links.reconcile_pending`).
     ``limit`` defaults to :meth:`ExpansionLimit.default` of the tarball's size.
     """
     if limit is None:
@@ -363,63 +227,15 @@ def extract_tree(
     dest.mkdir()
     try:
         files, links = _stream_pass(tarball, top, dest, limit)
-        _create_links(links, dest, top, hard=False)
-        _check_symlink_targets(links, dest, site, top)
-        links, pending = _set_aside_dangling(links, dest)
-        _create_links(links, dest, top, hard=True)
+        create_links(links, dest, top, hard=False)
+        check_symlink_targets(links, dest, site, top)
+        links, pending = set_aside_dangling(links, dest)
+        create_links(links, dest, top, hard=True)
     except UnsafeArchiveError as exc:  # the message names the member: add the tarball
         raise UnsafeArchiveError(f"{tarball}: {exc}") from None
-    _symlinks_to_hardlinks(links, dest)
+    symlinks_to_hardlinks(links, dest)
     created = files + [link.relpath for link in links]
     doc = [{"relpath": link.relpath, "target": link.target} for link in pending]
     # Created exclusively, never written through a link (a failed write names the file).
     _write_new(dest / PENDING_LINKS_NAME, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return sorted([*created, PENDING_LINKS_NAME])
-
-
-def _pending_entry(entry: object) -> tuple[str, str]:
-    """(relpath, target) of a pending-links entry, or ('', '') unless both are non-empty
-    strings and the relpath stays inside the tree."""
-    if not isinstance(entry, dict):
-        return "", ""
-    relpath, target = entry.get("relpath"), entry.get("target")
-    if not isinstance(relpath, str) or not isinstance(target, str) or not relpath or not target:
-        return "", ""
-    rel = PurePosixPath(relpath)
-    if rel.is_absolute() or ".." in rel.parts or "\0" in relpath + target:
-        return "", ""
-    return relpath, target
-
-
-def reconcile_pending(dest: Path) -> list[str]:
-    """Create the pending links whose package is installed now (hardlinks or symlinks, as
-    ``_symlinks_to_hardlinks`` makes them); return their relpaths for the RECORD. Links
-    whose package has gone since are removed again, so none ever dangles."""
-    path = dest / PENDING_LINKS_NAME
-    try:
-        doc = read_json(path)
-    except (OSError, ValueError):
-        return []
-    added: list[str] = []
-    for entry in doc if isinstance(doc, list) else []:
-        relpath, target = _pending_entry(entry)
-        if not relpath:
-            continue
-        link = dest / relpath
-        resolved = os.path.realpath(link.parent / target)
-        if os.path.lexists(link):
-            if not os.path.exists(resolved) and (link.is_symlink() or link.is_file()):
-                link.unlink()
-            continue
-        if os.path.isfile(resolved):
-            link.parent.mkdir(parents=True, exist_ok=True)
-            if keeps_symlink(relpath, resolved, os.path.realpath(dest)):
-                os.symlink(target, link)
-            else:
-                _replace_with_hardlink(resolved, link)
-            added.append(relpath)
-        elif os.path.isdir(resolved):
-            link.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(target, link)
-            added.append(relpath)
-    return added

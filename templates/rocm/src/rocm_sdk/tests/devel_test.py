@@ -11,7 +11,7 @@ from .. import _dist_info as di
 from .._devel import get_devel_root, locate_devel
 from .._layout import find_dist_info, read_metadata_headers
 from .._record import read_record_paths
-from .._tar_expand import keeps_symlink
+from .._tar_links import keeps_symlink
 from . import utils
 
 EXCLUDED_TOP_LEVEL = {
