@@ -30,7 +30,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DATABASES_YAML = "databases.yaml"
-_ARCH_RE = re.compile(r"gfx[0-9a-f]+")
+_ARCH_RE = re.compile(r"gfx[0-9a-f]+(?:-strict)?")
 _KEY_RE = re.compile(r"gfx[0-9a-z_]+")
 _TENSILE_FEATURE_RE = re.compile(r"-(xnack[+-]?|sramecc[+-]?)")
 
@@ -59,7 +59,10 @@ class Handler:
             found = rule.search(relpath)
             if found is None:
                 continue
-            key = self._listed(found.group("arch"))
+            arch = found.group("arch")
+            if "strict" in rule.groupindex and found.group("strict"):
+                arch += "-strict"  # CK's sanitized gfx1250_strict
+            key = self._listed(arch)
             if key is not None:
                 return self.family_key(key)
         return None
@@ -217,7 +220,7 @@ def _arches(problems: _Problems, key: str, raw: Any) -> tuple[str, ...]:
         return ()
     bad = [a for a in raw if not isinstance(a, str) or not _ARCH_RE.fullmatch(a)]
     if bad:
-        problems.add(key, f"not gfx<hex> arch names: {bad!r}")
+        problems.add(key, f"not gfx<hex>[-strict] arch names: {bad!r}")
     dupes = sorted({a for a in raw if isinstance(a, str) and raw.count(a) > 1})
     if dupes:
         problems.add(key, f"listed twice: {', '.join(dupes)}")

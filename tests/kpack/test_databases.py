@@ -85,8 +85,71 @@ MATCHES = [
         "gfx950",
         "gfx950",
     ),
-    ("share/rccl/hotswap_cache/gfx942/allreduce.bin", "hotswap_cache", "gfx942", "gfx942"),
-    ("lib/rccl/RocJitsu/cache/gfx90a:xnack-/k.hsaco", "hotswap_cache", "gfx90a:xnack-", "gfx90a"),
+    # MIOpen's list reaches gfx1250 (and its -strict variant)
+    ("share/miopen/db/gfx1250_128.db.txt", "miopen", "gfx1250", "gfx1250"),
+    ("share/miopen/db/gfx1250-strict_128.kdb", "miopen", "gfx1250-strict", "gfx1250-strict"),
+    ("lib/libMIOpenCKGroupedConv_gfx1250-strict.so", "miopen", "gfx1250-strict", "gfx1250-strict"),
+    # Composable Kernel per-arch static libraries: ':' -> '_', '+' -> 'p', '-' -> '_'
+    ("lib/libdevice_conv_operations_gfx942.a", "composablekernel", "gfx942", "gfx942"),
+    ("lib/libdevice_conv_operations_gfx90a_xnackp.a", "composablekernel", "gfx90a", "gfx90a"),
+    (
+        "lib/libdevice_conv_operations_gfx942_sramecc__xnack_.a",
+        "composablekernel",
+        "gfx942",
+        "gfx942",
+    ),
+    (
+        "lib/libdevice_conv_operations_gfx1250_strict.a",
+        "composablekernel",
+        "gfx1250-strict",
+        "gfx1250-strict",
+    ),
+    ("lib/device_conv_operations_gfx1100.lib", "composablekernel", "gfx1100", "gfx1100"),
+    ("lib/device_conv_operations_gfx950_xnackp.lib", "composablekernel", "gfx950", "gfx950"),
+    # hipKernelProvider: arch_content or test_arch_content, the arch dir at any depth
+    (
+        "lib/hipdnn_plugins/engines/arch_content/hip-kernel-provider/gfx942/k.co",
+        "hipkernelprovider",
+        "gfx942",
+        "gfx942",
+    ),
+    (
+        "lib/hipdnn_plugins/engines/arch_content/gfx1100/k.co",
+        "hipkernelprovider",
+        "gfx1100",
+        "gfx1100",
+    ),
+    (
+        "lib/hipdnn_plugins/engines/arch_content/rocke/a/b/gfx950/sub/k.co",
+        "hipkernelprovider",
+        "gfx950",
+        "gfx950",
+    ),
+    (
+        "lib/hipdnn_plugins/engines/test_arch_content/hip-kernel-provider/unit/shared/gfx90a/t.co",
+        "hipkernelprovider",
+        "gfx90a",
+        "gfx90a",
+    ),
+    (
+        "lib/hipdnn_plugins/engines/arch_content/hkp/gfx1250-strict/k.co",
+        "hipkernelprovider",
+        "gfx1250-strict",
+        "gfx1250-strict",
+    ),
+    # RocJitsu translations: share/rocjitsu/translations/<domain>/v1/<sha256>.(man|obj)
+    (
+        f"share/rocjitsu/translations/gfx1250-b0-a0/v1/{'ab' * 32}.man",
+        "hotswap_cache",
+        "gfx1250",
+        "gfx1250",
+    ),
+    (
+        f"share/rocjitsu/translations/gfx1250-b0-a0/v1/{'0f' * 32}.obj",
+        "hotswap_cache",
+        "gfx1250",
+        "gfx1250",
+    ),
 ]
 
 NO_MATCH = [
@@ -102,7 +165,25 @@ NO_MATCH = [
     "lib/aotriton.images/amd-gfx942",  # a file, not the per-arch directory
     "lib/hip_kernel_provider/asm_kernels/common/x.co",
     "share/hipkernelprovider/engines/arch_content/gemm/k.co",
-    "share/rccl/cache/gfx942/x.bin",  # not below a hotswap/rocjitsu dir
+    "lib/hipdnn_plugins/engines/arch_content/gfx942",  # the arch dir needs a file below it
+    "lib/hipdnn_plugins/arch_content/gfx942/k.co",  # the container sits below engines/
+    "lib/hipdnn_plugins/engines/other_content/hkp/gfx942/k.co",
+    "lib/hipdnn_plugins/engines/arch_content/hkp/gfx942_tests/k.co",  # not an arch dir name
+    "lib/libdevice_conv_operations.a",  # CK's unsuffixed archive stays generic
+    "lib/libdevice_conv_operations_gfx942.so",
+    "lib/libdevice_conv_operations_gfx90a_xnack+.a",  # not the sanitized spelling
+    # RocJitsu: only the real layout and a listed domain
+    f"share/rocjitsu/translations/gfx942-a0/v1/{'ab' * 32}.man",  # unknown domain
+    f"share/rocjitsu/translations/gfx1250-b0-a0/v2/{'ab' * 32}.man",  # unknown schema
+    "share/rocjitsu/translations/gfx1250-b0-a0/v1/notahash.obj",
+    f"share/rocjitsu/translations/gfx1250-b0-a0/v1/{'ab' * 32}.bin",
+    f"share/rocjitsu/translations/gfx1250-b0-a0/v1/x/{'ab' * 32}.man",
+    f"lib/share/rocjitsu/translations/gfx1250-b0-a0/v1/{'ab' * 32}.man",  # not at the root
+    "share/rccl/hotswap_cache/gfx942/allreduce.bin",  # the layout guessed before
+    "lib/rccl/RocJitsu/cache/gfx90a:xnack-/k.hsaco",
+    # a retired .kpm manifest in .kpack/ is plain data
+    ".kpack/blas_lib.kpm",
+    ".kpack/blas_lib_gfx942.kpm",
 ]
 
 
@@ -185,6 +266,7 @@ def test_handler_names_in_file_order() -> None:
         "hipblaslt",
         "hipsparselt",
         "miopen",
+        "composablekernel",
         "aotriton",
         "hip-kernel-provider-asm",
         "hipkernelprovider",
