@@ -688,15 +688,88 @@ _SHARD_SDIST_TOKENS = (
 )
 
 
+def _run_shard_wheel(data: bytes, work: Path) -> None:
+    """A shard's wheel, checked as assemble-shards checks every input archive (a zip, a
+    wheel whose name matches its METADATA, its RECORD verified, and what a device wheel
+    holds counted); its problems are one error, anything else escaping is a finding."""
+    from build_tools.shards.archives import check_archive
+
+    path = work / WHEEL
+    path.write_bytes(data)
+    _, problems = check_archive(path, "torch", "2.9.0", count=True)
+    if problems:
+        raise PackagingError("invalid shard input", path=path, problems=problems)
+
+
+#: Target ids and bundle syntax a mutation cannot find by chance.
+_TARGET_TOKENS = (
+    b"gfx90a:xnack+",
+    b"gfx942:sramecc+:xnack-",
+    b"gfx9-4-generic",
+    b"gfx1250-strict",
+    b"gfx11-generic",
+    b":xnack-",
+    b"gfx",
+)
+
+_BUNDLE_TOKENS = (
+    *_TARGET_TOKENS,
+    b"__CLANG_OFFLOAD_BUNDLE__",
+    b"CCOB",
+    b"hipv4-amdgcn-amd-amdhsa--",
+    b"hip-amdgcn-amd-amdhsa--",
+    b"host-x86_64-unknown-linux-gnu-",
+    b"\x28\xb5\x2f\xfd",  # a zstd frame's magic
+    b"\x78\x9c",  # a zlib stream's header
+    b"\xff\xff\xff\xff\xff\xff\xff\xff",
+    b"\x00" * 8,
+)
+
+_KPACK_TOKENS = (
+    *_TARGET_TOKENS,
+    b"KPAK\x01\x00\x00\x00",
+    b"compression_scheme",
+    b"zstd-per-kernel",
+    b"none",
+    b"original_size",
+    b"zstd_offset",
+    b"zstd_size",
+    b"gfx_arch_family",
+    b"gfx_arches",
+    b"group_name",
+    b"toc",
+    b"#0",
+    b"\xce\xff\xff\xff\xff",  # msgpack uint32 max
+    b"\xcf\xff\xff\xff\xff\xff\xff\xff\xff",  # msgpack uint64 max
+    b"\xc0",  # msgpack nil
+)
+
+_ELF_TOKENS = (
+    b".hip_fatbin",
+    b".hipFatBinSegment",
+    b".rocm_kpack_ref",
+    b".dynamic",
+    b".dynsym",
+    b".dynstr",
+    b".shstrtab",
+    b"\x7fELF\x02\x01\x01",
+    b"__CLANG_OFFLOAD_BUNDLE__",
+    b"\xff\xff\xff\xff\xff\xff\xff\xff",
+    b"\x00" * 8,
+)
+
+
 def _ours_backend() -> tuple[type[BaseException], ...]:
     return (_backend()[0].BackendError,)
 
 
 READERS: Sequence[Reader] = (
-    Reader("elf", _run_elf, (RocmPackagingError,), _elf_seeds),
-    Reader("transform", _run_transform, (RocmPackagingError,), _transform_seeds),
-    Reader("bundle", _run_bundle, (RocmPackagingError,), _bundle_seeds),
-    Reader("kpack", _run_kpack, (RocmPackagingError,), _kpack_seeds),
+    Reader("elf", _run_elf, (RocmPackagingError,), _elf_seeds, tokens=_ELF_TOKENS),
+    Reader(
+        "transform", _run_transform, (RocmPackagingError,), _transform_seeds, tokens=_ELF_TOKENS
+    ),
+    Reader("bundle", _run_bundle, (RocmPackagingError,), _bundle_seeds, tokens=_BUNDLE_TOKENS),
+    Reader("kpack", _run_kpack, (RocmPackagingError,), _kpack_seeds, tokens=_KPACK_TOKENS),
     Reader("wheel", _run_wheel, (RocmPackagingError,), _wheel_seeds, tokens=_WHEEL_TOKENS),
     Reader(
         "wheel-members",
@@ -727,6 +800,13 @@ READERS: Sequence[Reader] = (
         (RocmPackagingError,),
         _shard_sdist_seeds,
         tokens=_SHARD_SDIST_TOKENS,
+    ),
+    Reader(
+        "shard-wheel",
+        _run_shard_wheel,
+        (RocmPackagingError,),
+        _wheel_seeds,
+        tokens=_WHEEL_TOKENS,
     ),
 )
 
