@@ -1,7 +1,8 @@
 """AMDGPU target ids, the one grammar every reader and writer of the project uses.
 
-A target id as LLVM writes it is a processor — ``gfx`` and hex digits (``gfx90a``) or an LLVM
-generic target (``gfx9-4-generic``) — then ``:feature+`` / ``:feature-`` parts
+A target id as LLVM writes it is a processor — ``gfx`` and hex digits (``gfx90a``), that
+processor's ``-strict`` variant (``gfx1250-strict``, ELF mach 0x0eb) or an LLVM generic target
+(``gfx9-4-generic``) — then ``:feature+`` / ``:feature-`` parts
 (``gfx942:sramecc+:xnack-``). A target id read from input bytes (a bundle triple, a ``.kpack``
 TOC, an artifact directory name) becomes part of archive, file and directory names, so only
 these spellings are accepted: never ``/``, ``..``, ``\\``, spaces or control characters.
@@ -30,7 +31,9 @@ __all__ = [
 
 MAX_TARGET_ID = 64
 _TARGET_ID_RE = re.compile(r"gfx[0-9a-z]+(?:-[0-9a-z]+)*(?::[A-Za-z0-9_]+[+-])*")
-_ISA_RE = re.compile(r"(gfx[0-9a-f]+|gfx[0-9]+(-[0-9]+)?-generic)(:[A-Za-z0-9_-]+[+-])*")
+_ISA_RE = re.compile(
+    r"(gfx[0-9a-f]+(?:-strict)?|gfx[0-9]+(-[0-9]+)?-generic)(:[A-Za-z0-9_-]+[+-])*"
+)
 _GENERIC_RE = re.compile(r"gfx[0-9]+(?:-[0-9]+)?-generic")
 _PROCESSOR_RE = re.compile(r"gfx[0-9a-f]+")
 
@@ -41,8 +44,8 @@ def is_target_id(value: str) -> bool:
 
 
 def is_isa_target(value: str) -> bool:
-    """``gfx`` + hex digits or an LLVM generic target (``gfx9-4-generic``), optionally
-    ``:feature+`` / ``:feature-`` parts."""
+    """``gfx`` + hex digits (with an optional ``-strict``: ``gfx1250-strict``) or an LLVM
+    generic target (``gfx9-4-generic``), optionally ``:feature+`` / ``:feature-`` parts."""
     return _ISA_RE.fullmatch(value) is not None
 
 

@@ -36,7 +36,7 @@ SOURCES = tuple(PACKAGE_DIRS)
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("kpack.errors",),
     ("kpack.common", "kpack.targets"),
-    ("kpack.generic_targets",),
+    ("kpack.generic_targets", "kpack.owners"),
     # formats: each reads and writes one kind of bytes
     ("kpack.elf", "kpack.pe", "kpack.bundle", "kpack.archive", "kpack.wheelfile"),
     ("kpack.hipfmt", "kpack.databases"),

@@ -2,7 +2,8 @@
 
 Core, profiler and libraries (one per family, or one arch-neutral package in kpack mode)
 each take the artifacts their manifest entry selects, merged into one namespace and
-re-layed out (§6); in kpack mode every device target gets a package overlaying the
+re-layed out (§6); in kpack mode every device target's package owner (``kpack.owners``:
+``gfx1250`` for ``gfx1250`` and ``gfx1250-strict``) gets a package overlaying the
 libraries, which may not overwrite any of their files. The ELF facts the layout needs are
 scanned on the way, once per input file.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from kpack.artifact.planned import PlannedArchive
 from kpack.elf import ElfInfo
 from kpack.errors import ArtifactError, PackagingError
+from kpack.owners import owner_table
 from kpack.targets import base_target
 
 from ..artifacts import Artifact, Catalog, Entry, EntryKind
@@ -46,7 +48,9 @@ def selected_targets(
 
 def _runtime_namespace(catalog: Catalog, spec: PackageSpec, family: str | None) -> Namespace:
     selected: list[Artifact] = []
-    isa = [t for t in catalog.targets if base_target(t) == family] if family else []
+    isa = list(owner_table().members(family, catalog.targets)) if family else []
+    if spec.kind is PackageKind.DEVICE and len({base_target(t) for t in isa}) > 1:
+        _check_shared_owner(catalog, spec, isa)
     for sel in spec.select:
         if sel.applies(catalog.kpack_split):
             targets = selected_targets(sel.targets, family, isa)
@@ -54,6 +58,35 @@ def _runtime_namespace(catalog: Catalog, spec: PackageSpec, family: str | None) 
     include = GlobSet.of(spec.include) if spec.include else None
     exclude = GlobSet.of(spec.exclude) if spec.exclude else None
     return merge(dict.fromkeys(selected), include=include, exclude=exclude)
+
+
+def _check_shared_owner(catalog: Catalog, spec: PackageSpec, isa: Sequence[str]) -> None:
+    """The targets of one owner (``gfx1250``, ``gfx1250-strict``) share its device wheel: a
+    file that the artifacts of two of these processors ship is an error naming both
+    (TheRock#8280). Feature variants (``gfx90a:xnack±``) merge as before."""
+    seen: dict[str, Artifact] = {}
+    problems: list[str] = []
+    for sel in spec.select:
+        if not sel.applies(catalog.kpack_split):
+            continue
+        for artifact in catalog.select(
+            sel.names, sel.components, selected_targets(sel.targets, None, isa)
+        ):
+            for entry in artifact.entries:
+                if entry.kind is EntryKind.DIR:
+                    continue
+                prior = seen.setdefault(entry.relpath, artifact)
+                if base_target(prior.id.target) != base_target(artifact.id.target):
+                    problems.append(
+                        f"{entry.relpath}: {prior.id.dirname} and {artifact.id.dirname}"
+                    )
+    if problems:
+        raise ArtifactError(
+            f"the targets {', '.join(isa)} share one device package, but their artifacts ship "
+            "the same files",
+            path=catalog.root,
+            problems=sorted(problems),
+        )
 
 
 def _runtime_package(
@@ -95,8 +128,10 @@ def _families(catalog: Catalog) -> tuple[str, ...]:
 
 
 def device_targets(catalog: Catalog) -> tuple[str, ...]:
-    """Base targets of the ISA artifacts on disk (kpack mode), sorted."""
-    return tuple(sorted({base_target(t) for t in catalog.targets}))
+    """The package owners of the ISA artifacts' targets on disk (kpack mode), sorted:
+    ``gfx1250`` for ``P_gfx1250`` and ``P_gfx1250-strict`` alike."""
+    table = owner_table()
+    return tuple(sorted({table.owner(t) for t in catalog.targets}))
 
 
 def _check_device_overlay(device: RuntimePackage, owners: dict[str, str]) -> None:
@@ -123,14 +158,15 @@ def _plan_devices(
     owners = {r: libraries.dist_name for r in [*libraries.layout.files, *libraries.layout.aliases]}
     wanted = device_targets(catalog)
     if options.targets:
-        unknown = sorted(set(options.targets) - set(wanted))
+        shard = {owner_table().owner(t) for t in options.targets}
+        unknown = sorted(shard - set(wanted))
         if unknown:
             raise ArtifactError(
                 f"--targets names targets with no per-target artifacts: {', '.join(unknown)}"
                 f" (found: {', '.join(wanted) or 'none'})",
                 path=catalog.root,
             )
-        wanted = tuple(t for t in wanted if t in options.targets)
+        wanted = tuple(t for t in wanted if t in shard)
     devices = []
     for target in wanted:
         device = _runtime_package(catalog, spec, target, options, elf, platform=libraries.platform)

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from enum import Enum
 
 from kpack.generic_targets import generic_table
+from kpack.owners import package_owner
 
 __all__ = [
     "Level",
@@ -63,8 +64,9 @@ def known_targets() -> frozenset[str]:
 def bundle_key(target: str) -> str:
     """The device-wheel key of a target id: only a trailing ``:xnack±`` (or Tensile
     ``-xnack±``) is stripped, so ``gfx90a:xnack+`` and ``gfx90a:xnack-`` share ``gfx90a``.
-    Any other feature left (``gfx942:sramecc+``) is dropped too: bundles name base targets."""
-    return _TRAILING_XNACK.sub("", target).split(":", 1)[0]
+    Any other feature left (``gfx942:sramecc+``) is dropped too: bundles name base targets,
+    after their package owner (``gfx1250-strict`` -> ``gfx1250``, :mod:`kpack.owners`)."""
+    return package_owner(_TRAILING_XNACK.sub("", target).split(":", 1)[0])
 
 
 def level_of(key: str) -> Level:
