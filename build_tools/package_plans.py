@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kpack.elf import ElfInfo
+from kpack.generic_targets import generic_table
 
 from .artifacts import Catalog
 from .egg_info import default_requirements, egg_info_files
@@ -182,11 +183,22 @@ def meta_plan(ctx: TemplateContext, family: str | None, subdir: str) -> PackageP
     )
 
 
+def _owner_keys(target: str | None, ctx: TemplateContext) -> list[str]:
+    """The other device wheels of this set that hold ``target``'s code: its LLVM generic
+    target's, when the set has one (``gfx1100`` -> ``gfx11-generic``). A device wheel
+    requires them at its own version, so installing it alone is complete (rocm-systems#10685)."""
+    if target is None:
+        return []
+    generic = generic_table().generic_of(target)
+    return [g for g in (generic,) if g is not None and g in ctx.available_target_families]
+
+
 def device_plan(
     pkg: RuntimePackage, ctx: TemplateContext, search: Sequence[RuntimePackage], launcher: Any
 ) -> PackagePlan:
     """A device wheel: files overlaying the libraries platform package, no __init__.py,
-    plus ``.devel_links/<T>.json`` for the devel tree (§10)."""
+    plus ``.devel_links/<T>.json`` for the devel tree (§10). It requires the libraries and
+    the device wheels of its :func:`_owner_keys`."""
     version = str(ctx.version)
     payload = runtime_payload(pkg, [pkg, *search], launcher)
     links = [
@@ -198,6 +210,7 @@ def device_plan(
         PayloadFile.literal(f"{pkg.platform}/.devel_links/{pkg.family}.json", text.encode())
     )
     requires = [f"rocm-sdk-libraries=={version}"]
+    requires += [f"{dist_name(pkg.spec, key)}=={version}" for key in _owner_keys(pkg.family, ctx)]
     return PackagePlan(
         logical=pkg.spec.logical,
         kind=PlanKind.DEVICE,

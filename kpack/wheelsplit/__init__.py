@@ -29,7 +29,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from kpack.common.boundary import guarded
@@ -60,6 +60,7 @@ from kpack.wheelsplit._metadata import (
     device_metadata,
     extra_requirements,
     name_and_version,
+    owner_requirements,
     variant_requirements,
     variant_targets,
 )
@@ -180,7 +181,7 @@ def _split(
         metadata=add_headers(wheel.metadata, extras, where), jobs=options.jobs,
     )  # fmt: skip
     rows = [
-        _device_wheel(staging, wheel, key, members, host_name, version, options, counts)
+        _device_wheel(staging, wheel, key, members, host_name, version, options, counts, groups)
         for key, members in sorted(groups.items())
     ]
     variants = _variants(staging, wheel, layout.members, groups, extras, version, options) \
@@ -260,10 +261,11 @@ def _check_disjoint(host: frozenset[str], groups: dict[str, list[Member]]) -> No
 
 def _device_wheel(
     staging: Path, wheel: InputWheel, key: str, members: list[Member], host: str, version: str,
-    options: SplitOptions, counts: dict[str, int],
+    options: SplitOptions, counts: dict[str, int], present: Iterable[str],
 ) -> DeviceWheelRow:  # fmt: skip
     dist = device_dist_name(options.device_package_prefix, key)
-    requires = device_requires(options.requires, key)
+    owners = owner_requirements(options.device_package_prefix, version, key, present)
+    requires = [*owners, *device_requires(options.requires, key)]
     result = write_split_wheel(
         staging, wheel, dist_name=dist, version=version, members=members,
         metadata=device_metadata(dist, version, host, key, requires), jobs=options.jobs,

@@ -27,6 +27,7 @@ __all__ = [
     "device_metadata",
     "extra_requirements",
     "name_and_version",
+    "owner_requirements",
     "variant_requirements",
     "variant_targets",
 ]
@@ -81,6 +82,14 @@ def extra_requirements(prefix: str, version: str, keys: Iterable[str]) -> list[s
         lines += [f'Requires-Dist: {_pin(prefix, k, version)}; extra == "device-all"'
                   for k in present]  # fmt: skip
     return lines
+
+
+def owner_requirements(prefix: str, version: str, key: str, keys: Iterable[str]) -> list[str]:
+    """What a per-processor device wheel requires besides its host: the other device wheels
+    among ``keys`` that hold the rest of its processor's code (its sub-family and family, its
+    generic target), at the same version, so that installing the leaf alone is complete
+    (rocm-systems#10685). Any other bundle needs nothing more."""
+    return [_pin(prefix, k, version) for k in device_keys(key, keys) if k != key]
 
 
 def variant_targets(keys: Iterable[str]) -> tuple[list[str], list[str]]:
