@@ -133,8 +133,9 @@ def test_kpack_split_windows_tree(bundles: list[bytes], tmp_path: Path, windows:
     code = (
         "import json, sys; from pathlib import Path\n"
         "from rocm_sdk import _dist_info as di\n"
-        "from rocm_sdk._kpack_check import KpackChecker, find_device_wheels\n"
-        "from rocm_sdk._kpack import zstandard_decompress\n"
+        "from rocm_sdk._kpack_check import KpackChecker\n"
+        "from rocm_sdk._kpack_installed import find_device_wheels\n"
+        "from rocm_sdk._kpack_archive import zstandard_decompress\n"
         "site = Path(sys.argv[1]); wheels = find_device_wheels(site)\n"
         "with KpackChecker(site, zstandard_decompress(), di.generic_target) as c:\n"
         "    r = c.check(wheels, [site / '_rocm_sdk_libraries'])\n"

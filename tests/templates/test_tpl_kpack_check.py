@@ -1,4 +1,5 @@
-"""The kpack integrity self-test (rocm_sdk._kpack, _kpack_check, tests/kpack_test.py).
+"""The kpack integrity self-test (rocm_sdk._kpack, _kpack_archive, _kpack_installed,
+_kpack_report, _kpack_check, tests/kpack_test.py).
 
 Fixtures come from our engine as the oracle: Debian's librocrand transformed with
 ``kpack.transform.transform_binary``, its code objects extracted with
@@ -86,15 +87,16 @@ class Site:
     path: Path
     scheme: str
     mods: Any  # the rendered rocm_sdk._kpack_check module
+    installed: Any  # the rendered rocm_sdk._kpack_installed module
 
     def kpack(self, target: str) -> Path:
         return self.path / LIBS / ".kpack" / f"rand_lib_{target}.kpack"
 
     def check(self, decompress: bool = True) -> tuple[Any, list[Any]]:
-        from rocm_sdk._kpack import zstandard_decompress
+        from rocm_sdk._kpack_archive import zstandard_decompress
 
         check = self.mods
-        wheels = check.find_device_wheels(self.path)
+        wheels = self.installed.find_device_wheels(self.path)
         with check.KpackChecker(self.path, zstandard_decompress() if decompress else None) as c:
             return c.check(wheels, [self.path / LIBS]), c.check_device_archives(wheels)
 
@@ -114,9 +116,9 @@ def installed(inputs: Inputs, tmp_path: Path, scheme: str) -> Iterator[Site]:
         }
         fake_install(root, f"rocm-sdk-device-{base}", VERSION, files)
     with importable(root):
-        from rocm_sdk import _kpack_check
+        from rocm_sdk import _kpack_check, _kpack_installed
 
-        yield Site(root, scheme, _kpack_check)
+        yield Site(root, scheme, _kpack_check, _kpack_installed)
 
 
 @pytest.fixture(params=SCHEMES)
@@ -139,15 +141,18 @@ def none_site(inputs: Inputs, tmp_path: Path) -> Iterator[Site]:
 
 @pytest.fixture(scope="module")
 def runtime(inputs: Inputs) -> SimpleNamespace:
-    """The rendered rocm_sdk._kpack and _kpack_check modules (usable after the purge)."""
+    """The rendered rocm_sdk._elf, _kpack, _kpack_archive, _kpack_report and _zstd_frame
+    modules (usable after the purge)."""
     with importable(inputs.rocm_src):
-        from rocm_sdk import _elf, _kpack, _kpack_check, _zstd_frame
+        from rocm_sdk import _elf, _kpack, _kpack_archive, _kpack_report, _zstd_frame
 
-        return SimpleNamespace(elf=_elf, kpack=_kpack, check=_kpack_check, zf=_zstd_frame)
+        return SimpleNamespace(
+            elf=_elf, kpack=_kpack, archive=_kpack_archive, report=_kpack_report, zf=_zstd_frame
+        )
 
 
 def failures_text(failures: list[Any]) -> str:
-    from rocm_sdk._kpack_check import format_failures
+    from rocm_sdk._kpack_report import format_failures
 
     return "\n".join(format_failures(failures))
 
@@ -441,8 +446,8 @@ def test_marker_and_wrappers_match_the_engine(inputs: Inputs, tmp_path: Path) ->
 def test_archive_reader_matches_the_engine(inputs: Inputs, scheme: str) -> None:
     path = inputs.archives[(scheme, "gfx90a:xnack+")]
     with importable(inputs.rocm_src):
-        from rocm_sdk._kpack import KpackArchive as Ours
-        from rocm_sdk._kpack import zstandard_decompress
+        from rocm_sdk._kpack_archive import KpackArchive as Ours
+        from rocm_sdk._kpack_archive import zstandard_decompress
 
         with Ours.open(path) as ours, KpackArchive.open(path) as theirs:
             assert ours.gfx_arches == theirs.gfx_arches == ("gfx90a:xnack+",)
@@ -496,12 +501,12 @@ def test_damaged_archives_raise_only_our_error(
     path = tmp_path_factory.getbasetemp() / "damaged.kpack"
     path.write_bytes(bytes(data))
     try:
-        archive = runtime.kpack.KpackArchive.open(path)
+        archive = runtime.archive.KpackArchive.open(path)
     except runtime.kpack.KpackError:
         return
     with archive:
         for entry in archive.entries.values():
-            for decompress in (None, runtime.kpack.zstandard_decompress()):
+            for decompress in (None, runtime.archive.zstandard_decompress()):
                 problem = archive.entry_problem(entry, decompress)
                 assert problem is None or isinstance(problem, str)
 
@@ -522,10 +527,10 @@ def test_candidate_targets_match_the_engine(
 
 
 def test_failures_are_grouped_by_co_index_ranges(runtime: SimpleNamespace) -> None:
-    failure = runtime.check.Failure
+    failure = runtime.report.Failure
     failures = [failure("lib/x.so", "gfx942", i, "missing") for i in (7, 0, 1, 2, 5, 6, 9)]
     failures.append(failure("lib/x.so", None, None, "bad marker"))
-    assert runtime.check.format_failures(failures) == [
+    assert runtime.report.format_failures(failures) == [
         "  lib/x.so: gfx942: co_index 0-2,5-7,9: missing",
         "  lib/x.so: bad marker",
     ]
@@ -596,7 +601,7 @@ def test_a_processor_falls_back_to_its_generic_target(zstd_site: Site, inputs: I
     code object, relabeled: the check compares bytes and sizes, not ISAs). The gfx942 lookup
     goes to the generic archive, as the runtime's does, so damage there fails both."""
     from rocm_sdk import _dist_info
-    from rocm_sdk._kpack import zstandard_decompress
+    from rocm_sdk._kpack_archive import zstandard_decompress
 
     site = zstd_site
     data = next(k for k in extract_kernels(inputs.original) if k.target == "gfx1030").read()
@@ -608,7 +613,7 @@ def test_a_processor_falls_back_to_its_generic_target(zstd_site: Site, inputs: I
         f"{LIBS}/.kpack/rand_lib_gfx9-4-generic.kpack": generic.read_bytes()})  # fmt: skip
 
     def check(generic_of: Any) -> Any:
-        wheels = site.mods.find_device_wheels(site.path)
+        wheels = site.installed.find_device_wheels(site.path)
         with site.mods.KpackChecker(site.path, zstandard_decompress(), generic_of) as c:
             return c.check(wheels, [site.path / LIBS])
 
@@ -665,15 +670,15 @@ def test_transformed_pe_dlls_are_checked_like_elf_libraries(inputs: Inputs, tmp_
                 files[f"{LIBS}/.kpack/fat_lib_{target}.kpack"] = path.read_bytes()
         fake_install(root, f"rocm-sdk-device-{base}", VERSION, files)
     with importable(root):
-        from rocm_sdk import _kpack, _kpack_check
-        from rocm_sdk._kpack import zstandard_decompress
+        from rocm_sdk import _kpack, _kpack_check, _kpack_installed
+        from rocm_sdk._kpack_archive import zstandard_decompress
 
         ref = _kpack.read_kpack_ref(root / LIBS / "bin/fat.dll")
         engine = resolve.read_kpack_ref(root / LIBS / "bin/fat.dll")
         assert ref is not None and engine is not None
         assert (ref.kernel_name, ref.search_paths, ref.co_indices) == (
             engine.kernel_name, engine.search_paths, engine.co_indices)  # fmt: skip
-        wheels = _kpack_check.find_device_wheels(root)
+        wheels = _kpack_installed.find_device_wheels(root)
         with _kpack_check.KpackChecker(root, zstandard_decompress()) as checker:
             report = checker.check(wheels, [root / LIBS])
         assert report.binaries == [f"{LIBS}/bin/fat.dll"]
@@ -730,7 +735,7 @@ def test_splitter_device_wheels_are_found_and_checked(
     extra; a splitter wheel in another site dir (--target + PYTHONPATH) serves it too."""
     _unpack(torch_split / "torch-2.9.0-py3-none-linux_x86_64.whl", site.path)
     _unpack(torch_split / "amd_torch_device_gfx90a-2.9.0-py3-none-linux_x86_64.whl", site.path)
-    found = {w.name: w for w in site.mods.find_device_wheels(site.path)}
+    found = {w.name: w for w in site.installed.find_device_wheels(site.path)}
     torch = found["amd_torch_device_gfx90a-2.9.0"]
     assert (torch.base, torch.host, torch.roots) == ("gfx90a", "torch", ("torch",))
     assert sorted(torch.archives) == [

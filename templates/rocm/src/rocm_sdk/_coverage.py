@@ -19,7 +19,7 @@ from pathlib import Path
 from . import _dist_info as di
 from ._errors import RocmSdkError
 from ._jsonfile import read_json
-from ._kpack_check import DeviceWheel, find_device_wheels
+from ._kpack_installed import DeviceWheel, find_device_wheels
 from ._layout import find_dist_info, package_dir
 
 __all__ = [

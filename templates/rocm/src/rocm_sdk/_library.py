@@ -177,7 +177,7 @@ def _add_layered_archives() -> None:
     if os.environ.get(KPACK_PATH_ENV):
         return
     from ._coverage import layered_archives
-    from ._kpack_check import archive_target
+    from ._kpack_installed import archive_target
 
     current = [p for p in os.environ.get(KPACK_PATH_PREFIX_ENV, "").split(os.pathsep) if p]
     patterns: list[str] = []

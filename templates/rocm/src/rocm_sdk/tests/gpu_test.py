@@ -19,7 +19,8 @@ from pathlib import Path
 
 from .. import _dist_info as di
 from .._coverage import coverage, layered_archives, splitter_hosts
-from .._kpack_check import Failure, KpackChecker, format_failures
+from .._kpack_check import KpackChecker
+from .._kpack_report import Failure, format_failures
 from . import utils
 
 NO_GPU = (

@@ -11,8 +11,10 @@ from pathlib import Path
 
 from .. import _dist_info as di
 from .._coverage import layered_archives, layered_wheels, splitter_hosts
-from .._kpack import zstandard_decompress
-from .._kpack_check import DeviceWheel, KpackChecker, find_device_wheels, format_failures
+from .._kpack_archive import zstandard_decompress
+from .._kpack_check import KpackChecker
+from .._kpack_installed import DeviceWheel, find_device_wheels
+from .._kpack_report import format_failures
 from . import utils
 
 
