@@ -3,8 +3,8 @@ pointers relocated through RELA, RELR or not at all.
 
 :func:`fat_binary_info` describes an open file's device code; :func:`plan_transform` plans the
 rewritten file as a :class:`TransformPlan` (marker section and PT_LOAD, wrappers redirected,
-device bytes removed, section headers reordered) and verifies the planned bytes; nothing is
-written here.
+device bytes removed, the marker's section header appended; every original section keeps
+its index) and verifies the planned bytes; nothing is written here.
 """
 
 from __future__ import annotations

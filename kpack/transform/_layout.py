@@ -1,4 +1,4 @@
-"""Lay out a transformed host binary (kpack.md §3 steps 2-4, 6 and 7) as one ElfEdit.
+"""Lay out a transformed host binary (kpack.md §3 steps 2-4 and 6) as one ElfEdit.
 
 Private to :mod:`kpack.transform`. The result is the source with:
 
@@ -9,7 +9,8 @@ Private to :mod:`kpack.transform`. The result is the source with:
   grow in place; pinned for executables, after the cut) and the marker
   (:func:`kpack.elf._load.plan_load` decides where);
 - the wrappers redirected to the marker, in place and in their RELA entries;
-- a fresh ``.shstrtab`` and a full new section-header table, alloc sections first.
+- a fresh ``.shstrtab`` and a full new section-header table: every original section at
+  its old index, the marker's header appended last.
 
 Device bytes are never copied: :class:`kpack.elf.ElfEdit` streams the source and skips
 the cut range.
@@ -77,7 +78,6 @@ def lay_out(reader: Reader, fat: FatLayout, pointers: Sequence[Pointer], marker:
     if not load.table_moved:
         patches.append((layout.ehdr.e_phoff, table))
     patches += _wrapper_patches(fat, pointers, marker_vaddr)
-    patches += sections.symbol_patches
     kept = layout.size - (cut.size if cut else 0)
     edit = ElfEdit(
         fat.path,

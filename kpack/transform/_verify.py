@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import sys
-from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -36,7 +34,6 @@ from kpack.elf.structs import (
     PT_LOAD,
     PT_PHDR,
     SHF_ALLOC,
-    SHN_LORESERVE,
     SHT_DYNSYM,
     SHT_NOBITS,
     Phdr,
@@ -52,7 +49,7 @@ __all__ = ["verify_transform"]
 log = logging.getLogger(__name__)
 
 _SAMPLE = 64
-_SYM_SIZE = 24  # an Elf64_Sym; its st_shndx is the 16-bit word at byte 6
+_SYM_SIZE = 24  # an Elf64_Sym
 #: Relocation types whose value is a symbol's address (not a TLS offset or a size).
 _ADDRESS_TYPES = frozenset({R_X86_64_64, 5, 6, 7})  # 64, COPY, GLOB_DAT, JUMP_SLOT
 
@@ -93,37 +90,31 @@ def verify_transform(
 
 
 def _sections(fat: FatLayout, laid: LaidOut, after: ElfLayout) -> list[str]:
-    """Alloc-first order; every old section keeps name, flags, address and size."""
+    """Every old section keeps its index and header but for the offset (and what the
+    transform must change: ``.hip_fatbin``'s type, ``.shstrtab``'s size); the marker's
+    header comes last."""
     before = fat.layout
+    count = len(before.shdrs)
     problems = []
-    flags = [s.sh_flags & SHF_ALLOC for s in after.shdrs[1:]]
-    if flags != sorted(flags, reverse=True):
-        problems.append("section headers are not ordered alloc-first")
-    for new, old in enumerate(laid.section_order):
-        b = after.shdrs[new]
-        if old is None:
-            marker = (MARKER, SHF_ALLOC, laid.marker_vaddr, laid.marker_size)
-            if (after.section_names[new], b.sh_flags, b.sh_addr, b.sh_size) != marker:
-                problems.append(f"section {new} is not the planned marker {MARKER}")
-            continue
-        a, name = before.shdrs[old], before.section_names[old]
-        size = b.sh_size if old == before.ehdr.e_shstrndx else a.sh_size
-        want = (name, a.sh_flags, a.sh_addr, size, a.sh_addralign, a.sh_entsize)
-        got = (
-            after.section_names[new],
-            b.sh_flags,
-            b.sh_addr,
-            b.sh_size,
-            b.sh_addralign,
-            b.sh_entsize,
+    if laid.section_order != (*range(count), None) or len(after.shdrs) != count + 1:
+        problems.append("the old section headers are not kept in place with the marker last")
+        return problems
+    if after.ehdr.e_shstrndx != before.ehdr.e_shstrndx:
+        problems.append(f"e_shstrndx {before.ehdr.e_shstrndx} became {after.ehdr.e_shstrndx}")
+    b = after.shdrs[count]
+    marker = (MARKER, SHF_ALLOC, laid.marker_vaddr, laid.marker_size)
+    if (after.section_names[count], b.sh_flags, b.sh_addr, b.sh_size) != marker:
+        problems.append(f"section {count} is not the planned marker {MARKER}")
+    for index in range(1, count):
+        a, b, name = before.shdrs[index], after.shdrs[index], before.section_names[index]
+        want = replace(
+            a,
+            sh_type=SHT_NOBITS if index == fat.fatbin and laid.cut is not None else a.sh_type,
+            sh_offset=b.sh_offset,
+            sh_size=b.sh_size if index == before.ehdr.e_shstrndx else a.sh_size,
         )
-        if got != want:
-            problems.append(f"section {old} ({name!r}) -> {new}: header fields changed")
-        if a.sh_link and after.section_names[b.sh_link] != before.section_names[a.sh_link]:
-            problems.append(f"section {name!r}: sh_link no longer names the same section")
-        want_type = SHT_NOBITS if old == fat.fatbin and laid.cut is not None else a.sh_type
-        if b.sh_type != want_type:
-            problems.append(f"section {name!r}: type {b.sh_type}, expected {want_type}")
+        if after.section_names[index] != name or b != want:
+            problems.append(f"section {index} ({name!r}): header fields changed")
     return problems
 
 
@@ -301,43 +292,20 @@ def _content(
 def _symbols(
     source: Reader, result: Reader, fat: FatLayout, laid: LaidOut, after: ElfLayout
 ) -> list[str]:
-    """Every symbol of ``.symtab`` and ``.dynsym`` is still defined in the same section."""
+    """``.symtab`` and ``.dynsym`` keep their bytes: no section index moved."""
     before = fat.layout
     problems = []
-    for new, old in enumerate(laid.section_order):
-        if old is None or before.shdrs[old].sh_type not in (SHT_SYMTAB, SHT_DYNSYM):
+    for index, a in enumerate(before.shdrs):
+        if a.sh_type not in (SHT_SYMTAB, SHT_DYNSYM) or index >= len(after.shdrs):
             continue
-        a, b = before.shdrs[old], after.shdrs[new]
+        b = after.shdrs[index]
         old_raw = source.read_at(a.sh_offset, a.sh_size, "symbol table")
         new_raw = result.read_at(b.sh_offset, b.sh_size, "symbol table")
-        olds = _shndx_column(old_raw)
-        news = _shndx_column(new_raw)[: len(olds)]
-        # judge each distinct (before, after) pair once; a large .symtab has millions
-        wrong = {
-            pair
-            for pair in set(zip(olds, news, strict=True))
-            if _section_of(before, pair[0]) != _section_of(after, pair[1])
-        }
-        if wrong:
-            number, (x, y) = next(
-                (n, pair) for n, pair in enumerate(zip(olds, news, strict=True)) if pair in wrong
-            )
-            name = before.section_names[old]
-            problems.append(f"{name} symbol {number}: section index {x} became {y}")
+        if old_raw != new_raw:
+            number = _first_difference(old_raw, new_raw) // _SYM_SIZE
+            problems.append(f"{before.section_names[index]} symbol {number} changed")
     return problems
 
 
-def _shndx_column(raw: bytes) -> list[int]:
-    """``st_shndx`` of every whole ``Elf64_Sym`` in ``raw``."""
-    count = len(raw) // _SYM_SIZE
-    column = array("H")
-    column.frombytes(raw[: count * _SYM_SIZE])
-    if sys.byteorder != "little":
-        column.byteswap()
-    return column[3 :: _SYM_SIZE // 2].tolist()
-
-
-def _section_of(layout: ElfLayout, index: int) -> str | int:
-    if 0 < index < SHN_LORESERVE and index < len(layout.section_names):
-        return layout.section_names[index]
-    return index
+def _first_difference(a: bytes, b: bytes) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), len(a))

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from transform_fixtures import middle_note_script, synthetic
@@ -115,23 +117,36 @@ def test_nobits_collision_at_a_page_aligned_end_is_caught(
     _refused(libs["aligned"], tmp_path, "share p_offset")
 
 
-def test_unsorted_sections_are_caught(
+def test_moved_section_headers_are_caught(
     libs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = sections_mod._relinked
+    """Two old headers swapped in the written table: indexes moved."""
+    real = sections_mod.SectionTable.build
 
-    def unlinked(shdr: object, mapping: dict[int, int], index: int, fat: FatLayout) -> object:
-        return real(shdr, {k: k for k in mapping}, index, fat)  # type: ignore[arg-type]
+    def swapped(*args: Any) -> sections_mod.SectionTable:
+        table = real(*args)
+        headers = list(table.headers)
+        headers[1], headers[2] = headers[2], headers[1]
+        return replace(table, headers=tuple(headers))
 
-    monkeypatch.setattr(sections_mod, "_relinked", unlinked)
-    _refused(libs["order"], tmp_path, "sh_link no longer names the same section")
+    monkeypatch.setattr(sections_mod.SectionTable, "build", swapped)
+    _refused(libs["order"], tmp_path, r"section 1 \('[^']+'\): header fields changed")
 
 
-def test_symbols_not_renumbered_are_caught(
+def test_a_changed_symbol_table_is_caught(
     libs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sections_mod, "_symbol_patches", lambda reader, fat, mapping: ())
-    _refused(libs["order"], tmp_path, "section index 10 became 10")
+    """A renumbered ``st_shndx`` in ``.dynsym`` (what the alloc-first reorder did)."""
+    real = layout_mod._wrapper_patches
+
+    def renumbered(fat: FatLayout, pointers: Sequence[Pointer], marker: int) -> list[Patch]:
+        index = fat.layout.section_index(".dynsym")
+        assert index is not None
+        dynsym = fat.layout.shdrs[index]
+        return [*real(fat, pointers, marker), (dynsym.sh_offset + 24 + 6, b"\x07\x00")]
+
+    monkeypatch.setattr(layout_mod, "_wrapper_patches", renumbered)
+    _refused(libs["order"], tmp_path, r"\.dynsym symbol 1 changed")
 
 
 def test_wrong_cut_offsets_are_caught(
