@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,13 +35,14 @@ from kpack.common.cli import (
     output_line,
 )
 from kpack.common.jsonfile import load_json_object
-from kpack.errors import UsageError
+from kpack.errors import ArtifactError, UsageError
 from kpack.targets import is_isa_target
 
 if TYPE_CHECKING:
     from build_tools.build import Built
     from build_tools.options import BuildOptions
     from build_tools.pipeline import Planned
+    from build_tools.plan import BuildPlan
     from build_tools.progress import Progress
 
 __all__ = ["main"]
@@ -256,6 +258,7 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
     plan = planned.plan
     if not planned.catalog.kpack_split:  # kpack-split mode checks its targets while planning
         _check_families_in_tree(options, plan.families, planned.catalog.root)
+        _check_legacy_families(plan, planned.catalog.root)
     edits = sum(isinstance(f.what, Edited) for p in plan.packages for f in p.payload)
     progress.phase(
         f"planned {len(plan.packages)} packages, {edits} binary edits, "
@@ -290,6 +293,46 @@ def _check_families_in_tree(options: BuildOptions, families: Sequence[str], tree
                 f"{flag}: {', '.join(missing)} not in the artifact tree (its GPU families: {has})",
                 path=tree,
             )
+
+
+#: The family labels the ``rocm`` sdist's selector tries for a GPU (``gfx94X-dcgpu``,
+#: ``gfx90a-dcgpu``): a processor, or its name with the last digit an ``X``, plus a suffix.
+_SELECTABLE_FAMILY_RE = re.compile(r"gfx[0-9a-f]+X?-(?:all|dgpu|igpu|dcgpu)")
+
+
+def _check_legacy_families(plan: BuildPlan, tree: Path) -> None:
+    """Legacy mode, several families: the selector installs one family's libraries wheel
+    for the GPU it finds, so every label must be one a GPU can select, and every family
+    must ship the same libraries (a family without one would break the code built against
+    the set). One error naming the labels or the families and their differences."""
+    from build_tools.manifests import PackageKind
+
+    families = plan.families
+    if len(families) < 2:
+        return
+    lost = [f for f in families if not is_isa_target(f) and not _SELECTABLE_FAMILY_RE.fullmatch(f)]
+    if lost:
+        known = ", ".join(f for f in families if f not in lost)
+        raise ArtifactError(
+            f"GPU family labels no GPU can select next to {known}: "
+            f"{', '.join(lost)} (the rocm selector picks a family by the GPU's target: "
+            "gfx942 -> gfx94X-dcgpu or gfx942; rename their artifacts or build them apart)",
+            path=tree,
+        )
+    sonames = {f: set[str]() for f in families}
+    for pkg in plan.runtime:
+        if pkg.spec.kind is PackageKind.LIBRARIES and pkg.family in sonames:
+            sonames[pkg.family] = {
+                f.elf.soname for f in pkg.layout.files.values() if f.elf and f.elf.soname
+            }
+    every = set.intersection(*sonames.values())
+    extra = [f"{f}: {', '.join(sorted(s - every))}" for f, s in sonames.items() if s - every]
+    if extra:
+        raise ArtifactError(
+            "GPU families ship different library sets (only some families have these)",
+            path=tree,
+            problems=extra,
+        )
 
 
 def _print_dry_run(planned: Planned) -> None:

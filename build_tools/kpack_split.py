@@ -28,7 +28,7 @@ from kpack.artifact.planned import PlannedArchive
 from kpack.databases import load_handlers
 from kpack.errors import ArtifactError
 from kpack.generic_targets import generic_table
-from kpack.hipfmt import GFXARCH
+from kpack.hipfmt import GFXARCH, identify
 from kpack.resolve import read_kpack_ref
 from kpack.split import (
     Kind,
@@ -59,6 +59,7 @@ _KINDS = {Kind.DIR: EntryKind.DIR, Kind.SYMLINK: EntryKind.SYMLINK}
 @dataclass(frozen=True)
 class KpackSplitPlan:
     splits: tuple[PlannedSplit, ...]
+    notices: tuple[str, ...] = ()  # one line each, for the user
 
     @property
     def archives(self) -> tuple[PlannedArchive, ...]:
@@ -90,22 +91,13 @@ def plan_fat_splits(
     (``P_gfx94X-dcgpu``, as TheRock writes unsplit components to ``artifacts-unsplit/``),
     whatever its name. A family-named artifact with nothing to split (its ``dev``, ``doc``
     or ``test`` component) is host content: it becomes ``P_generic``. The package set is
-    the same whichever name the fat input carried. With ``families`` (the family table's
-    labels), a target that is neither an ISA target id nor one of them is an error.
+    the same whichever name the fat input carried. Any family label will do (the split
+    goes by the code objects' own targets); one that ``families`` (the family table's
+    labels) lacks gets one notice. An artifact holding pre-split archives must be named
+    for an ISA target id.
     """
-    if families is not None:
-        unknown = sorted(
-            a.id.dirname
-            for a in catalog.artifacts
-            if _is_unsplit(a) and a.id.target not in families
-        )
-        if unknown:
-            raise ArtifactError(
-                "artifact targets that are neither an ISA target id (gfx942, gfx90a:xnack+) "
-                "nor a GPU family of the family table",
-                path=catalog.root,
-                problems=unknown,
-            )
+    _check_labels_of_archives(catalog)
+    notices = _unknown_family_notices(catalog, families)
     _check_generic_targets(
         catalog.root, [(f"{a.id.dirname}: {a.id.target}", a.id.target) for a in catalog.artifacts]
     )
@@ -146,14 +138,58 @@ def plan_fat_splits(
         ),
     )
     if not splits and not relabeled:
-        return catalog, KpackSplitPlan(())
+        return catalog, KpackSplitPlan((), notices)
     replaced: dict[str, tuple[Artifact, ...]] = {k: (v,) for k, v in relabeled.items()}
     replaced.update({s.artifact.id.dirname: s.outputs for s in splits})
     artifacts: list[Artifact] = []
     for artifact in catalog.artifacts:
         artifacts.extend(replaced.get(artifact.id.dirname, (artifact,)))
     ordered = tuple(sorted(artifacts, key=lambda a: a.id.dirname))
-    return replace(catalog, artifacts=ordered), KpackSplitPlan(tuple(splits))
+    return replace(catalog, artifacts=ordered), KpackSplitPlan(tuple(splits), notices)
+
+
+def _holds_archives(artifact: Artifact) -> bool:
+    """Whether the artifact holds ``.kpack`` archives (by their bytes), as a pre-split
+    per-target artifact does."""
+    for entry in artifact.entries:
+        if entry.kind is EntryKind.FILE and entry.relpath.endswith(".kpack"):
+            with entry.source.open("rb") as handle:
+                if identify(handle.read(24)) == "kpack":
+                    return True
+    return False
+
+
+def _check_labels_of_archives(catalog: Catalog) -> None:
+    """Pre-split archives belong to one ISA target: a family-style label there is a
+    typo (``rand_lib_gfx9zz``), not a family to split."""
+    wrong = sorted(a.id.dirname for a in catalog.artifacts if _is_unsplit(a) and _holds_archives(a))
+    if wrong:
+        raise ArtifactError(
+            "artifacts holding pre-split .kpack archives must be named for an ISA target id "
+            "(gfx942, gfx90a:xnack+, gfx9-4-generic)",
+            path=catalog.root,
+            problems=wrong,
+        )
+
+
+def _unknown_family_notices(catalog: Catalog, families: Collection[str] | None) -> tuple[str, ...]:
+    """One line naming the family labels of unsplit artifacts that the family table lacks
+    (none without a table)."""
+    if families is None:
+        return ()
+    unknown: dict[str, list[str]] = {}
+    for artifact in catalog.artifacts:
+        if _is_unsplit(artifact) and artifact.id.target not in families:
+            unknown.setdefault(artifact.id.target, []).append(artifact.id.dirname)
+    if not unknown:
+        return ()
+    labels = ", ".join(
+        f"{label} ({len(dirs)} artifacts)" for label, dirs in sorted(unknown.items())
+    )
+    return (
+        f"GPU family labels the family table does not know: {labels}; kpack-split mode "
+        "splits their fat binaries by the code objects' own targets",
+    )
 
 
 def _check_generic_targets(root: Path, named: Iterable[tuple[str, str]]) -> None:

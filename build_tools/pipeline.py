@@ -58,6 +58,8 @@ def plan_packages(options: BuildOptions, *, say: Say, notice: Say) -> Planned:
     split = None
     if catalog.kpack_split:
         catalog, split = _plan_split(catalog, manifests, options, say)
+        for line in split.notices:
+            notice(line)
     say("planning")
     plan = plan_build(catalog, manifests, options, split)
     check_member_names(plan.packages, windows=options.windows)
