@@ -6,7 +6,8 @@
 - the shipped packages never import ``sample_tree`` or ``tests`` (neither is installed);
 - kpack's packages import only from their own layer or the layers below (``LAYERS``);
 - no module imports another package's ``_private`` module: packages talk through their
-  public face;
+  public face; the same holds between the packages the templates render (``rocm_sdk``,
+  ``rocm_sdk_core``, ``rocm_profiler``, ...);
 - no import cycle between modules;
 - ``pyproject.toml`` lists every package of the tree.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -31,6 +32,17 @@ PACKAGE_DIRS = {
     "rocm_kpack": REPO / "python" / "rocm_kpack",
 }
 SOURCES = tuple(PACKAGE_DIRS)
+TEMPLATES = REPO / "templates"
+#: the Python packages the templates render, by installed name (``platform/`` imports nothing)
+TEMPLATE_PACKAGES = {
+    "rocm_sdk": TEMPLATES / "rocm" / "src" / "rocm_sdk",
+    "rocm_sdk_core": TEMPLATES / "core",
+    "rocm_sdk_devel": TEMPLATES / "devel",
+    "rocm_sdk_libraries": TEMPLATES / "libraries",
+    "rocm_profiler": TEMPLATES / "profiler",
+}
+#: top-level modules of the ``rocm`` sdist's build backend
+TEMPLATE_BACKEND = TEMPLATES / "rocm" / "_backend"
 
 #: kpack's layers, lowest first; a module may import its own layer and the ones below.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -73,12 +85,14 @@ def _package_of(module: str, path: Path) -> str:
     return module if path.name == "__init__.py" else module.rpartition(".")[0]
 
 
-def _imports(module: str, path: Path) -> Iterator[tuple[str, int]]:
+def _imports(
+    module: str, path: Path, known: Mapping[str, Path] | None = None
+) -> Iterator[tuple[str, int]]:
     """Every imported module, absolute, with the line; ``from P import m`` names P.m when m
-    is a module of the tree."""
+    is a module of the tree (``known``, by default the project's packages)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = _package_of(module, path)
-    known = _modules()
+    known = _modules() if known is None else known
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -188,6 +202,34 @@ def test_no_private_reach_ins() -> None:
         if not inside:
             offenders.append(f"{module}:{line} imports {name}, private to {owner}")
     assert not offenders, "\n".join(offenders)
+
+
+def _template_modules() -> dict[str, Path]:
+    out = {path.stem: path for path in sorted(TEMPLATE_BACKEND.glob("*.py"))}
+    for name, top in TEMPLATE_PACKAGES.items():
+        for path in sorted(top.rglob("*.py")):
+            parts = [name, *path.relative_to(top).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def test_templates_make_no_private_reach_ins() -> None:
+    """The rendered packages talk through public modules too: rocm_sdk_core's and
+    rocm_profiler's trampolines call ``rocm_sdk.internal``, never ``rocm_sdk._devel``."""
+    modules = _template_modules()
+    tops = {m.split(".")[0] for m in modules}
+    offenders = []
+    for module, path in modules.items():
+        for name, line in _imports(module, path, modules):
+            owner = _private_owner(name)
+            if owner is None or name.split(".")[0] not in tops:
+                continue
+            if not (module == owner or module.startswith(owner + ".")):
+                offenders.append(f"{module}:{line} imports {name}, private to {owner}")
+    assert not offenders, "\n".join(offenders)
+    assert "rocm_sdk_core._cli" in modules and "rocm_sdk_backend" in modules
 
 
 def test_no_import_cycles() -> None:

@@ -59,7 +59,7 @@ def _expand() -> None:
 
 def _reconcile_device_links() -> None:
     try:
-        from rocm_sdk._devel import get_devel_root
+        from rocm_sdk.internal import get_devel_root
 
         get_devel_root()
     except Exception as exc:  # running the tool matters more than the links

@@ -68,8 +68,7 @@ def ensure_aliases() -> list[str]:
     plan = planned_aliases(lib_dir)
     names = [f"{root.name}/lib/{alias}" for alias in plan]
     try:
-        from rocm_sdk._layout import find_dist_info
-        from rocm_sdk._record import locked_record, read_record_paths
+        from rocm_sdk.internal import find_dist_info, locked_record, read_record_paths
     except ImportError:
         return names
     dist_info = find_dist_info(_SITE, di.ALL_PACKAGES[PACKAGE].dist_name())
