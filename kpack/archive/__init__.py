@@ -6,7 +6,9 @@ back to back (scheme ``none``) or ``u32 num_kernels`` followed by ``(u32 size, z
 per ordinal (``zstd-per-kernel``).
 
 :func:`write_kpack` sorts kernels by ``(binary_key, target)`` before assigning ordinals, so
-the bytes depend only on the set of kernels; it refuses archives the C runtime cannot load.
+the bytes depend only on the set of kernels; it refuses archives the C runtime cannot load,
+empty code objects (``original_size`` 0) and archives over :data:`MAX_ARCHIVE_BYTES`, the
+most every reader loads (HRX reads whole archives into memory, up to 2 GiB).
 When every kernel is stored already (a frame made at the archive's level, or a code object
 for ``none``), :func:`lay_out_kpack` computes the whole archive but its blobs up front, so
 it can be streamed (into a wheel) with the same bytes :func:`write_kpack` writes.
@@ -31,6 +33,7 @@ from kpack.archive._write import (
     ZstdFrame,
     compressed,
     compressor,
+    stored_bound,
     write_chunks,
 )
 
@@ -39,6 +42,7 @@ __all__ = [
     "DEFAULT_LEVEL",
     "KEY_RULES",
     "MAGIC",
+    "MAX_ARCHIVE_BYTES",
     "MAX_KERNELS",
     "MAX_KEY_BYTES",
     "MAX_ZSTD_BLOB",
@@ -56,6 +60,7 @@ __all__ = [
     "compressed",
     "compressor",
     "lay_out_kpack",
+    "stored_bound",
     "write_chunks",
     "write_kpack",
 ]
@@ -65,4 +70,5 @@ VERSION = _archive_write.VERSION
 BLOB_ALIGNMENT = _archive_write.BLOB_ALIGNMENT
 MAX_KERNELS = _archive_write.MAX_KERNELS  # the C reader's cap on num_kernels
 MAX_ZSTD_BLOB = _archive_write.MAX_ZSTD_BLOB  # the C reader's cap on the zstd blob
+MAX_ARCHIVE_BYTES = _archive_write.MAX_ARCHIVE_BYTES  # HRX loads archives up to 2 GiB
 DEFAULT_LEVEL = _archive_write.DEFAULT_LEVEL  # our frames' zstd level unless one is named

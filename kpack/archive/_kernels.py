@@ -27,13 +27,17 @@ import zstandard
 
 from kpack.archive import _write as _archive_write
 from kpack.archive._toc import SCHEMES
-from kpack.archive._write import ZstdFrame
+from kpack.archive._write import ZstdFrame, payload_size
 from kpack.errors import ArchiveError
 from kpack.targets import is_target_id
 
 _KEY = re.compile(r"[^#\\\x00]+#(?:0|[1-9][0-9]*)")
 _NAME_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\]")
 MAX_KEY_BYTES = 4096  # PATH_MAX: no key a caller can mean is longer
+
+#: Why an empty code object is refused: it is no code object (no ELF header), no runtime
+#: loads it, and HRX refuses a whole archive with an ``original_size`` of 0 in it.
+EMPTY = "the code object is empty (original_size must be > 0; HRX refuses the archive)"
 
 KeyRule = Literal["kernel", "name"]
 KEY_RULES: tuple[KeyRule, ...] = ("kernel", "name")
@@ -116,6 +120,9 @@ def _kernel_problems(kernel: KernelInput, rule: KeyRule) -> list[str]:
             )
     elif not isinstance(kernel.data, bytes | memoryview):
         problems.append(f"{where}: data must be bytes, memoryview or ZstdFrame")
+        return problems
+    if payload_size(kernel.data) == 0:
+        problems.append(f"{where}: {EMPTY}")
     return problems
 
 
@@ -181,8 +188,14 @@ def check_kernels(
 
 
 def check_stored(kernels: Sequence[StoredKernel], path: Path) -> None:
-    """Refuse stored ``kernels`` unless every identity is well formed and none comes twice."""
+    """Refuse stored ``kernels`` unless every identity is well formed, every code object
+    holds bytes, and none comes twice."""
     problems = [p for k in kernels for p in _identity_problems(k.binary_key, k.target, k.metadata)]
+    problems += [
+        f"kernel ({k.binary_key!r}, {k.target!r}): {EMPTY}"
+        for k in kernels
+        if k.original_size <= 0 or k.stored_size <= 0
+    ]
     problems += _duplicates([(k.binary_key, k.target) for k in kernels])
     _refuse(problems, len(kernels), path)
 

@@ -83,12 +83,14 @@ def write_kpack(
     jobs: int = 2,
     key_rule: KeyRule = "kernel",
     gfx_arches: Sequence[str] | None = None,
+    max_size: int | None = None,
 ) -> KpackSummary:
     """Write ``kernels`` to ``path`` (atomically: a temporary file next to it, then rename).
 
     Keys follow ``key_rule`` (``"kernel"``: ``<path>#<N>``; ``"name"``: any safe TOC key).
     ``gfx_arches`` declares the archive's targets (every kernel's must be one of them); by
-    default they are the kernels' targets."""
+    default they are the kernels' targets. An archive larger than ``max_size`` (default
+    :data:`~kpack.archive.MAX_ARCHIVE_BYTES`, what every reader loads) is refused."""
     path = Path(path)
     check_options(path, scheme, level, group_name, gfx_arch_family)
     if jobs < 1:
@@ -106,6 +108,7 @@ def write_kpack(
         level=level,
         jobs=jobs,
         max_blob=_archive_write.MAX_ZSTD_BLOB,
+        max_size=_archive_write.MAX_ARCHIVE_BYTES if max_size is None else max_size,
     )
     arches = _arches(rows, gfx_arches)
     original = sum(payload_size(d) for d in payloads)
@@ -185,10 +188,13 @@ def lay_out_kpack(
     group_name: str,
     gfx_arch_family: str,
     scheme: Scheme = "zstd-per-kernel",
+    max_size: int | None = None,
 ) -> KpackLayout:
     """Lay out an archive of ``kernels`` whose stored bytes exist already (frames made by
     :class:`~kpack.archive._write.FrameWriter` at the archive's level). The bytes are those
-    :func:`write_kpack` writes for the same kernels: ordinals by ``(binary_key, target)``."""
+    :func:`write_kpack` writes for the same kernels: ordinals by ``(binary_key, target)``.
+    An archive larger than ``max_size`` (default :data:`~kpack.archive.MAX_ARCHIVE_BYTES`)
+    is refused."""
     path = Path(path)
     check_options(path, scheme, 1, group_name, gfx_arch_family)
     check_stored(kernels, path)
@@ -201,6 +207,10 @@ def lay_out_kpack(
     sizes = tuple(k.stored_size for k in ordered)
     location, area, tail = _blob_area(scheme, sizes, path)
     toc_bytes = msgpack.packb({**toc, **location}, use_bin_type=True)
+    size = BLOB_ALIGNMENT + area + len(toc_bytes)
+    limit = _archive_write.MAX_ARCHIVE_BYTES if max_size is None else max_size
+    if size > limit:
+        raise _archive_write.too_large(size, limit, path)
     return KpackLayout(
         path=path,
         scheme=scheme,
@@ -210,5 +220,5 @@ def lay_out_kpack(
         gfx_arches=tuple(sorted({k.target for k in ordered})),
         head=_archive_write.header(BLOB_ALIGNMENT + area) + tail,
         toc=toc_bytes,
-        size=BLOB_ALIGNMENT + area + len(toc_bytes),
+        size=size,
     )

@@ -36,6 +36,10 @@ VERSION = 1
 BLOB_ALIGNMENT = 64
 MAX_KERNELS = 1_000_000  # the C reader's cap on num_kernels
 MAX_ZSTD_BLOB = 4 << 30  # the C reader's cap on the zstd blob
+#: The largest archive every reader loads: HRX (libhrx's kpack.c, a second independent
+#: reader) reads the whole file into memory and refuses one over 2 GiB, so an archive stays
+#: within a signed 32-bit size. A splitter puts a target's kernels in parts instead.
+MAX_ARCHIVE_BYTES = (1 << 31) - 1
 #: The zstd level of our frames unless a caller names one. rocm-kpack writes level 3; level 9
 #: makes device code about 0.88x as large (jax-rocm7-pjrt's 1.21 GB: 28.7 MB instead of
 #: 32.5 MB) for about 3.4x the compression CPU, which the split hides behind its decoding and
@@ -98,6 +102,16 @@ def compress_frame(cctx: zstandard.ZstdCompressor, data: bytes | memoryview) -> 
     return out.getvalue()
 
 
+def stored_bound(size: int, scheme: str) -> int:
+    """The most bytes a code object of ``size`` bytes takes in the blob area: itself in
+    scheme ``none``, else zstd's compress bound (``ZSTD_COMPRESSBOUND``) of its frame, which
+    holds at every level. A splitter sizes its archive parts with this before it compresses."""
+    if scheme == "none":
+        return size
+    small = ((128 << 10) - size) >> 11 if size < (128 << 10) else 0
+    return size + (size >> 8) + small
+
+
 def payload_size(data: Payload) -> int:
     """The code object's size."""
     return data.size if isinstance(data, ZstdFrame) else memoryview(data).nbytes
@@ -155,8 +169,22 @@ def header(toc_offset: int) -> bytes:
     return _HEADER.pack(MAGIC, VERSION, toc_offset).ljust(BLOB_ALIGNMENT, b"\0")
 
 
+def too_large(size: int, max_size: int, path: Path) -> ArchiveError:
+    return ArchiveError(
+        f"the archive would exceed {max_size} bytes ({size} or more), more than every reader "
+        "loads (HRX refuses archives over 2 GiB): put the kernels in more than one archive",
+        path=path,
+    )
+
+
 def _write_zstd(
-    out: BinaryIO, payloads: Sequence[Payload], level: int, jobs: int, max_blob: int, path: Path
+    out: BinaryIO,
+    payloads: Sequence[Payload],
+    level: int,
+    jobs: int,
+    max_blob: int,
+    max_size: int,
+    path: Path,
 ) -> dict[str, object]:
     out.write(U32.pack(len(payloads)))
     size = U32.size
@@ -167,6 +195,8 @@ def _write_zstd(
                 f"the zstd blob would exceed {max_blob} bytes, the C runtime's limit",
                 path=path,
             )
+        if BLOB_ALIGNMENT + size > max_size:
+            raise too_large(BLOB_ALIGNMENT + size, max_size, path)
         out.write(U32.pack(memoryview(frame).nbytes))
         out.write(frame)
     return {"zstd_offset": BLOB_ALIGNMENT, "zstd_size": size}
@@ -193,16 +223,19 @@ def _write_body(
     level: int,
     jobs: int,
     max_blob: int,
+    max_size: int,
     path: Path,
 ) -> int:
     out.write(header(0))
     if scheme == "none":
         location = _write_none(out, payloads)
     else:
-        location = _write_zstd(out, payloads, level, jobs, max_blob, path)
+        location = _write_zstd(out, payloads, level, jobs, max_blob, max_size, path)
     toc_offset = out.tell()
     out.write(msgpack.packb({**toc, **location}, use_bin_type=True))
     size = out.tell()
+    if size > max_size:
+        raise too_large(size, max_size, path)
     out.seek(0)
     out.write(_HEADER.pack(MAGIC, VERSION, toc_offset))
     return size
@@ -217,13 +250,15 @@ def write_file(
     level: int,
     jobs: int,
     max_blob: int,
+    max_size: int,
 ) -> int:
     """Write the archive to a temporary file next to ``path``, then rename; return its size."""
 
     def body(out: BinaryIO) -> int:
         return _write_body(
-            out, payloads, toc, scheme=scheme, level=level, jobs=jobs, max_blob=max_blob, path=path
-        )
+            out, payloads, toc, scheme=scheme, level=level, jobs=jobs, max_blob=max_blob,
+            max_size=max_size, path=path,
+        )  # fmt: skip
 
     return _atomic(path, body)
 

@@ -27,11 +27,20 @@ from bundle_fixtures import (
     read_kpack_by_spec,
     spec_kpack,
 )
+from hrx_reader import hrx_read
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kpack import archive
-from kpack.archive import KernelInput, KpackArchive, write_kpack
+from kpack.archive import (
+    MAX_ARCHIVE_BYTES,
+    KernelInput,
+    KpackArchive,
+    StoredKernel,
+    lay_out_kpack,
+    stored_bound,
+    write_kpack,
+)
 from kpack.archive import _write as _archive_write
 from kpack.archive._write import FrameWriter, compress_frame, compressor
 from kpack.bundle import iter_bundles
@@ -63,7 +72,7 @@ def sample_kernels() -> list[KernelInput]:
             meta = {"target": f"hipv4-amdgcn-amd-amdhsa--{target}", "source_prefix": "stage"}
             data = kernel_bytes(10 * n + m, 1000 + 777 * n + 13 * m)
             kernels.append(KernelInput(path, target, data, meta if m else None))
-    kernels.append(KernelInput("lib/empty.so#0", "gfx942", b""))
+    kernels.append(KernelInput("lib/tiny.so#0", "gfx942", b"\x7fELF"))
     return kernels
 
 
@@ -273,6 +282,9 @@ def test_reader_enforces_the_c_limits(tmp_path: Path, monkeypatch: pytest.Monkey
         ([KernelInput("lib/a.so#0", "hipv4-amdgcn-amd-amdhsa--gfx942", b"x")], "target is not"),
         ([KernelInput("lib/a.so#0", "gfx942", "text")], "data must be bytes"),  # type: ignore[arg-type]
         ([KernelInput("lib/a.so#0", "gfx942", b"x", {"a": 1})], "metadata must map str"),  # type: ignore[dict-item]
+        # an empty code object: no ELF, and HRX refuses a whole archive with original_size 0
+        ([KernelInput("lib/a.so#0", "gfx942", b"")], "the code object is empty"),
+        ([KernelInput("lib/a.so#0", "gfx942", memoryview(b""))], "original_size must be > 0"),
     ],
 )
 def test_invalid_kernels_are_refused(
@@ -733,3 +745,49 @@ def test_a_laid_out_archive_refuses_blobs_that_do_not_match(tmp_path: Path) -> N
     bad = [archive.StoredKernel("no-index", "gfx942", 1, 1)]
     with pytest.raises(ArchiveError, match="binary_key must be"):
         archive.lay_out_kpack(bad, path=tmp_path / "z", group_name="g", gfx_arch_family="f")
+
+
+# --- every reader loads what we write: HRX's rules, the 2 GiB limit, original_size > 0 --------
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_hrx_rules_read_our_archives(tmp_path: Path, scheme: Scheme) -> None:
+    kernels = sample_kernels()
+    path = write(tmp_path, kernels, scheme=scheme)
+    assert hrx_read(path) == {(k.binary_key, k.target): bytes(k.data) for k in kernels}
+
+
+def test_an_archive_over_the_limit_is_refused(tmp_path: Path) -> None:
+    kernels = sample_kernels()
+    size = write(tmp_path, kernels).stat().st_size
+    with pytest.raises(ArchiveError, match=f"would exceed {size - 1} bytes"):
+        write(tmp_path, kernels, "big.kpack", max_size=size - 1)
+    write(tmp_path, kernels, "fits.kpack", max_size=size)
+    stored = [StoredKernel(k.binary_key, k.target, len(k.data), len(k.data)) for k in kernels]
+    layout = lay_out_kpack(
+        stored, path=tmp_path / "x.kpack", group_name="g", gfx_arch_family="gfx942", scheme="none"
+    )
+    with pytest.raises(ArchiveError, match="more than every reader loads"):
+        lay_out_kpack(
+            stored, path=tmp_path / "x.kpack", group_name="g", gfx_arch_family="gfx942",
+            scheme="none", max_size=layout.size - 1,
+        )  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.kpack", "fits.kpack"]
+    assert MAX_ARCHIVE_BYTES == (1 << 31) - 1
+
+
+def test_a_stored_empty_code_object_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ArchiveError, match="original_size must be > 0"):
+        lay_out_kpack(
+            [StoredKernel("lib/a.so#0", "gfx942", 9, 0)],
+            path=tmp_path / "x.kpack", group_name="g", gfx_arch_family="gfx942",
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("size", [1, 100, 4096, 131_071, 131_072, 1 << 20])
+def test_the_stored_bound_holds_for_incompressible_code(size: int) -> None:
+    data = random.Random(size).randbytes(size)
+    for level in (1, 3, 9, 19):
+        frame = zstandard.ZstdCompressor(level=level, write_content_size=True).compress(data)
+        assert len(frame) <= stored_bound(size, "zstd-per-kernel")
+    assert stored_bound(size, "none") == size
