@@ -7,7 +7,10 @@ Spec: kpack.md §5 and artifact-tree.md §6. For an artifact with prefix ``P``:
   search path is ``'../' x depth + '.kpack/P_@GFXARCH@.kpack'``). Its manifest lists every
   processed stage dir.
 - ``P_<target>/<first contributing stage>/.kpack/P_<target>.kpack``: one archive per full
-  target id for the whole artifact, keys ``<stage>/<relpath>#<wrapper index>``.
+  target id for the whole artifact, keys ``<stage>/<relpath>#<wrapper index>``. An archive
+  that would pass what every reader loads (2 GiB, HRX) is cut in parts
+  ``.kpack/P-part<k>_<target>.kpack`` beside it, and the markers of the binaries with kernels
+  in them list those search paths too (the rule: :mod:`kpack.split._parts`).
 - ``P_<base arch>/<stage>/<relpath>``: database files claimed by a handler.
 
 Scan and classify first (a frozen value), then write everything under ``OUT/.partial-*``
@@ -26,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack.archive import DEFAULT_LEVEL, Scheme
+from kpack.archive import DEFAULT_LEVEL, MAX_ARCHIVE_BYTES, Scheme
 from kpack.artifact.names import ArtifactId
 from kpack.databases import Handler
 from kpack.errors import ArtifactError, RocmPackagingError, UsageError
@@ -155,11 +158,13 @@ def split_artifact(
     level: int = DEFAULT_LEVEL,
     jobs: int = 2,
     force: bool = False,
+    max_archive_bytes: int = MAX_ARCHIVE_BYTES,
 ) -> SplitResult:
     """Split one artifact dir into ``output_dir`` (see the module docstring).
 
     ``prefix`` defaults to the dir name minus its last ``_`` field. Raises a
     :class:`~kpack.errors.RocmPackagingError` subclass on bad input, leaving no output dir.
+    ``max_archive_bytes``: a target whose archive would be larger gets archive parts.
     """
     options = SplitOptions(
         tuple(handlers),
@@ -168,6 +173,7 @@ def split_artifact(
         level,
         jobs,
         force,
+        max_archive_bytes,
     )
     return _split_one(Path(artifact_dir), Path(output_dir), prefix, options)
 
@@ -237,6 +243,7 @@ def split_artifacts(
     jobs: int = 2,
     force: bool = False,
     progress: Callable[[Path], None] | None = None,
+    max_archive_bytes: int = MAX_ARCHIVE_BYTES,
 ) -> BatchResult:
     """Split every artifact below ``parent_dir``; collect failures instead of stopping."""
     options = SplitOptions(
@@ -246,6 +253,7 @@ def split_artifacts(
         level,
         jobs,
         force,
+        max_archive_bytes,
     )
     inputs = batch_inputs(Path(parent_dir))
     by_prefix: dict[str, list[Path]] = {}

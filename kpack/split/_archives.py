@@ -99,8 +99,11 @@ class SpooledArchive:
         return self.summary()
 
 
-def lay_out_archive(job: ArchiveJob, *, prefix: str, scheme: Scheme, level: int) -> SpooledArchive:
-    """Lay out ``job``'s archive from its spooled kernels (nothing is read or written)."""
+def lay_out_archive(
+    job: ArchiveJob, *, prefix: str, scheme: Scheme, level: int, max_size: int | None = None
+) -> SpooledArchive:
+    """Lay out ``job``'s archive from its spooled kernels (nothing is read or written);
+    one larger than ``max_size`` (default: what every reader loads) is refused."""
     stored: list[StoredKernel] = []
     for stage, name, k in job.entries:
         framed = k.level is not None and k.view is None
@@ -114,8 +117,9 @@ def lay_out_archive(job: ArchiveJob, *, prefix: str, scheme: Scheme, level: int)
         meta = {"target": k.triple, "source_prefix": stage}
         stored.append(StoredKernel(f"{name}#{k.index}", k.target, k.size, k.original_size, meta))
     layout = lay_out_kpack(
-        stored, path=job.path, group_name=prefix, gfx_arch_family=job.target, scheme=scheme
-    )
+        stored, path=job.path, group_name=prefix, gfx_arch_family=job.target, scheme=scheme,
+        max_size=max_size,
+    )  # fmt: skip
     return SpooledArchive(
         job.target, job.path, layout, tuple(job.entries[i][2] for i in layout.order)
     )
@@ -140,15 +144,29 @@ class ArchiveJob:
 
 
 def lay_out_archives(
-    jobs: Sequence[ArchiveJob], *, prefix: str, scheme: Scheme, level: int
+    jobs: Sequence[ArchiveJob],
+    *,
+    prefix: str,
+    scheme: Scheme,
+    level: int,
+    max_size: int | None = None,
 ) -> list[SpooledArchive]:
     """Every archive of ``jobs``, laid out, in the order given."""
-    return [lay_out_archive(j, prefix=prefix, scheme=scheme, level=level) for j in jobs]
+    return [
+        lay_out_archive(j, prefix=prefix, scheme=scheme, level=level, max_size=max_size)
+        for j in jobs
+    ]
 
 
 def write_archives(
-    jobs: Sequence[ArchiveJob], *, prefix: str, scheme: Scheme, level: int
+    jobs: Sequence[ArchiveJob],
+    *,
+    prefix: str,
+    scheme: Scheme,
+    level: int,
+    max_size: int | None = None,
 ) -> list[KpackSummary]:
     """Write every archive to its file, in the order given: the kernels are stored as
     spooled, so this only copies bytes."""
-    return [a.write() for a in lay_out_archives(jobs, prefix=prefix, scheme=scheme, level=level)]
+    laid = lay_out_archives(jobs, prefix=prefix, scheme=scheme, level=level, max_size=max_size)
+    return [a.write() for a in laid]

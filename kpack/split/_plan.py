@@ -14,13 +14,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from kpack.archive import DEFAULT_LEVEL, SCHEMES, Scheme
+from kpack.archive import DEFAULT_LEVEL, MAX_ARCHIVE_BYTES, SCHEMES, Scheme
 from kpack.artifact.names import ArtifactId
 from kpack.databases import DatabaseMatch, Handler, base_arch
 from kpack.errors import ArtifactError, UsageError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import search_path
 from kpack.split._jobs import FatJob, frame_level
+from kpack.split._parts import part_group
 from kpack.split._scan import ArtifactScan, Kind, StageEntry
 from kpack.targets import is_isa_target
 
@@ -51,8 +52,16 @@ class SplitOptions:
     level: int = DEFAULT_LEVEL
     jobs: int = 2
     force: bool = False
+    #: The largest archive written; a target's kernels beyond it go to further parts
+    #: (:mod:`kpack.split._parts`). Smaller limits are for tests.
+    max_archive_bytes: int = MAX_ARCHIVE_BYTES
 
     def __post_init__(self) -> None:
+        if not 1 <= self.max_archive_bytes <= MAX_ARCHIVE_BYTES:
+            raise UsageError(
+                f"the archive size limit must be 1..{MAX_ARCHIVE_BYTES}, got "
+                f"{self.max_archive_bytes}"
+            )
         if self.scheme not in SCHEMES:
             raise UsageError(f"unknown compression scheme {self.scheme!r}")
         if not 1 <= self.level <= 22:
@@ -130,13 +139,16 @@ class SplitPlan:
             stages.setdefault(db.match.base_arch, set()).add(db.entry.stage)
         return stages
 
-    def archive_place(self, target: str, stages: Iterable[str]) -> ArchivePlace:
+    def archive_place(self, target: str, stages: Iterable[str], part: int = 0) -> ArchivePlace:
         """Where ``target``'s archive goes: in ``P_<target>``, in the first stage dir that
         contributed to that output (``stages``: :meth:`output_stages`'s), as
         ``.kpack/P_<target>.kpack`` — the file the host binaries' search path
-        ``../…/.kpack/P_@GFXARCH@.kpack`` names once the stages are merged."""
+        ``../…/.kpack/P_@GFXARCH@.kpack`` names once the stages are merged. Part ``part``
+        (0-based) of a target split in parts is ``.kpack/P-part<part+1>_<target>.kpack``
+        beside it (:mod:`kpack.split._parts`)."""
         name = self.out_name(target)
-        return ArchivePlace(target, name, min(stages), f".kpack/{name}.kpack")
+        file = f"{part_group(self.prefix, part)}_{target}"
+        return ArchivePlace(target, name, min(stages), f".kpack/{file}.kpack")
 
 
 @dataclass(frozen=True)

@@ -113,24 +113,27 @@ def _wrapper_problems(binary: Path, ref: KpackRef) -> list[str]:
 
 def _coverage_problems(ref: KpackRef, held: Mapping[str, Mapping[Path, set[str]]]) -> list[str]:
     """A target with kernels of this binary must resolve every wrapper key, as the runtime
-    looks it up: in the target's archives, then in those of its LLVM generic target with
-    the same features (``gfx942:xnack-`` -> ``gfx9-4-generic:xnack-``)."""
+    looks it up: in the target's archives (all of them: a target's kernels may sit in
+    archive parts, and the runtime tries every archive listing the target), then in those
+    of its LLVM generic target with the same features (``gfx942:xnack-`` ->
+    ``gfx9-4-generic:xnack-``)."""
     table = generic_table()
     wanted = {ref.key(i) for i in ref.co_indices}
     problems: list[str] = []
     for target in sorted(held):
-        for path, have in sorted(held[target].items()):
-            if not have:
-                continue
-            generic = table.generic_target_id(target)
-            fallback = set().union(*held.get(generic, {}).values()) if generic else set()
-            missing = sorted(wanted - have - fallback)
-            if missing:
-                via = f" or {generic}" if generic else ""
-                problems.append(
-                    f"{path}: {len(missing)} wrapper key(s) missing for {target}{via}: "
-                    f"{', '.join(missing[:5])}"
-                )
+        paths = sorted(path for path, have in held[target].items() if have)
+        if not paths:
+            continue
+        have = set().union(*(held[target][path] for path in paths))
+        generic = table.generic_target_id(target)
+        fallback = set().union(*held.get(generic, {}).values()) if generic else set()
+        missing = sorted(wanted - have - fallback)
+        if missing:
+            via = f" or {generic}" if generic else ""
+            problems.append(
+                f"{', '.join(map(str, paths))}: {len(missing)} wrapper key(s) missing for "
+                f"{target}{via}: {', '.join(missing[:5])}"
+            )
     return problems
 
 

@@ -20,10 +20,12 @@ from kpack.errors import ArtifactError
 from kpack.pe.image import is_pe_file
 from kpack.split._archives import ArchiveJob, KernelEntry, remove_spools, write_archives
 from kpack.split._jobs import FatOutcome, group_by_target, run_fat_jobs
-from kpack.split._output import Staging, copy_file, make_dirs, write_manifest
+from kpack.split._output import Staging, copy_file, copy_meta, make_dirs, write_manifest
+from kpack.split._parts import PartKernel, cut_parts, part_search_paths
 from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, fat_jobs
 from kpack.split._record import record_path
 from kpack.split._scan import Kind, StageEntry
+from kpack.transform import transform_binary
 
 __all__ = ["ArchiveOutput", "BinaryReport", "SplitResult", "execute"]
 
@@ -92,20 +94,72 @@ def _write_database(entry: StageEntry, root: Path) -> Path:
     return dest
 
 
+Parts = dict[str, list[list[KernelEntry]]]  # target -> its archive parts' kernels
+
+
+def _cut(plan: SplitPlan, by_target: dict[str, list[KernelEntry]], options: SplitOptions) -> Parts:
+    """Each target's kernels in archive parts (one part unless the archive would exceed
+    ``options.max_archive_bytes``; :mod:`._parts`)."""
+    parts: Parts = {}
+    for target, entries in by_target.items():
+        kernels = [
+            PartKernel(f"{name}#{k.index}", target, k.original_size,
+                       {"target": k.triple, "source_prefix": stage})
+            for stage, name, k in entries
+        ]  # fmt: skip
+        cut = cut_parts(
+            kernels, prefix=plan.prefix, target=target, scheme=options.scheme,
+            limit=options.max_archive_bytes,
+        )  # fmt: skip
+        grouped: list[list[KernelEntry]] = [[] for _ in range(max(cut, default=0) + 1)]
+        for entry, part in zip(entries, cut, strict=True):
+            grouped[part].append(entry)
+        parts[target] = grouped
+    return parts
+
+
+def _retarget_markers(plan: SplitPlan, outcomes: Sequence[FatOutcome], parts: Parts) -> list[str]:
+    """Transform again, with a search path per further part, each binary that has kernels
+    in a part after the first (the first transform named only the usual archive)."""
+    used: dict[str, set[int]] = {}
+    for grouped in parts.values():
+        for number, entries in enumerate(grouped):
+            for _, name, _ in entries:
+                used.setdefault(name, set()).add(number)
+    notes = [
+        f"{plan.out_name(t)}: {len(g)} archive parts, none over the limit every reader loads"
+        for t, g in sorted(parts.items())
+        if len(g) > 1
+    ]
+    for outcome in outcomes:
+        job = outcome.job
+        if not used.get(job.kernel_name, set()) - {0} or job.dest is None:
+            continue
+        paths = part_search_paths(job.relpath.count("/"), plan.prefix, used[job.kernel_name])
+        transform_binary(job.source, job.dest, kernel_name=job.kernel_name, search_paths=paths)
+        copy_meta(job.source, job.dest, job.mode)
+        notes.append(f"{job.kernel_name}: its kernels are in archive parts; searches {paths}")
+    return notes
+
+
 def _write_archives(
     plan: SplitPlan,
     staging: Staging,
-    by_target: dict[str, list[KernelEntry]],
+    parts: Parts,
     stages: dict[str, set[str]],
     options: SplitOptions,
 ) -> list[ArchiveOutput]:
-    """One archive per target, where :meth:`SplitPlan.archive_place` puts it."""
+    """One archive per target and part, where :meth:`SplitPlan.archive_place` puts it."""
     jobs = []
-    for target in sorted(by_target):
-        place = plan.archive_place(target, stages[target])
-        path = staging.root / place.path
-        jobs.append(ArchiveJob(target, path, tuple(by_target[target])))
-    summaries = write_archives(jobs, prefix=plan.prefix, scheme=options.scheme, level=options.level)
+    for target in sorted(parts):
+        for number, entries in enumerate(parts[target]):
+            place = plan.archive_place(target, stages[target], number)
+            path = staging.root / place.path
+            jobs.append(ArchiveJob(target, path, tuple(entries)))
+    summaries = write_archives(
+        jobs, prefix=plan.prefix, scheme=options.scheme, level=options.level,
+        max_size=options.max_archive_bytes,
+    )  # fmt: skip
     return [
         ArchiveOutput(
             job.target,
@@ -166,6 +220,8 @@ def execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitRe
         outcomes = run_fat_jobs(jobs, options.jobs)
         _check_windows_targets(outcomes)
         by_target = group_by_target(outcomes)
+        parts = _cut(plan, by_target, options)
+        part_notes = _retarget_markers(plan, outcomes, parts)
         stages = plan.output_stages({t: {s for s, _, _ in e} for t, e in by_target.items()})
         contributors = {plan.out_name(t): s for t, s in stages.items()}
         staging.check_free([generic_name, *contributors])
@@ -176,7 +232,7 @@ def execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitRe
             )
             for db in plan.databases
         ]
-        archives = _write_archives(plan, staging, by_target, stages, options)
+        archives = _write_archives(plan, staging, parts, stages, options)
         remove_spools([j.spool for j in jobs])
         for name, given in contributors.items():
             for stage in given:  # a stage that only gave kernels has no files here
@@ -184,7 +240,7 @@ def execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitRe
             write_manifest(staging.dir(name), given)
         published = staging.publish([generic_name, *contributors])
     final_moved = tuple((k, output_dir / p.relative_to(staging.root)) for k, p in moved)
-    notes = list(plan.notes) + [n for o in outcomes for n in o.notes]
+    notes = list(plan.notes) + [n for o in outcomes for n in o.notes] + part_notes
     return SplitResult(
         plan.scan.path,
         plan.prefix,
