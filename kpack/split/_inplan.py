@@ -7,7 +7,9 @@ carrying their verified transform (:class:`~kpack.artifact.planned.TransformedBi
 archives their planned kernels (:class:`~kpack.artifact.planned.PlannedArchive`), placed
 where :meth:`SplitPlan.archive_place` puts them. :func:`spool_planned` later spools each
 archive's kernels (each compressed bundle decoded once, as a stream) and lays the archives
-out to be streamed from the spools.
+out to be streamed from the spools. A target whose archive would pass the limit every
+reader loads gets archive parts, and the binaries with kernels in them a transform planned
+with those search paths too (:mod:`kpack.split._parts`).
 """
 
 from __future__ import annotations
@@ -17,17 +19,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from kpack.archive import Scheme
+from kpack.archive import MAX_ARCHIVE_BYTES, Scheme
 from kpack.artifact.names import ArtifactId
 from kpack.artifact.planned import PlannedArchive, PlannedKernel, TransformedBinary
 from kpack.artifact.tree import Artifact, Entry, EntryKind
 from kpack.hipfmt import search_path
 from kpack.split._archives import ArchiveJob, KernelEntry, SpooledArchive, lay_out_archives
 from kpack.split._jobs import frame_level
+from kpack.split._parts import PartKernel, cut_parts, part_search_paths
 from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, plan_split
 from kpack.split._scan import StageEntry, classify_entries
 from kpack.split._spool import spool_kernels
-from kpack.transform import FatBinaryInfo, plan_host_transform
+from kpack.transform import FatBinaryInfo, PeTransformPlan, TransformPlan, plan_host_transform
 
 __all__ = ["PlannedSplit", "plan_in_place", "spool_planned"]
 
@@ -44,6 +47,7 @@ class PlannedSplit:
     archives: tuple[PlannedArchive, ...]
     outputs: tuple[Artifact, ...]  # P_generic first, then P_<target> by target
     notes: tuple[str, ...]
+    max_archive_bytes: int = MAX_ARCHIVE_BYTES  # the archives' limit, as the parts were cut
 
     def describe(self) -> list[str]:
         """The split as lines, for a dry run."""
@@ -93,41 +97,50 @@ def plan_in_place(
 
     generic = out(GENERIC)
     entries = [e.as_entry(generic) for e in plan.generic]
-    transformed: list[tuple[StageEntry, TransformedBinary]] = []
+    transforms: list[TransformPlan | PeTransformPlan] = []
     kernels: dict[str, list[PlannedKernel]] = {}
     for fat in plan.fat:
         search = search_path(fat.depth, prefix)
         transform = plan_host_transform(
             fat.source, kernel_name=fat.kernel_name, search_paths=[search]
         )
-        content = TransformedBinary(transform)
-        transformed.append((fat, content))
-        entries.append(fat.as_entry(generic, size=content.size, planned=content))
+        transforms.append(transform)
         for kernel in transform.kernels:
             planned = PlannedKernel(fat.stage, fat.kernel_name, kernel)
             kernels.setdefault(kernel.target, []).append(planned)
+    parts, used = _cut(kernels, prefix, options)
+    transformed: list[tuple[StageEntry, TransformedBinary]] = []
+    for fat, transform in zip(plan.fat, transforms, strict=True):
+        if used.get(fat.kernel_name, set()) - {0}:  # kernels in later parts: name them too
+            paths = part_search_paths(fat.depth, prefix, used[fat.kernel_name])
+            transform = plan_host_transform(
+                fat.source, kernel_name=fat.kernel_name, search_paths=paths
+            )
+        content = TransformedBinary(transform)
+        transformed.append((fat, content))
+        entries.append(fat.as_entry(generic, size=content.size, planned=content))
     stages = plan.output_stages({t: {k.stage for k in p} for t, p in kernels.items()})
     by_target: dict[str, list[Entry]] = {}
     archives: list[PlannedArchive] = []
-    for target in sorted(kernels):
-        place = plan.archive_place(target, stages[target])
-        ordered = sorted(kernels[target], key=lambda k: (k.kernel_name, k.kernel.index))
-        archive = PlannedArchive(str(place.path), prefix, target, tuple(ordered))
-        archives.append(archive)
-        source = artifact.path / place.stage / place.relpath  # a label only: planned
-        size = archive.original_bytes
-        file = Entry(
-            place.relpath,
-            EntryKind.FILE,
-            source,
-            out(target),
-            place.stage,
-            size=size,
-            planned=archive,
-        )
-        by_target.setdefault(target, []).extend(
-            [*_dirs(out(target), place.stage, place.relpath, source), file]
-        )
+    for target in sorted(parts):
+        for number, ordered in enumerate(parts[target]):
+            place = plan.archive_place(target, stages[target], number)
+            archive = PlannedArchive(str(place.path), prefix, target, tuple(ordered))
+            archives.append(archive)
+            source = artifact.path / place.stage / place.relpath  # a label only: planned
+            size = archive.original_bytes
+            file = Entry(
+                place.relpath,
+                EntryKind.FILE,
+                source,
+                out(target),
+                place.stage,
+                size=size,
+                planned=archive,
+            )
+            by_target.setdefault(target, []).extend(
+                [*_dirs(out(target), place.stage, place.relpath, source), file]
+            )
     for db in plan.databases:
         art, e = out(db.match.base_arch), db.entry
         by_target.setdefault(db.match.base_arch, []).extend(
@@ -143,7 +156,41 @@ def plan_in_place(
     notes = tuple(plan.notes) + tuple(
         f"{fat.kernel_name}: {note}" for fat, t in transformed for note in t.transform.notes
     )
-    return PlannedSplit(artifact, plan, tuple(transformed), tuple(archives), tuple(outputs), notes)
+    notes += tuple(
+        f"{plan.out_name(t)}: {len(g)} archive parts, none over {options.max_archive_bytes} bytes"
+        for t, g in sorted(parts.items())
+        if len(g) > 1
+    )
+    return PlannedSplit(
+        artifact, plan, tuple(transformed), tuple(archives), tuple(outputs), notes,
+        options.max_archive_bytes,
+    )  # fmt: skip
+
+
+def _cut(
+    kernels: dict[str, list[PlannedKernel]], prefix: str, options: SplitOptions
+) -> tuple[dict[str, list[list[PlannedKernel]]], dict[str, set[int]]]:
+    """Each target's kernels, in archive order, cut in archive parts
+    (:mod:`kpack.split._parts`); and the parts each binary's kernels are in."""
+    parts: dict[str, list[list[PlannedKernel]]] = {}
+    used: dict[str, set[int]] = {}
+    for target, planned in kernels.items():
+        ordered = sorted(planned, key=lambda k: (k.kernel_name, k.kernel.index))
+        cut = cut_parts(
+            [
+                PartKernel(f"{k.kernel_name}#{k.kernel.index}", target, k.kernel.size,
+                           {"target": k.kernel.triple, "source_prefix": k.stage})
+                for k in ordered
+            ],
+            prefix=prefix, target=target, scheme=options.scheme,
+            limit=options.max_archive_bytes,
+        )  # fmt: skip
+        grouped: list[list[PlannedKernel]] = [[] for _ in range(max(cut, default=0) + 1)]
+        for kernel, part in zip(ordered, cut, strict=True):
+            grouped[part].append(kernel)
+            used.setdefault(kernel.kernel_name, set()).add(part)
+        parts[target] = grouped
+    return parts, used
 
 
 def spool_planned(
@@ -174,8 +221,11 @@ def spool_planned(
             )
             for a in split.archives
         ]
-        prefix = split.plan.prefix
-        for archive in lay_out_archives(archive_jobs, prefix=prefix, scheme=scheme, level=level):
+        laid_out = lay_out_archives(
+            archive_jobs, prefix=split.plan.prefix, scheme=scheme, level=level,
+            max_size=split.max_archive_bytes,
+        )  # fmt: skip
+        for archive in laid_out:
             laid[str(archive.path)] = archive
             log.info(
                 "%s: %d kernels, %d bytes", archive.path.name, archive.kernel_count, archive.size

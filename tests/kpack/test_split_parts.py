@@ -15,9 +15,19 @@ import pytest
 from hrx_reader import hrx_read
 from test_split import Fat, flatten, make_fat, manifest, put
 
+from kpack.artifact.names import ArtifactId
+from kpack.artifact.tree import Artifact, read_stages, walk_stages
 from kpack.errors import ArchiveError
 from kpack.resolve import read_kpack_ref, resolve_binary
-from kpack.split import SplitResult, split_artifact, verify_binary
+from kpack.split import (
+    SplitOptions,
+    SplitResult,
+    plan_in_place,
+    split_artifact,
+    spool_planned,
+    verify_binary,
+)
+from kpack.transform import inspect_fat_binary
 
 STAGE = "math-libs/BLAS/rocBLAS/stage"
 LIMIT = 2600
@@ -162,3 +172,31 @@ def test_an_empty_code_object_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ArchiveError, match=r"libempty.so#1', 'gfx942'\): the code object is empty"):
         split_artifact(art, tmp_path / "out", jobs=1)
     shutil.rmtree(tmp_path / "build")
+
+
+def test_the_package_builder_cuts_the_same_parts(
+    inputs: tuple[Path, dict[str, Fat]], parted: SplitResult, tmp_path: Path
+) -> None:
+    """The builder plans its split in place (nothing written) and streams the archives from
+    spools: the same parts, the same markers, and archives HRX reads."""
+    art = inputs[0]
+    stages = read_stages(art)
+    artifact = Artifact(ArtifactId("blas", "lib", "generic"), art, stages,
+                        walk_stages(art, stages, ArtifactId.parse(art.name)))  # fmt: skip
+    options = SplitOptions((), max_archive_bytes=LIMIT)
+    planned = plan_in_place(artifact, options, fat_of=inspect_fat_binary)
+    assert planned is not None and planned.max_archive_bytes == LIMIT
+    out = parted.outputs[0].parent
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.kpack") if p.is_file())
+    assert sorted(a.key for a in planned.archives) == written
+    for fat, content in planned.transformed:
+        ref = read_kpack_ref(parted.outputs[0] / fat.stage / fat.relpath)
+        assert ref is not None and content.transform.search_paths == ref.search_paths
+    laid = spool_planned([planned], tmp_path, scheme="zstd-per-kernel", level=9, jobs=1)
+    for key, archive in laid.items():
+        path = tmp_path / "streamed" / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join(bytes(c) for c in archive.chunks()))
+        assert path.stat().st_size <= LIMIT
+        assert path.read_bytes() == (out / key).read_bytes()  # the same archive, byte for byte
+        assert hrx_read(path)
