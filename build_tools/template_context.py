@@ -10,10 +10,11 @@ themselves.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kpack.generic_targets import generic_table
+from kpack.owners import owner_table
 from kpack.targets import base_target
 
 from .manifests import ConsoleScript, Manifests, PackageKind, PackageSpec
@@ -71,6 +72,7 @@ class TemplateContext:
     scripts: tuple[ConsoleScript, ...]
     generic_targets: Mapping[str, tuple[str, ...]]
     libraries_py_package_name: str | None = None
+    package_owners: Mapping[str, str] = field(default_factory=dict)  # kpack.owners' table
 
     def variables(self, entry: str, family: str | None) -> dict[str, Any]:
         """The variables of one package's templates (``entry``: its logical name)."""
@@ -84,6 +86,7 @@ class TemplateContext:
             "windows_target_families": list(self.windows_target_families),
             "libraries_py_package_name": self.libraries_py_package_name,
             "generic_targets": {g: list(m) for g, m in self.generic_targets.items()},
+            "package_owners": dict(self.package_owners),
             "packages": [dict(p) for p in self.packages],
             "libraries": [dict(lib) for lib in self.libraries],
             "console_scripts": [
@@ -140,6 +143,7 @@ def template_context(
         libraries=tuple(library_registry(manifests, runtime, windows=options.windows)),
         scripts=tuple(scripts),
         generic_targets=table.members,
+        package_owners=owner_table().owners,
     )
 
 

@@ -8,7 +8,11 @@ target's), pinned, so installing the leaf alone is complete (rocm-systems#10685)
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 import tarfile
 import zipfile
 from email.parser import BytesHeaderParser
@@ -73,6 +77,10 @@ def test_one_owner_wheel_holds_strict_and_non_strict(dist: Path) -> None:
         names = zf.namelist()
     assert archives == ["blas_lib_gfx1250-strict.kpack", "blas_lib_gfx1250.kpack"]
     assert any(n.endswith("TensileLibrary_lazy_gfx1250.dat") for n in names)
+    report = json.loads((dist.parent / "report.json").read_text())
+    rows = {r["target"]: r for r in report["device_wheels"]}
+    assert sorted(rows) == ["gfx11-generic", "gfx1100", "gfx12-5-generic", "gfx1250", "gfx942"]
+    assert rows["gfx1250"]["kernels"] == 2 and rows["gfx1250"]["database_files"] == 1
 
     with tarfile.open(dist / f"rocm-{VERSION}.tar.gz") as tar:
         member = next(m for m in tar.getmembers() if m.name.endswith("/PKG-INFO"))
@@ -129,3 +137,44 @@ def test_colliding_files_of_one_owner_are_one_error(
     assert err.count("share one device package") == 1, err
     assert "lib/rocfft/kernels.dat: fft_lib_gfx1250 and fft_lib_gfx1250-strict" in err
     assert not (tmp_path / "out" / "dist").exists()
+
+
+def test_self_test_on_a_gfx1250_machine(dist: Path, tmp_path: Path) -> None:
+    """``rocm[device-gfx1250]`` installs the owner wheel and its generic target's; on a KFD
+    gfx1250 (120500, also what a gfx1250-strict part reports) ``rocm-sdk test`` passes: the
+    strict archives belong to the gfx1250 wheel and every kernel resolves."""
+    venv = tmp_path / "venv"
+    site = install(dist, venv, f"rocm[libraries,device-gfx1250]=={VERSION}")
+    installed = sorted(p.name.split("-")[0] for p in site.glob("rocm_sdk_device_*.dist-info"))
+    assert installed == ["rocm_sdk_device_gfx1250", "rocm_sdk_device_gfx12_5_generic"]
+    kfd = tmp_path / "kfd"
+    for node, simds, version in (("0", 0, 0), ("1", 64, 120500)):
+        (kfd / node).mkdir(parents=True)
+        (kfd / node / "properties").write_text(
+            f"simd_count {simds}\ngfx_target_version {version}\n"
+        )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_DETECTION_VARIABLES)}
+    env["ROCM_SDK_KFD_TOPOLOGY"] = str(kfd)
+    test = subprocess.run([str(venv / "bin/rocm-sdk"), "test"], capture_output=True, text=True,
+                          env=env, timeout=900, check=False)  # fmt: skip
+    out = test.stdout + test.stderr
+    assert test.returncode == 0, out[-6000:]
+    assert "testDeviceArchivesMatchTheirNames" in out
+    assert "testKernelsFoundForInstalledTargets" in out
+
+
+_DETECTION_VARIABLES = ("ROCM_SDK_TARGET_FAMILY", "ROCM_BOOTSTRAP_", "ROCM_SDK_KFD_TOPOLOGY")
+
+
+@pytest.mark.parametrize("arch", ["gfx1250", "gfx1250-strict"])
+def test_kpack_resolve_finds_both_payloads_of_the_owner_wheel(
+    dist: Path, tmp_path: Path, arch: str
+) -> None:
+    for project in ("rocm_sdk_libraries", "rocm_sdk_device_gfx1250"):
+        with zipfile.ZipFile(_wheel(dist, project)) as zf:
+            zf.extractall(tmp_path)
+    (library,) = tmp_path.glob("_rocm_sdk_libraries*/lib/librocblas.so.5")
+    argv = [sys.executable, "-m", "kpack", "resolve", "--no-generic", "--arch", arch, str(library)]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"blas_lib_{arch}.kpack" in proc.stdout + proc.stderr

@@ -8,6 +8,7 @@ from typing import Any
 
 from build_tools import render as builder_render
 from kpack.generic_targets import generic_table
+from kpack.owners import owner_table
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 MALICIOUS = "x'); import os; os.system('touch pwned') #"
@@ -131,6 +132,7 @@ def context(
         "this_package_entry": "meta",
         "libraries_py_package_name": None,
         "generic_targets": {g: list(m) for g, m in generic_table().members.items()},
+        "package_owners": dict(owner_table().owners),
         "packages": packages,
         "libraries": copy.deepcopy(LIBRARIES),
         "console_scripts": copy.deepcopy(CONSOLE_SCRIPTS),

@@ -59,10 +59,14 @@ class KpackChecker:
         decompress: Decompress | None,
         generic_of: Callable[[str], str | None] | None = None,
         prefix: Sequence[Path] = (),
+        owner_of: Callable[[str], str] | None = None,
     ) -> None:
         self.site = site
         self.decompress = decompress
         self.generic_of = generic_of or (lambda _target: None)
+        #: the processor whose device wheel ships a target's code (``_dist_info.package_owner``:
+        #: ``gfx1250-strict`` -> gfx1250); by default its base target
+        self.owner_of = owner_of or base_target
         #: archives searched before each binary's own search paths, as the runtime searches
         #: ROCM_KPACK_PATH_PREFIX (device wheels of another site dir, added by
         #: rocm_sdk.initialize_process)
@@ -127,7 +131,7 @@ class KpackChecker:
                     rel, None, None, f"{wheel.name}: the name does not end in '_<target>.kpack'"
                 )
             ]
-        if base_target(target) not in wheel.bases:
+        if base_target(target) not in wheel.bases and self.owner_of(target) not in wheel.bases:
             return [
                 Failure(
                     rel,
@@ -165,7 +169,7 @@ class KpackChecker:
         found = [archive_target(PurePosixPath(rel).name) for w in wheels for rel in w.archives]
         for ref in refs:
             found += self._pattern_targets(ref)
-        variants = {t for t in found if t is not None and base_target(t) in bases}
+        variants = {t for t in found if t is not None and self.owner_of(t) in bases}
         return tuple(sorted(bases | variants))
 
     @staticmethod
@@ -333,13 +337,14 @@ class KpackChecker:
     def _gpu_strings(self, ref: KpackRef, target: str) -> list[str]:
         """What to look up for a GPU: the runtime's strings for ``target``; a processor
         detected without its features (KFD reports none) runs in one of its feature modes,
-        so the installed variants of it and of its generic target count too."""
+        so the installed variants of it and of its generic target count too, and so do the
+        targets it owns (KFD reports 120500 for gfx1250 and gfx1250-strict alike)."""
         strings = self.lookup_strings(target)
         if ":" in target:
             return strings
-        bases = {base_target(s) for s in strings}
+        owners = {self.owner_of(s) for s in strings}
         named = [*self._pattern_targets(ref), *(archive_target(p.name) for p in self.prefix)]
-        variants = [t for t in named if t and base_target(t) in bases]
+        variants = [t for t in named if t and self.owner_of(t) in owners]
         return list(dict.fromkeys([*strings, *sorted(variants)]))
 
     def check(self, wheels: Sequence[DeviceWheel], dirs: Iterable[Path]) -> KpackReport:

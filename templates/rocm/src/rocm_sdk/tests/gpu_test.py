@@ -83,7 +83,9 @@ class GpuCoverageTest(unittest.TestCase):
         dirs = [*([libraries, *([core] if core else [])] if libraries else []), *hosts]
         lines = []
         site = libraries.parent if libraries else next(iter(hosts)).parent
-        with KpackChecker(site, None, di.generic_target, layered_archives()) as checker:
+        with KpackChecker(
+            site, None, di.generic_target, layered_archives(), di.package_owner
+        ) as checker:
             refs, unreadable = checker.transformed(dirs)
             if unreadable:
                 lines += format_failures(unreadable)

@@ -30,8 +30,10 @@ def _device_hint() -> str:
     targets = sorted(di.AVAILABLE_TARGET_FAMILIES)
     shown = ", ".join(targets[:6]) + (", ..." if len(targets) > 6 else "")
     example = targets[0] if targets else "gfxNNN"
-    return (f"no GPU is visible, so 'rocm[device]' installs none: pip install "
-            f"'rocm[device-{example}]' (this build has {shown})")
+    return (
+        f"no GPU is visible, so 'rocm[device]' installs none: pip install "
+        f"'rocm[device-{example}]' (this build has {shown})"
+    )
 
 
 class KpackTest(unittest.TestCase):
@@ -63,7 +65,7 @@ class KpackTest(unittest.TestCase):
         """Each device wheel's .kpack files exist and list exactly their file name's target."""
         if not any(w.archives for w in self.wheels):
             self.skipTest("the installed device wheels ship no .kpack archives")
-        with KpackChecker(self.site, None) as checker:  # decodes no kernel
+        with KpackChecker(self.site, None, owner_of=di.package_owner) as checker:  # no decoding
             failures = checker.check_device_archives(self.wheels)
         if failures:
             self.fail(
@@ -75,7 +77,9 @@ class KpackTest(unittest.TestCase):
     def testKernelsFoundForInstalledTargets(self) -> None:
         """Each HIPK wrapper's kernel resolves, and decodes, for every installed target."""
         decompress = zstandard_decompress()
-        with KpackChecker(self.site, decompress, di.generic_target, layered_archives()) as checker:
+        with KpackChecker(
+            self.site, decompress, di.generic_target, layered_archives(), di.package_owner
+        ) as checker:
             report = checker.check(self.wheels, self.host_dirs)
         if report.failures:
             self.fail(report.message())
