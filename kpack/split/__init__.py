@@ -50,6 +50,7 @@ from kpack.split._jobs import (
     host_source,
     run_fat_jobs,
 )
+from kpack.split._parts import cut_entries, part_group, part_search_paths
 from kpack.split._plan import (
     GENERIC,
     DatabaseFile,
@@ -106,6 +107,7 @@ __all__ = [
     "bundle_triples",
     "classify_entries",
     "collect_shards",
+    "cut_entries",
     "find_archives",
     "frame_level",
     "group_by_target",
@@ -113,6 +115,8 @@ __all__ = [
     "host_source",
     "lay_out_archives",
     "load_recombine_config",
+    "part_group",
+    "part_search_paths",
     "plan_in_place",
     "plan_split",
     "prefix_of",

@@ -35,8 +35,12 @@ import msgpack
 from kpack.archive import BLOB_ALIGNMENT, Scheme, stored_bound
 from kpack.errors import ArchiveError
 from kpack.hipfmt import search_path
+from kpack.split._archives import KernelEntry
 
-__all__ = ["PartKernel", "cut_parts", "part_group", "part_search_paths"]
+__all__ = ["PartKernel", "cut_entries", "cut_parts", "part_group", "part_search_paths"]
+
+#: target -> its archive parts' kernels, in order; kernel name -> the parts its kernels are in
+Parts = dict[str, list[list[KernelEntry]]]
 
 _U32 = 4
 _BLOB_ENTRY = 32  # scheme none: {offset: u64, size: u64} in the TOC's blobs array, at most
@@ -113,3 +117,26 @@ def cut_parts(
         parts[i] = part
         used += cost
     return parts
+
+
+def cut_entries(
+    by_target: Mapping[str, Sequence[KernelEntry]], *, prefix: str, scheme: Scheme, limit: int
+) -> tuple[Parts, dict[str, set[int]]]:
+    """Each target's spooled kernels cut in archive parts (one part when they fit), and the
+    parts each binary (by kernel name) has kernels in: a binary with a part after the first
+    needs :func:`part_search_paths` in its marker."""
+    parts: Parts = {}
+    used: dict[str, set[int]] = {}
+    for target, entries in by_target.items():
+        kernels = [
+            PartKernel(f"{name}#{k.index}", target, k.original_size,
+                       {"target": k.triple, "source_prefix": stage})
+            for stage, name, k in entries
+        ]  # fmt: skip
+        cut = cut_parts(kernels, prefix=prefix, target=target, scheme=scheme, limit=limit)
+        grouped: list[list[KernelEntry]] = [[] for _ in range(max(cut, default=0) + 1)]
+        for entry, part in zip(entries, cut, strict=True):
+            grouped[part].append(entry)
+            used.setdefault(entry[1], set()).add(part)
+        parts[target] = grouped
+    return parts, used

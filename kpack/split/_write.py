@@ -18,10 +18,10 @@ from pathlib import Path
 from kpack.common.safepath import Root, windows_name_problem
 from kpack.errors import ArtifactError
 from kpack.pe.image import is_pe_file
-from kpack.split._archives import ArchiveJob, KernelEntry, remove_spools, write_archives
+from kpack.split._archives import ArchiveJob, remove_spools, write_archives
 from kpack.split._jobs import FatOutcome, group_by_target, run_fat_jobs
 from kpack.split._output import Staging, copy_file, copy_meta, make_dirs, write_manifest
-from kpack.split._parts import PartKernel, cut_parts, part_search_paths
+from kpack.split._parts import Parts, cut_entries, part_search_paths
 from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, fat_jobs
 from kpack.split._record import record_path
 from kpack.split._scan import Kind, StageEntry
@@ -94,38 +94,11 @@ def _write_database(entry: StageEntry, root: Path) -> Path:
     return dest
 
 
-Parts = dict[str, list[list[KernelEntry]]]  # target -> its archive parts' kernels
-
-
-def _cut(plan: SplitPlan, by_target: dict[str, list[KernelEntry]], options: SplitOptions) -> Parts:
-    """Each target's kernels in archive parts (one part unless the archive would exceed
-    ``options.max_archive_bytes``; :mod:`._parts`)."""
-    parts: Parts = {}
-    for target, entries in by_target.items():
-        kernels = [
-            PartKernel(f"{name}#{k.index}", target, k.original_size,
-                       {"target": k.triple, "source_prefix": stage})
-            for stage, name, k in entries
-        ]  # fmt: skip
-        cut = cut_parts(
-            kernels, prefix=plan.prefix, target=target, scheme=options.scheme,
-            limit=options.max_archive_bytes,
-        )  # fmt: skip
-        grouped: list[list[KernelEntry]] = [[] for _ in range(max(cut, default=0) + 1)]
-        for entry, part in zip(entries, cut, strict=True):
-            grouped[part].append(entry)
-        parts[target] = grouped
-    return parts
-
-
-def _retarget_markers(plan: SplitPlan, outcomes: Sequence[FatOutcome], parts: Parts) -> list[str]:
+def _retarget_markers(
+    plan: SplitPlan, outcomes: Sequence[FatOutcome], parts: Parts, used: dict[str, set[int]]
+) -> list[str]:
     """Transform again, with a search path per further part, each binary that has kernels
     in a part after the first (the first transform named only the usual archive)."""
-    used: dict[str, set[int]] = {}
-    for grouped in parts.values():
-        for number, entries in enumerate(grouped):
-            for _, name, _ in entries:
-                used.setdefault(name, set()).add(number)
     notes = [
         f"{plan.out_name(t)}: {len(g)} archive parts, none over the limit every reader loads"
         for t, g in sorted(parts.items())
@@ -220,8 +193,11 @@ def execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitRe
         outcomes = run_fat_jobs(jobs, options.jobs)
         _check_windows_targets(outcomes)
         by_target = group_by_target(outcomes)
-        parts = _cut(plan, by_target, options)
-        part_notes = _retarget_markers(plan, outcomes, parts)
+        parts, used = cut_entries(
+            by_target, prefix=plan.prefix, scheme=options.scheme,
+            limit=options.max_archive_bytes,
+        )  # fmt: skip
+        part_notes = _retarget_markers(plan, outcomes, parts, used)
         stages = plan.output_stages({t: {s for s, _, _ in e} for t, e in by_target.items()})
         contributors = {plan.out_name(t): s for t, s in stages.items()}
         staging.check_free([generic_name, *contributors])
