@@ -40,6 +40,7 @@ def _tree(root: Path) -> Path:
     add_artifact(root, "blas_lib_gfx125X-all", BLAS, {
         "lib/librocblas.so.5": fat.read_bytes(),
         "lib/rocblas/library/TensileLibrary_lazy_gfx1250.dat": b"gfx1250 kernel database",
+        "lib/rocblas/library/TensileLibrary_lazy_gfx1250-strict.dat": b"gfx1250-strict database",
     })  # fmt: skip
     return root
 
@@ -76,11 +77,12 @@ def test_one_owner_wheel_holds_strict_and_non_strict(dist: Path) -> None:
         archives = sorted(Path(n).name for n in zf.namelist() if n.endswith(".kpack"))
         names = zf.namelist()
     assert archives == ["blas_lib_gfx1250-strict.kpack", "blas_lib_gfx1250.kpack"]
-    assert any(n.endswith("TensileLibrary_lazy_gfx1250.dat") for n in names)
+    for target in ("gfx1250", "gfx1250-strict"):
+        assert any(n.endswith(f"TensileLibrary_lazy_{target}.dat") for n in names), target
     report = json.loads((dist.parent / "report.json").read_text())
     rows = {r["target"]: r for r in report["device_wheels"]}
     assert sorted(rows) == ["gfx11-generic", "gfx1100", "gfx12-5-generic", "gfx1250", "gfx942"]
-    assert rows["gfx1250"]["kernels"] == 2 and rows["gfx1250"]["database_files"] == 1
+    assert rows["gfx1250"]["kernels"] == 2 and rows["gfx1250"]["database_files"] == 2
 
     with tarfile.open(dist / f"rocm-{VERSION}.tar.gz") as tar:
         member = next(m for m in tar.getmembers() if m.name.endswith("/PKG-INFO"))

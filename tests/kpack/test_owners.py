@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kpack.databases import load_handlers, match_database
 from kpack.errors import ManifestError
 from kpack.owners import load_owner_table, owner_table, package_owner
 from kpack.targets import is_isa_target, is_target_id
@@ -46,3 +47,21 @@ def test_bad_tables(tmp_path: Path, text: str, message: str) -> None:
     path.write_text(text)
     with pytest.raises(ManifestError, match=message):
         load_owner_table(path)
+
+
+@pytest.mark.parametrize(
+    ("relpath", "key"),
+    [
+        ("lib/rocblas/library/gfx1250-strict/Kernels.co", "gfx1250-strict"),
+        ("lib/rocblas/library/TensileLibrary_lazy_gfx1250-strict.dat", "gfx1250-strict"),
+        ("lib/hipblaslt/library/Kernels.so-000-gfx1250-strict-xnack-.hsaco", "gfx1250-strict"),
+        ("lib/hipsparselt/library/gfx1250/Kernels.co", "gfx1250"),
+        ("lib/rocblas/library/TensileLibrary_lazy_gfx90a-xnack+.dat", "gfx90a"),
+    ],
+)
+def test_tensile_databases_of_strict_targets(relpath: str, key: str) -> None:
+    """A ``-strict`` Tensile directory or file name is its own database key (its archive
+    artifact is ``P_gfx1250-strict``); the wheels group it under its owner."""
+    found = match_database(relpath, load_handlers(["rocblas", "hipblaslt", "hipsparselt"]))
+    assert found is not None and found.base_arch == key
+    assert bundle_key(found.arch_key) == package_owner(key)
