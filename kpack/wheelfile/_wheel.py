@@ -63,8 +63,13 @@ def write_wheel(
     jobs: int | None = None,
     generator: str = "rocm-python-packaging",
     progress: ByteProgress | None = None,
+    wheel_info: bytes | None = None,
 ) -> WheelResult:
-    """Write ``<dest_dir>/<wheel_filename>`` atomically and return what was written."""
+    """Write ``<dest_dir>/<wheel_filename>`` atomically and return what was written.
+
+    ``wheel_info`` is a WHEEL file to write as it is (the wheel splitter keeps its
+    input's, ``Root-Is-Purelib`` and every other field); its ``Tag`` lines must be the
+    wheel's tags. Without it, the WHEEL file is made from ``generator`` and ``tag``."""
     name = normalize_dist_name(dist_name)
     norm_version = normalize_version(version)
     tags = expand_tag(tag)
@@ -74,7 +79,7 @@ def write_wheel(
         raise PackagingError(f"generator must be one line: {generator!r}")
     generated = [
         Member(f"{dist_info}/METADATA", metadata),
-        Member(f"{dist_info}/WHEEL", _wheel_file(generator, tags)),
+        Member(f"{dist_info}/WHEEL", _wheel_info(wheel_info, tags, generator)),
     ]
     if entry_points is not None:
         generated.append(Member(f"{dist_info}/entry_points.txt", entry_points))
@@ -146,6 +151,19 @@ def order_members(
 
 def _name(member: Member) -> str:
     return member.arcname
+
+
+def _wheel_info(given: bytes | None, tags: list[str], generator: str) -> bytes:
+    if given is None:
+        return _wheel_file(generator, tags)
+    headers = BytesHeaderParser().parsebytes(given)
+    theirs = sorted(str(t).strip() for t in headers.get_all("Tag", []))
+    if theirs != sorted(tags) or not headers.get("Wheel-Version"):
+        raise PackagingError(
+            f"WHEEL: expected Wheel-Version and the Tag lines {', '.join(sorted(tags))}, "
+            f"got tags {', '.join(theirs) or 'none'}"
+        )
+    return given
 
 
 def _wheel_file(generator: str, tags: list[str]) -> bytes:
