@@ -27,12 +27,15 @@ from sample_tree.debian_inputs import default_cache_dir
 
 __all__ = [
     "BITSANDBYTES_WIN",
+    "CYLLAMA",
+    "JAX10_PJRT",
     "JAX_PJRT",
     "JAX_PLUGIN",
     "Digests",
     "PypiWheel",
     "fat_members",
     "fat_pe_members",
+    "fat_sections",
     "fetch_wheel",
     "independent_code_objects",
     "independent_pe_code_objects",
@@ -49,7 +52,7 @@ class PypiWheel:
     version: str
     filename: str
     sha256: str
-    overlay_root: str  # the package dir that holds the fat binaries
+    overlay_root: str  # the package dir that holds the fat binaries ('' if none does alone)
     python: str = "3.11"
     platform: str = "manylinux_2_28_x86_64"
 
@@ -85,6 +88,33 @@ BITSANDBYTES_WIN = PypiWheel(
     "bitsandbytes/",
     python="3.12",
     platform="win_amd64",
+)
+
+
+#: 134 MB, ROCm 10.1, ``Root-Is-Purelib: true``: ``jax_plugins/xla_rocm10/xla_rocm_plugin.so``
+#: (459 MB), 1215 code objects for 27 targets from gfx900 to gfx1250 (no generic targets).
+#: Its only tags are ``py3-none-manylinux_2_27_x86_64``.
+JAX10_PJRT = PypiWheel(
+    "jax-rocm10-pjrt",
+    "0.12.0",
+    "jax_rocm10_pjrt-0.12.0-py3-none-manylinux_2_27_x86_64.whl",
+    "45ee7b471b71a582ce165dd63069b10d1d8923d849b61b6fa8783f1d13294edb",
+    "jax_plugins/",
+    platform="manylinux_2_27_x86_64",
+)
+
+#: 60 MB, auditwheel layout (cp312-abi3 only): the HIP library
+#: ``cyllama_rocm.libs/libggml-hip-1f7b8bcc.so`` (187 MB; 420 code objects for gfx90a,
+#: gfx942 and gfx1100) sits beside the package, outside ``cyllama/``, whose extension
+#: modules load it through RUNPATH ``$ORIGIN/../cyllama_rocm.libs``.
+CYLLAMA = PypiWheel(
+    "cyllama-rocm",
+    "0.7.0",
+    "cyllama_rocm-0.7.0-cp312-abi3-manylinux_2_31_x86_64.manylinux_2_35_x86_64.whl",
+    "e6ebb996d986f1add67a29300ded7781d50456c3f5311ae648f1d72a3b144b9c",
+    "",
+    python="3.12",
+    platform="manylinux_2_35_x86_64",
 )
 
 
@@ -189,6 +219,23 @@ def fat_members(wheel: Path, dest: Path) -> list[Path]:
     for path in sorted(dest.rglob("*.so*")):
         with path.open("rb") as f:
             if ELFFile(f).get_section_by_name(".hip_fatbin") is not None:
+                found.append(path)
+    return found
+
+
+def fat_sections(tree: Path) -> list[Path]:
+    """The ELF files under ``tree`` that still carry device code: a ``.hip_fatbin`` with
+    bytes in the file (a split leaves it ``SHT_NOBITS``) holding at least one code object."""
+    found = []
+    for path in sorted(p for p in tree.rglob("*") if p.is_file()):
+        with path.open("rb") as f:
+            if f.read(4) != b"\x7fELF":
+                continue
+            f.seek(0)
+            section = ELFFile(f).get_section_by_name(".hip_fatbin")
+            if section is None or section["sh_type"] == "SHT_NOBITS":
+                continue
+            if independent_section_objects(section.data()):
                 found.append(path)
     return found
 

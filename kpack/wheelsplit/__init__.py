@@ -1,13 +1,16 @@
 """Split a fat ROCm Python wheel into a host wheel and per-GPU device wheels.
 
 ``python -m kpack.tools.split_python_wheels --input X.whl --output-dir DIR
---device-package-prefix amd-torch-device --overlay-root torch/`` (or ``kpack split-wheel``):
+--device-package-prefix amd-torch-device [--overlay-root torch/]`` (or ``kpack split-wheel``):
 
-- the host wheel keeps every file, except that each fat binary under the overlay root
-  has its device code cut out (kpack.md §3) and per-arch database files move out; its
-  METADATA gains ``device-<key>`` and ``device-all`` extras;
+- the host wheel keeps every file, except that each fat binary (any ELF or PE member with
+  bundled device code, wherever it sits; only under the overlay root if one is given) has
+  its device code cut out (kpack.md §3) and per-arch database files move out; its
+  METADATA gains ``device-<key>`` and ``device-all`` extras. A fat binary left unsplit is
+  an error naming it, unless ``--keep-fat GLOB`` names it;
 - one device wheel per bundle key, ``<prefix>-<key>``, holding the ``.kpack`` archives
-  (``<overlay root>.kpack/<group>_<target>.kpack``) and database files of that key and
+  (``<archive root>.kpack/<group>_<target>.kpack``: the overlay root, else each binary's
+  top-level directory, :mod:`kpack.wheelsplit._plan`) and database files of that key and
   requiring ``<host>==<version>``;
   and, with ``--device-requires-dist``, its further requirements (``rocm-sdk-device-<key>``);
 - optionally variant wheels (``-<label>`` and ``-null``) and ``<name>-<version>-variants.json``;
@@ -24,6 +27,7 @@ any error the output directory is as it was.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import shutil
@@ -64,6 +68,7 @@ from kpack.wheelsplit._metadata import (
     variant_requirements,
     variant_targets,
 )
+from kpack.wheelsplit._once import warnings_once
 from kpack.wheelsplit._options import SplitOptions, report_dir_for, resolve_options
 from kpack.wheelsplit._outputs import (
     dist_info_name,
@@ -113,11 +118,12 @@ def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> S
         source = open_source(Path(input_wheel), work, options.limits)
         stagings += [staging_name(output_dir), staging_name(report_dir)]
         dist, reports = (make_temp_dir(s) for s in stagings)
-        plan = plan_split(source.wheel, options.overlay_root, handlers)
-        if plan.empty:
-            report = _unchanged(source, dist, plan, options)
-        else:
-            report = _split(source, plan, work, dist, options)
+        with warnings_once():
+            plan = plan_split(source.wheel, options.overlay_root, handlers, options.keep_fat)
+            if plan.empty:
+                report = _unchanged(source, dist, plan, options)
+            else:
+                report = _split(source, plan, work, dist, options)
         if options.output_format == "directory":
             unpack_wheels(dist)
         stem = f"{source.wheel.name}-{source.wheel.version}-split-report"
@@ -137,7 +143,7 @@ def _unchanged(
     source: Source, staging: Path, plan: SplitPlan, options: SplitOptions
 ) -> SplitReport:
     wheel = source.wheel
-    note = f"no fat binaries or database files under {plan.overlay_root}; host wheel unchanged"
+    note = f"no fat binaries or database files {plan.where}; host wheel unchanged"
     log.warning("%s: %s", source.filename, note)
     if source.is_dir:  # a directory becomes the wheel it holds, with a new RECORD
         members = host_layout(wheel, {}, frozenset()).members
@@ -264,6 +270,7 @@ def _device_wheel(
     options: SplitOptions, counts: dict[str, int], present: Iterable[str],
 ) -> DeviceWheelRow:  # fmt: skip
     dist = device_dist_name(options.device_package_prefix, key)
+    members = _in_own_data_dir(members, wheel, dist, version)
     owners = owner_requirements(options.device_package_prefix, version, key, present)
     requires = [*owners, *device_requires(options.requires, key)]
     result = write_split_wheel(
@@ -276,6 +283,21 @@ def _device_wheel(
         key, dist, result.path.name, level_of(key).value, kernel_count, len(archives),
         len(members) - len(archives), result.size,
     )  # fmt: skip
+
+
+def _in_own_data_dir(
+    members: list[Member], wheel: InputWheel, dist: str, version: str
+) -> list[Member]:
+    """Files that install beside the host's ``<name>.data/<scheme>/`` files (archives of a
+    binary there, database files there) go to the device wheel's own ``.data`` dir."""
+    ours = dist_info_name(dist, version).removesuffix(".dist-info") + ".data/"
+    theirs = f"{wheel.data_dir}/"
+    return [
+        dataclasses.replace(m, arcname=ours + m.arcname[len(theirs) :])
+        if m.arcname.startswith(theirs)
+        else m
+        for m in members
+    ]
 
 
 def _variants(

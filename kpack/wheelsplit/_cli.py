@@ -89,7 +89,21 @@ def _add_split(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wheel-type", metavar="TYPE", help="preset from manifests/wheel_types.yaml (torch-fat)"
     )
-    parser.add_argument("--overlay-root", metavar="DIR/", help="directory to split, e.g. torch/")
+    parser.add_argument(
+        "--overlay-root",
+        metavar="DIR/",
+        help="split only fat binaries under DIR (torch/; archives in DIR.kpack/); default, "
+        "or '.': every fat binary in the wheel, archives in .kpack/ of each one's top-level "
+        "directory. A fat binary left unsplit is an error unless --keep-fat names it",
+    )
+    parser.add_argument(
+        "--keep-fat",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="ship fat binaries matching GLOB (their path in the wheel or installed, fnmatch) "
+        "fat and unsplit, on purpose (repeatable)",
+    )
     parser.add_argument(
         "--device-package-prefix", metavar="PREFIX", help="device wheels: PREFIX-<bundle key>"
     )

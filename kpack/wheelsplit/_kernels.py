@@ -71,18 +71,18 @@ def split_binaries(
     for number, fat in enumerate(plan.fat):
         mode = 0o755 if fat.entry.executable else 0o644
         fat_jobs.append(
-            FatJob(plan.overlay_root.rstrip("/"), fat.kernel_name, source_root / fat.entry.arcname,
+            FatJob(fat.root.rstrip("/"), fat.kernel_name, source_root / fat.entry.arcname,
                    None, mode, fat.entry.size, fat.kernel_name, fat.search_path,
                    spool_dir / f"{number}.spool", None, frame_level(scheme, level))
         )  # fmt: skip
     outcomes = run_fat_jobs(fat_jobs, jobs)
     archives = _lay_out_archives(plan, outcomes, scheme, level)
-    by_name = {o.job.kernel_name: o for o in outcomes}
+    by_name = {o.job.source: o for o in outcomes}
     stripped: dict[str, HostContent] = {}
     kernels: dict[str, int] = {}
     notes: list[str] = []
     for fat in plan.fat:
-        outcome = by_name[fat.kernel_name]
+        outcome = by_name[source_root / fat.entry.arcname]
         if outcome.content is None:  # pragma: no cover - a job without dest always has one
             raise PackagingError("no transformed content", path=fat.entry.arcname)
         stripped[fat.entry.arcname] = outcome.content
@@ -94,14 +94,21 @@ def split_binaries(
 def _lay_out_archives(
     plan: SplitPlan, outcomes: list[FatOutcome], scheme: Scheme, level: int
 ) -> tuple[ArchiveFile, ...]:
-    by_target = group_by_target(outcomes)
-    archive_jobs = [
-        ArchiveJob(t, Path(plan.archive_arcname(t)), tuple(by_target[t])) for t in sorted(by_target)
-    ]
-    laid = lay_out_archives(archive_jobs, prefix=plan.group, scheme=scheme, level=level)
+    """One archive per archive root and target (kpack.wheelsplit._plan), in root order."""
+    by_root: dict[str, list[FatOutcome]] = {}
+    for outcome in outcomes:
+        by_root.setdefault(outcome.job.stage, []).append(outcome)
     archives = []
-    for archive in laid:
-        arcname = plan.archive_arcname(archive.target)
-        archives.append(ArchiveFile(archive.target, arcname, archive))
-        log.info("%s: %d kernels, %d bytes", arcname, archive.kernel_count, archive.size)
+    for stage in sorted(by_root):
+        root = f"{stage}/" if stage else ""
+        by_target = group_by_target(by_root[stage])
+        archive_jobs = [
+            ArchiveJob(t, Path(plan.archive_arcname(root, t)), tuple(by_target[t]))
+            for t in sorted(by_target)
+        ]
+        laid = lay_out_archives(archive_jobs, prefix=plan.group, scheme=scheme, level=level)
+        for archive in laid:
+            arcname = plan.archive_arcname(root, archive.target)
+            archives.append(ArchiveFile(archive.target, arcname, archive))
+            log.info("%s: %d kernels, %d bytes", arcname, archive.kernel_count, archive.size)
     return tuple(archives)

@@ -1,15 +1,28 @@
 """METADATA of the split wheels: host extras, device packages, variant requirements.
 
-The host's METADATA is edited by inserting header lines at the end of its header block,
-so every existing field (and the description body) stays byte-identical.
+What the split keeps and what it must change:
+
+- WHEEL: every output carries the input's WHEEL file byte for byte (``Generator``,
+  ``Root-Is-Purelib``, ``Build``, ``Tag`` and any other field): all outputs have the input's
+  tags and build tag, and a device wheel must install into the scheme of the host's
+  binaries (its archives are found relative to them).
+- The host's (and variant wheels') METADATA is the input's with header lines inserted at
+  the end of its header block (``Provides-Extra: device-…`` and their ``Requires-Dist``),
+  so every existing field and the description body stay byte-identical. The one field
+  that may change is ``Metadata-Version``: below 2.1 (which defines ``Provides-Extra``)
+  it becomes 2.1 when extras are added.
+- A device wheel is a new distribution: its METADATA is its own (name, version, summary,
+  requirements, description), not the input's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from email.parser import BytesHeaderParser
 
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from kpack.errors import PackagingError
 from kpack.wheelsplit._bundles import (
@@ -51,6 +64,8 @@ def add_headers(metadata: bytes, lines: Sequence[str], where: str) -> bytes:
         raise PackagingError(
             f"METADATA already declares the extra(s) {', '.join(clash)}", path=where
         )
+    if ours:
+        metadata = _at_least_2_1(metadata, str(headers.get("Metadata-Version", "")))
     newline = b"\r\n" if b"\r\n" in metadata.split(b"\n", 1)[0] + b"\n" else b"\n"
     block = b"".join(line.encode("utf-8") + newline for line in lines)
     end = metadata.find(newline * 2)
@@ -59,6 +74,18 @@ def add_headers(metadata: bytes, lines: Sequence[str], where: str) -> bytes:
         return body + block
     cut = end + len(newline)
     return metadata[:cut] + block + metadata[cut:]
+
+
+def _at_least_2_1(metadata: bytes, version: str) -> bytes:
+    """``Metadata-Version`` raised to 2.1 (``Provides-Extra``) if it is lower."""
+    try:
+        low = Version(version.strip()) < Version("2.1")
+    except InvalidVersion:
+        return metadata
+    if not low:
+        return metadata
+    pattern = re.compile(rb"^Metadata-Version:[^\r\n]*", re.IGNORECASE | re.MULTILINE)
+    return pattern.sub(b"Metadata-Version: 2.1", metadata, count=1)
 
 
 def _pin(prefix: str, key: str, version: str) -> str:

@@ -17,6 +17,7 @@ from kpack.wheelsplit._variant import VariantSchema, check_label
 
 __all__ = [
     "DEFAULT_VARIANT_LABEL",
+    "WHOLE_WHEEL",
     "OutputFormat",
     "SplitOptions",
     "report_dir_for",
@@ -30,9 +31,13 @@ REPORT_DIR_SUFFIX = "-split-reports"
 OutputFormat = Literal["wheel", "directory"]
 
 
+#: ``--overlay-root`` values that name the whole wheel.
+WHOLE_WHEEL = (".", "./", "/", "")
+
+
 @dataclass(frozen=True)
 class SplitOptions:
-    overlay_root: str
+    overlay_root: str | None  # None: the whole wheel
     device_package_prefix: str
     databases: tuple[str, ...] | None = None  # None: every handler
     scheme: Scheme = "zstd-per-kernel"
@@ -47,6 +52,7 @@ class SplitOptions:
     force: bool = False
     tmp_dir: Path | None = None  # where the work dir goes (default: beside the output dir)
     report_dir: Path | None = None  # default: <output dir>-split-reports beside it
+    keep_fat: tuple[str, ...] = ()  # --keep-fat globs: fat binaries shipped fat on purpose
 
 
 def report_dir_for(output_dir: Path, report_dir: Path | None) -> Path:
@@ -64,21 +70,28 @@ def report_dir_for(output_dir: Path, report_dir: Path | None) -> Path:
     return chosen
 
 
-def _preset_values(args: argparse.Namespace) -> tuple[str, str, tuple[str, ...] | None]:
-    """(overlay root, device package prefix, database handlers): flags over the preset."""
+def _preset_values(args: argparse.Namespace) -> tuple[str | None, str, tuple[str, ...] | None]:
+    """(overlay root or None for the whole wheel, device package prefix, database
+    handlers): flags over the preset."""
     preset = wheel_type(args.wheel_type) if args.wheel_type else None
-    root = args.overlay_root or (preset.overlay_root if preset else None)
+    root = args.overlay_root if args.overlay_root is not None else None
+    if root is None and preset is not None:
+        root = preset.overlay_root
     prefix = args.device_package_prefix or (preset.device_package_prefix if preset else None)
-    if not root or not prefix:
-        raise UsageError("give --wheel-type, or both --overlay-root and --device-package-prefix")
+    if not prefix:
+        raise UsageError("give --wheel-type or --device-package-prefix")
     databases = args.databases
     if databases is None and preset is not None:
         databases = preset.databases
-    root = root if root.endswith("/") else root + "/"
-    if not overlay_root_ok(root):
-        raise UsageError(
-            f"--overlay-root {root[:80]!r} is not a relative directory (torch/; no '.' or '..')"
-        )
+    if root is not None and root.strip() in WHOLE_WHEEL:
+        root = None
+    if root is not None:
+        root = root if root.endswith("/") else root + "/"
+        if not overlay_root_ok(root):
+            raise UsageError(
+                f"--overlay-root {root[:80]!r} is not a relative directory (torch/; no '.' or "
+                "'..' in it; '.' alone is the whole wheel)"
+            )
     if not prefix_ok(prefix):
         raise UsageError(
             f"--device-package-prefix {prefix[:80]!r} is not a normalized distribution name "
@@ -119,4 +132,5 @@ def resolve_options(args: argparse.Namespace) -> SplitOptions:
         force=bool(getattr(args, "force", False)),
         tmp_dir=getattr(args, "tmp_dir", None),
         report_dir=getattr(args, "report_dir", None),
+        keep_fat=tuple(getattr(args, "keep_fat", None) or ()),
     )

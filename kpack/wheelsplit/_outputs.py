@@ -10,7 +10,6 @@ import tempfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from email.parser import BytesHeaderParser
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -69,14 +68,15 @@ def write_split_wheel(
     jobs: int,
     label: str | None = None,
 ) -> WheelResult:
-    """One wheel with ``wheel``'s tag (and build tag); ``label`` makes it a variant wheel."""
-    generator = _generator(wheel)
+    """One wheel with ``wheel``'s tag (and build tag) and its WHEEL file as it is
+    (``Root-Is-Purelib`` included: a device wheel's archives must install into the same
+    scheme as the host's binaries); ``label`` makes it a variant wheel."""
     renamed = wheel.build is not None or label is not None
     scratch = Path(tempfile.mkdtemp(prefix=".wheel-", dir=dest)) if renamed else dest
     try:
         result = write_wheel(
             scratch, dist_name=dist_name, version=version, tag=wheel.tag, members=members,
-            metadata=metadata, jobs=jobs, generator=generator,
+            metadata=metadata, jobs=jobs, wheel_info=wheel.wheel_info,
         )  # fmt: skip
         return _rename(result, dest, wheel, label)
     finally:
@@ -98,15 +98,6 @@ def _rename(result: WheelResult, dest: Path, wheel: InputWheel, label: str | Non
             raise PackagingError("output exists already", path=final)
         os.replace(result.path, final)
     return WheelResult(final, result.size, result.file_count, result.uncompressed_bytes)
-
-
-def _generator(wheel: InputWheel) -> str:
-    """Keep the input's ``Generator`` so an unchanged WHEEL file stays byte-identical."""
-    headers = BytesHeaderParser().parsebytes(wheel.wheel_info)
-    generator = str(headers.get("Generator", "rocm-python-packaging")).strip()
-    if str(headers.get("Root-Is-Purelib", "false")).strip().lower() != "false":
-        log.warning("%s: Root-Is-Purelib is not false; the split wheels say false", wheel.path.name)
-    return generator or "rocm-python-packaging"
 
 
 def unpack_wheels(directory: Path) -> None:
