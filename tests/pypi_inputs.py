@@ -106,7 +106,7 @@ JAX10_PJRT = PypiWheel(
 #: 60 MB, auditwheel layout (cp312-abi3 only): the HIP library
 #: ``cyllama_rocm.libs/libggml-hip-1f7b8bcc.so`` (187 MB; 420 code objects for gfx90a,
 #: gfx942 and gfx1100) sits beside the package, outside ``cyllama/``, whose extension
-#: modules load it through RUNPATH ``$ORIGIN/../cyllama_rocm.libs``.
+#: modules load it through RPATH ``$ORIGIN/../../cyllama_rocm.libs``.
 CYLLAMA = PypiWheel(
     "cyllama-rocm",
     "0.7.0",
