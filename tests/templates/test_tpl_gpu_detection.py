@@ -12,6 +12,8 @@ import pytest
 from test_tpl_dist_info import clean_env, fake_offload_arch, load, use_offload_arch
 from tpl_rendering import context
 
+from kpack.owners import owner_table
+
 __all__ = ["clean_env"]  # the fixture, used by name
 
 KPACK = context("kpack", ("gfx90a", "gfx1030", "gfx1100", "gfx1250", "gfx942"))
@@ -115,6 +117,9 @@ def test_gfx1250_strict_is_owned_by_gfx1250(tmp_path: Path, clean_env: pytest.Mo
     assert di.package_owner("gfx90a:xnack-") == "gfx90a"
     clean_env.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx1250-strict")
     assert di.determine_target_family() == "gfx1250"
+    # the owner table is data, the builder's (manifests/target_owners.yaml)
+    assert dict(owner_table().owners) == di.PACKAGE_OWNERS
+    assert di.device_targets_for("gfx1250-strict") == di.device_targets_for("gfx1250")
 
 
 @pytest.mark.parametrize("value", ["gfx942;rm -rf /", "../gfx942", "942", "gfx942\nx"])
