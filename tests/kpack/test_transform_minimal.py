@@ -29,24 +29,15 @@ from kpack.archive import KernelInput, write_kpack
 from kpack.split import verify_binary
 from kpack.transform import TransformPlan, transform_binary
 from tests.conftest import require
-from tests.pypi_inputs import JAX_PLUGIN, PypiWheel, fat_members, pypi_wheel
+from tests.pypi_inputs import CYLLAMA, JAX_PLUGIN, fat_members, pypi_wheel
 
 PATHS = ("x_@GFXARCH@.kpack",)
 DYNAMIC = (".dynsym", ".dynstr", ".dynamic")
 LIBS = ["gnu", "two-tu", "lld", "relr", "lld-relr"]
 EXES = ["pie", "nopie", "lld-pie", "pie-gap"]
 
-#: auditwheel-repaired: ``cyllama_rocm.libs/libggml-hip-1f7b8bcc.so`` (187 MB, 170 MB of device
-#: code) has ``.dynsym``, ``.dynamic`` and ``.dynstr`` at indexes 36-38, after ``.hip_fatbin``.
-CYLLAMA = PypiWheel(
-    "cyllama-rocm",
-    "0.7.0",
-    "cyllama_rocm-0.7.0-cp312-abi3-manylinux_2_31_x86_64.manylinux_2_35_x86_64.whl",
-    "e6ebb996d986f1add67a29300ded7781d50456c3f5311ae648f1d72a3b144b9c",
-    "cyllama/",
-    python="3.12",
-    platform="manylinux_2_31_x86_64",
-)
+#: auditwheel-repaired: in CYLLAMA, ``libggml-hip`` (187 MB, 170 MB of device code) has
+#: ``.dynsym``, ``.dynamic`` and ``.dynstr`` at indexes 36-38, after ``.hip_fatbin``.
 CYLLAMA_HIP = "cyllama_rocm.libs/libggml-hip-1f7b8bcc.so"
 
 
