@@ -14,7 +14,12 @@ from kpack.wheelfile._member import (
     open_source,
     read_all,
 )
-from kpack.wheelfile._names import normalize_dist_name, normalize_version, wheel_filename
+from kpack.wheelfile._names import (
+    expand_tag,
+    normalize_dist_name,
+    normalize_version,
+    wheel_filename,
+)
 from kpack.wheelfile._output import atomic_output, resolve_epoch, source_date_epoch
 from kpack.wheelfile._sdist import write_sdist
 from kpack.wheelfile._source import DEFAULT_LIMITS, InputWheel, Limits, WheelEntry, open_wheel
@@ -30,6 +35,7 @@ __all__ = [
     "WheelEntry",
     "WheelResult",
     "atomic_output",
+    "expand_tag",
     "normalize_dist_name",
     "normalize_version",
     "open_regular",

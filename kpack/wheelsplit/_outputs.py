@@ -10,6 +10,7 @@ import tempfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from email.parser import BytesHeaderParser
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -17,9 +18,15 @@ from packaging.version import Version
 
 from kpack.errors import PackagingError
 from kpack.split import HostContent, host_source
-from kpack.wheelfile import InputWheel, Member, WheelResult, write_wheel
+from kpack.wheelfile import InputWheel, Member, WheelResult, expand_tag, write_wheel
 
-__all__ = ["HostLayout", "dist_info_name", "unpack_wheels", "write_split_wheel"]
+__all__ = [
+    "HostLayout",
+    "dist_info_name",
+    "kept_wheel_info",
+    "unpack_wheels",
+    "write_split_wheel",
+]
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +83,32 @@ def write_split_wheel(
     try:
         result = write_wheel(
             scratch, dist_name=dist_name, version=version, tag=wheel.tag, members=members,
-            metadata=metadata, jobs=jobs, wheel_info=wheel.wheel_info,
+            metadata=metadata, jobs=jobs, wheel_info=kept_wheel_info(wheel),
         )  # fmt: skip
         return _rename(result, dest, wheel, label)
     finally:
         if renamed:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def kept_wheel_info(wheel: InputWheel) -> bytes:
+    """The input's WHEEL file as it is; if its ``Tag`` lines are not the tags of its file
+    name (a renamed wheel), every other line as it is and the file name's tags."""
+    given = wheel.wheel_info
+    tags = expand_tag(wheel.tag)
+    headers = BytesHeaderParser().parsebytes(given)
+    theirs = sorted(str(t).strip() for t in headers.get_all("Tag", []))
+    if theirs == sorted(tags) and headers.get("Wheel-Version"):
+        return given
+    log.warning(
+        "%s: WHEEL's Tag lines (%s) are not the file name's; the split wheels get %s",
+        wheel.path.name, ", ".join(theirs) or "none", ", ".join(tags),
+    )  # fmt: skip
+    lines = [line for line in given.decode("utf-8").splitlines() if line.strip()]
+    kept = [line for line in lines if not line.lower().startswith("tag:")]
+    if not any(line.lower().startswith("wheel-version:") for line in kept):
+        kept.insert(0, "Wheel-Version: 1.0")
+    return ("\n".join([*kept, *(f"Tag: {t}" for t in tags)]) + "\n").encode("utf-8")
 
 
 def _rename(result: WheelResult, dest: Path, wheel: InputWheel, label: str | None) -> WheelResult:

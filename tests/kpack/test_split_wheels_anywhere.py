@@ -221,3 +221,23 @@ def test_metadata_version_rises_to_2_1_only_when_extras_need_it(
     assert text.startswith(b"Metadata-Version: 2.1\nName: torch\n")
     assert b"Provides-Extra: device-gfx90a" in text
     assert text.endswith(b"\n\nThe description body.\nSecond line.\n")
+
+
+def test_a_renamed_wheel_keeps_every_wheel_field_but_its_file_names_tags(
+    rocrand: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wheel renamed by hand (its WHEEL still says linux_x86_64): the outputs are named
+    and tagged as the file name says, every other WHEEL line kept, with one warning."""
+    wheel = _wheel(tmp_path / "in", rocrand, wheel_info=PURELIB_WHEEL)
+    renamed = wheel.with_name("torch-2.9.0-py3-none-manylinux_2_28_x86_64.whl")
+    wheel.rename(renamed)
+    out = tmp_path / "out"
+    spw.split_wheel(renamed, out, spw.SplitOptions(None, "amd-torch-device", ()))
+    expected = PURELIB_WHEEL.replace(b"linux_x86_64", b"manylinux_2_28_x86_64")
+    outputs = sorted(out.glob("*.whl"))
+    assert len(outputs) > 3 and all("manylinux_2_28" in p.name for p in outputs)
+    for whl in outputs:
+        with zipfile.ZipFile(whl) as zf:
+            info = next(n for n in zf.namelist() if n.endswith(".dist-info/WHEEL"))
+            assert zf.read(info) == expected, whl.name
+    assert caplog.text.count("are not the file name's") == 1
