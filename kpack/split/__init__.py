@@ -48,6 +48,7 @@ from kpack.split._jobs import (
     group_by_target,
     host_size,
     host_source,
+    retarget,
     run_fat_jobs,
 )
 from kpack.split._parts import cut_entries, part_group, part_search_paths
@@ -121,6 +122,7 @@ __all__ = [
     "plan_split",
     "prefix_of",
     "recombine_artifacts",
+    "retarget",
     "run_fat_jobs",
     "split_artifact",
     "split_artifacts",

@@ -137,6 +137,20 @@ def run_fat_job(job: FatJob, keep_views: bool = False, threads: int = 1) -> FatO
     return FatOutcome(job, kernels, skipped, plan.removed_bytes, notes, content=content)
 
 
+def retarget(outcome: FatOutcome, search_paths: Sequence[str]) -> FatOutcome:
+    """``outcome`` with its binary transformed again, its marker naming ``search_paths``
+    (archive parts: :mod:`kpack.split._parts`); the kernels spooled stay as they are."""
+    job = outcome.job
+    if job.dest is None:
+        plan = plan_host_transform(job.source, kernel_name=job.kernel_name,
+                                   search_paths=search_paths)  # fmt: skip
+        content = plan.edit if isinstance(plan, TransformPlan) else replace(plan, kernels=())
+        return replace(outcome, content=content)
+    transform_binary(job.source, job.dest, kernel_name=job.kernel_name, search_paths=search_paths)
+    copy_meta(job.source, job.dest, job.mode)
+    return outcome
+
+
 def frame_level(scheme: Scheme, level: int) -> int | None:
     """The level to spool kernels at for archives of ``scheme`` (``None``: uncompressed)."""
     return level if scheme == "zstd-per-kernel" else None

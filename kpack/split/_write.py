@@ -19,13 +19,12 @@ from kpack.common.safepath import Root, windows_name_problem
 from kpack.errors import ArtifactError
 from kpack.pe.image import is_pe_file
 from kpack.split._archives import ArchiveJob, remove_spools, write_archives
-from kpack.split._jobs import FatOutcome, group_by_target, run_fat_jobs
-from kpack.split._output import Staging, copy_file, copy_meta, make_dirs, write_manifest
+from kpack.split._jobs import FatOutcome, group_by_target, retarget, run_fat_jobs
+from kpack.split._output import Staging, copy_file, make_dirs, write_manifest
 from kpack.split._parts import Parts, cut_entries, part_search_paths
 from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, fat_jobs
 from kpack.split._record import record_path
 from kpack.split._scan import Kind, StageEntry
-from kpack.transform import transform_binary
 
 __all__ = ["ArchiveOutput", "BinaryReport", "SplitResult", "execute"]
 
@@ -106,11 +105,10 @@ def _retarget_markers(
     ]
     for outcome in outcomes:
         job = outcome.job
-        if not used.get(job.kernel_name, set()) - {0} or job.dest is None:
+        if not used.get(job.kernel_name, set()) - {0}:
             continue
         paths = part_search_paths(job.relpath.count("/"), plan.prefix, used[job.kernel_name])
-        transform_binary(job.source, job.dest, kernel_name=job.kernel_name, search_paths=paths)
-        copy_meta(job.source, job.dest, job.mode)
+        retarget(outcome, paths)  # writes job.dest again
         notes.append(f"{job.kernel_name}: its kernels are in archive parts; searches {paths}")
     return notes
 

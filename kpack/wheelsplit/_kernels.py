@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack.archive import Scheme
+from kpack.archive import MAX_ARCHIVE_BYTES, Scheme
 from kpack.errors import PackagingError
 from kpack.split import (
     ArchiveJob,
@@ -21,9 +21,13 @@ from kpack.split import (
     FatOutcome,
     HostContent,
     SpooledArchive,
+    cut_entries,
     frame_level,
     group_by_target,
     lay_out_archives,
+    part_group,
+    part_search_paths,
+    retarget,
     run_fat_jobs,
 )
 from kpack.wheelsplit._plan import SplitPlan
@@ -76,7 +80,7 @@ def split_binaries(
                    spool_dir / f"{number}.spool", None, frame_level(scheme, level))
         )  # fmt: skip
     outcomes = run_fat_jobs(fat_jobs, jobs)
-    archives = _lay_out_archives(plan, outcomes, scheme, level)
+    archives, outcomes = _lay_out_archives(plan, outcomes, scheme, level)
     by_name = {o.job.source: o for o in outcomes}
     stripped: dict[str, HostContent] = {}
     kernels: dict[str, int] = {}
@@ -93,22 +97,44 @@ def split_binaries(
 
 def _lay_out_archives(
     plan: SplitPlan, outcomes: list[FatOutcome], scheme: Scheme, level: int
-) -> tuple[ArchiveFile, ...]:
-    """One archive per archive root and target (kpack.wheelsplit._plan), in root order."""
+) -> tuple[tuple[ArchiveFile, ...], list[FatOutcome]]:
+    """One archive per archive root and target (kpack.wheelsplit._plan), in root order;
+    a target whose archive would pass what every reader loads gets parts, and the binaries
+    with kernels in them a transform naming those too (kpack.split's archive-part rule)."""
     by_root: dict[str, list[FatOutcome]] = {}
     for outcome in outcomes:
         by_root.setdefault(outcome.job.stage, []).append(outcome)
     archives = []
+    retargeted: dict[Path, FatOutcome] = {}
+    limit = MAX_ARCHIVE_BYTES
     for stage in sorted(by_root):
         root = f"{stage}/" if stage else ""
-        by_target = group_by_target(by_root[stage])
-        archive_jobs = [
-            ArchiveJob(t, Path(plan.archive_arcname(root, t)), tuple(by_target[t]))
-            for t in sorted(by_target)
+        parts, used = cut_entries(
+            group_by_target(by_root[stage]), prefix=plan.group, scheme=scheme, limit=limit
+        )
+        for outcome in by_root[stage]:
+            name = outcome.job.kernel_name
+            if used.get(name, set()) - {0}:
+                paths = part_search_paths(name.count("/"), plan.group, used[name])
+                retargeted[outcome.job.source] = retarget(outcome, paths)
+        named = [
+            (_arcname(plan, root, t, n), t, entries)
+            for t in sorted(parts)
+            for n, entries in enumerate(parts[t])
         ]
-        laid = lay_out_archives(archive_jobs, prefix=plan.group, scheme=scheme, level=level)
-        for archive in laid:
-            arcname = plan.archive_arcname(root, archive.target)
+        archive_jobs = [ArchiveJob(t, Path(a), tuple(e)) for a, t, e in named]
+        laid = lay_out_archives(
+            archive_jobs, prefix=plan.group, scheme=scheme, level=level, max_size=limit
+        )
+        for (arcname, _, _), archive in zip(named, laid, strict=True):
             archives.append(ArchiveFile(archive.target, arcname, archive))
             log.info("%s: %d kernels, %d bytes", arcname, archive.kernel_count, archive.size)
-    return tuple(archives)
+    return tuple(archives), [retargeted.get(o.job.source, o) for o in outcomes]
+
+
+def _arcname(plan: SplitPlan, root: str, target: str, part: int) -> str:
+    """Where part ``part`` (0-based) of ``target``'s archive goes: the usual archive, or
+    ``<root>.kpack/<group>-part<k>_<target>.kpack`` beside it."""
+    if part == 0:
+        return plan.archive_arcname(root, target)
+    return f"{root}.kpack/{part_group(plan.group, part)}_{target}.kpack"
