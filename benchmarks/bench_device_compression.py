@@ -2,21 +2,22 @@
 
     python benchmarks/bench_device_compression.py [--pypi] [--pypi10] [--rocsparse]
                                                   [--wheel X.whl] [--library X.so]
-                                                  [--levels 3,6,9,12] [--max-level 19]
-                                                  [--split-levels 3,9] [--repeat 2]
+                                                  [--levels 3,6,9,12] [--ours 6,7,8,9]
+                                                  [--max-level 19] [--split-levels 3,8]
 
 Every ``.kpack`` kernel is one independent zstd frame (kpack.md §1.2), so what a user
 downloads for a GPU is the sum of its code objects' frames. For each input this decodes
 the code objects once (into a spool file, mapped), then compresses every one of them as
 its own frame, the way the splitter makes frames (streaming compressor, size pledged,
 no checksum), once per configuration, on one thread, and prints per configuration:
-the frames' bytes and the CPU time, each as a ratio against level 3 (today's reference
-default) measured in the same run.
+the frames' bytes and the CPU time, each as a ratio against level 3 with zstd's parameters
+(rocm-kpack's frames) measured in the same run.
 
-Configurations: the plain levels of ``--levels`` (19 is slow: ``--max-level``) and the
-per-frame parameters worth trying at the levels around the default: a larger window
-(``wlog27``: 128 MiB, the largest a default zstd decoder accepts) and long-distance
-matching within a frame (``ldm``). Every frame is decoded back and compared.
+Configurations: zstd's own parameters at each level of ``--levels`` (rocm-kpack's frames;
+19 is slow: ``--max-level``); our frames (``kpack.archive.compressor``: the level with a
+128 MiB window, which zstd shrinks to each code object's size) at each of ``--ours``; and
+long-distance matching within a frame (``ldm``) at ``--ldm-at``. Every frame is decoded back
+with a default decoder's window limit and compared.
 
 ``--split-levels A,B`` also times the whole split (``kpack split-wheel -j 2`` of the
 wheel, or ``kpack split-artifacts -j 2`` of a one-library artifact) at each level, in a
@@ -63,20 +64,20 @@ class Config:
     make: Callable[[], zstandard.ZstdCompressor]
 
 
-def configs(levels: list[int], variants_at: list[int]) -> list[Config]:
-    out = [Config(f"level {n}", n, lambda n=n: compressor(n)) for n in levels]
-    for n in variants_at:
-        for tag, extra in (("wlog27", {"window_log": 27}), ("ldm", {"enable_ldm": True})):
-            params = zstandard.ZstdCompressionParameters.from_level(
-                n, write_content_size=True, write_checksum=False, **extra
-            )
-            out.append(
-                Config(
-                    f"level {n} {tag}",
-                    n,
-                    lambda p=params: zstandard.ZstdCompressor(compression_params=p),
-                )
-            )
+def _plain(level: int) -> zstandard.ZstdCompressor:
+    """zstd's own parameters at ``level``, as rocm-kpack makes its frames."""
+    return zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
+
+
+def configs(levels: list[int], ours: list[int], ldm_at: list[int]) -> list[Config]:
+    out = [Config(f"level {n}", n, lambda n=n: _plain(n)) for n in levels]
+    out += [Config(f"level {n} 128M window", n, lambda n=n: compressor(n)) for n in ours]
+    for n in ldm_at:
+        params = zstandard.ZstdCompressionParameters.from_level(
+            n, write_content_size=True, write_checksum=False, enable_ldm=True
+        )
+        make = lambda p=params: zstandard.ZstdCompressor(compression_params=p)  # noqa: E731
+        out.append(Config(f"level {n} ldm", n, make))
     return out
 
 
@@ -242,9 +243,10 @@ def main() -> int:
     parser.add_argument("--wheel", type=Path, help="any wheel with fat binaries")
     parser.add_argument("--overlay-root", default=None)
     parser.add_argument("--library", type=Path, action="append", help="a fat host binary")
-    parser.add_argument("--levels", default="1,3,5,6,7,8,9,10,12", help="plain levels")
+    parser.add_argument("--levels", default="3,6,9,12", help="levels with zstd's parameters")
     parser.add_argument("--max-level", type=int, default=0, help="also this slow level (19)")
-    parser.add_argument("--variants-at", default="9", help="levels to try wlog27 and ldm at")
+    parser.add_argument("--ours", default="6,7,8,9", help="levels of our frames (128M window)")
+    parser.add_argument("--ldm-at", default="8", help="levels to try long-distance matching at")
     parser.add_argument("--split-levels", default="", help="time the whole split at these")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
@@ -253,11 +255,12 @@ def main() -> int:
         levels.insert(0, 3)
     if args.max_level:
         levels.append(args.max_level)
-    variants = [int(x) for x in args.variants_at.split(",") if x]
+    ours = [int(x) for x in args.ours.split(",") if x]
+    ldm_at = [int(x) for x in args.ldm_at.split(",") if x]
     with tempfile.TemporaryDirectory(dir=Path.home()) as tmp:
         work = Path(tmp)
         for inp in gather(args, work):
-            report(inp, work, configs(levels, variants))
+            report(inp, work, configs(levels, ours, ldm_at))
             if args.split_levels:
                 split_report(inp, work, [int(x) for x in args.split_levels.split(",")], args.repeat)
     return 0

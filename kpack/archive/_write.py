@@ -40,11 +40,17 @@ MAX_ZSTD_BLOB = 4 << 30  # the C reader's cap on the zstd blob
 #: reader) reads the whole file into memory and refuses one over 2 GiB, so an archive stays
 #: within a signed 32-bit size. A splitter puts a target's kernels in parts instead.
 MAX_ARCHIVE_BYTES = (1 << 31) - 1
-#: The zstd level of our frames unless a caller names one. rocm-kpack writes level 3; level 9
-#: makes device code about 0.88x as large (jax-rocm7-pjrt's 1.21 GB: 28.7 MB instead of
-#: 32.5 MB) for about 3.4x the compression CPU, which the split hides behind its decoding and
-#: its other work (benchmarks/bench_device_compression.py). Every reader decodes any level.
-DEFAULT_LEVEL = 9
+#: The zstd level of our frames unless a caller names one. rocm-kpack writes level 3 with
+#: zstd's own parameters; level 8 with the whole code object as its window (below) makes
+#: device code 0.87x-0.95x as large on real wheels (jax-rocm7-pjrt's 1.21 GB: 28.2 MB instead
+#: of 32.5 MB) for about 3.4x the compression CPU, which the split spreads over its threads
+#: (benchmarks/bench_device_compression.py). Every reader decodes any level.
+DEFAULT_LEVEL = 8
+#: Every frame's window: 128 MiB, the largest a default zstd decoder accepts. zstd shrinks it
+#: to the code object's size (it knows the size), so the frame is a single segment and a
+#: decoder needs no more memory than the code object itself; at the levels' own windows
+#: (4-8 MiB) matches further back than that in a 40 MB code object are lost.
+FRAME_WINDOW_LOG = 27
 _HEADER = struct.Struct("<4sIQ")
 U32 = struct.Struct("<I")
 
@@ -63,8 +69,12 @@ Payload = bytes | memoryview | ZstdFrame
 
 
 def compressor(level: int) -> zstandard.ZstdCompressor:
-    """The compressor of every frame: content size in the header, no checksum."""
-    return zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
+    """The compressor of every frame: ``level``'s parameters with a 128 MiB window
+    (:data:`FRAME_WINDOW_LOG`), content size in the header, no checksum."""
+    params = zstandard.ZstdCompressionParameters.from_level(
+        level, window_log=FRAME_WINDOW_LOG, write_content_size=True, write_checksum=False
+    )
+    return zstandard.ZstdCompressor(compression_params=params)
 
 
 class FrameWriter:
