@@ -41,11 +41,12 @@ MAX_ZSTD_BLOB = 4 << 30  # the C reader's cap on the zstd blob
 #: within a signed 32-bit size. A splitter puts a target's kernels in parts instead.
 MAX_ARCHIVE_BYTES = (1 << 31) - 1
 #: The zstd level of our frames unless a caller names one. rocm-kpack writes level 3 with
-#: zstd's own parameters; level 8 with the whole code object as its window (below) makes
-#: device code 0.87x-0.95x as large on real wheels (jax-rocm7-pjrt's 1.21 GB: 28.2 MB instead
-#: of 32.5 MB) for about 3.4x the compression CPU, which the split spreads over its threads
+#: zstd's own parameters. Level 6 with the whole code object as its window (below) makes
+#: device code 0.89x-0.93x as large on real wheels (jax-rocm7-pjrt's 1.21 GB: 29.0 MB instead
+#: of 32.5 MB; jax-rocm10-pjrt's 2.45 GB: 100.9 MB instead of 108.4 MB) for at most 1.22x the
+#: whole split's time; level 8 saves another 1-3 % but costs up to 1.39x on the largest
 #: (benchmarks/bench_device_compression.py). Every reader decodes any level.
-DEFAULT_LEVEL = 8
+DEFAULT_LEVEL = 6
 #: Every frame's window: 128 MiB, the largest a default zstd decoder accepts. zstd shrinks it
 #: to the code object's size (it knows the size), so the frame is a single segment and a
 #: decoder needs no more memory than the code object itself; at the levels' own windows

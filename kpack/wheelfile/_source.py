@@ -32,10 +32,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from kpack.common.safepath import Root, case_collisions, safe_relpath, windows_platform
 from kpack.errors import PackagingError, UnsafePathError
+from kpack.wheelfile._inflate import member_chunks
 from kpack.wheelfile._record import SIGNATURES, verify_record
 
 __all__ = ["DEFAULT_LIMITS", "InputWheel", "Limits", "WheelEntry", "open_wheel"]
@@ -314,10 +314,11 @@ def _extract(archive: zipfile.ZipFile, info: zipfile.ZipInfo, root: Root, path: 
     mode = 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
     with (
         _zip_errors(path, info.filename),
-        archive.open(info) as src,
         root.open_write(info.filename, what="member", mode=mode) as out,
     ):
-        chunks = _read_ahead(src) if info.file_size >= _READ_AHEAD_MIN else _read(src)
+        chunks = member_chunks(archive, info, _CHUNK)
+        if info.file_size >= _READ_AHEAD_MIN:
+            chunks = _read_ahead(chunks)
         for chunk in chunks:
             produced += len(chunk)
             if produced > info.file_size:
@@ -336,13 +337,8 @@ def _extract(archive: zipfile.ZipFile, info: zipfile.ZipInfo, root: Root, path: 
     return digest.digest()
 
 
-def _read(src: IO[bytes]) -> Iterator[bytes]:
-    while chunk := src.read(_CHUNK):
-        yield chunk
-
-
-def _read_ahead(src: IO[bytes]) -> Iterator[bytes]:
-    """The chunks of ``src``, read (inflated, CRC-checked) on a second thread while the
+def _read_ahead(source: Iterator[bytes]) -> Iterator[bytes]:
+    """The chunks of ``source``, made (inflated, CRC-checked) on a second thread while the
     caller hashes and writes the ones before: both sides release the GIL, so a large member
     costs about the longer of the two instead of their sum. At most a few chunks wait; an
     error on the reading side is raised here; stopping early stops the reader."""
@@ -360,12 +356,16 @@ def _read_ahead(src: IO[bytes]) -> Iterator[bytes]:
 
     def reader() -> None:
         try:
-            while chunk := src.read(_CHUNK):
+            for chunk in source:
                 if not put(chunk):
                     return
             put(None)
         except BaseException as exc:  # handed to the caller, raised there
             put(exc)
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
 
     thread = threading.Thread(target=reader, name="wheel-inflate", daemon=True)
     thread.start()
