@@ -5,7 +5,9 @@
 
 Input: a real ROCm 7 wheel from PyPI with ``--pypi`` (``jax-rocm7-pjrt`` 0.10.0: a 520 MB
 ``xla_rocm_plugin.so`` whose 41 compressed CCOB bundles hold 1.21 GB of device code,
-generic targets included; 137 MB download, cached), a real ``win_amd64`` one with
+generic targets included; 137 MB download, cached), ``--pypi10`` (``jax-rocm10-pjrt``
+0.12.0: 2.45 GB of device code for 27 targets), ``--pypi-plain`` (``jax-rocm60-pjrt``
+0.5.0: 292 MB of device code in plain bundles in a 560 MB library), a real ``win_amd64`` one with
 ``--pypi-windows`` (``bitsandbytes`` 0.50.2: three ROCm DLLs linked by the Windows HIP SDK
 among CUDA, CPU and XPU DLLs; 39 MB), any wheel with ``--wheel``, else a fat
 wheel made from Debian's librocsparse when it is in the cache (else librocrand). In this
@@ -91,6 +93,10 @@ def main() -> int:
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--pypi", action="store_true", help="the jax-rocm7-pjrt wheel")
+    parser.add_argument("--pypi10", action="store_true", help="the jax-rocm10-pjrt wheel")
+    parser.add_argument(
+        "--pypi-plain", action="store_true", help="jax-rocm60-pjrt: 292 MB in plain bundles"
+    )
     parser.add_argument(
         "--pypi-windows", action="store_true", help="the bitsandbytes win_amd64 wheel"
     )
@@ -103,11 +109,12 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory(dir=Path.home()) as tmp:
         work = Path(tmp)
-        if args.pypi:
-            from tests.pypi_inputs import JAX_PJRT, fetch_wheel
+        if args.pypi or args.pypi10 or args.pypi_plain:
+            from tests.pypi_inputs import JAX10_PJRT, JAX60_PJRT, JAX_PJRT, fetch_wheel
 
-            wheel, root = fetch_wheel(JAX_PJRT), JAX_PJRT.overlay_root
-            what = "real ROCm 7 wheel from PyPI"
+            spec = JAX_PJRT if args.pypi else JAX10_PJRT if args.pypi10 else JAX60_PJRT
+            wheel, root = fetch_wheel(spec), spec.overlay_root
+            what = "real ROCm wheel from PyPI"
         elif args.pypi_windows:
             from tests.pypi_inputs import BITSANDBYTES_WIN, fetch_wheel
 

@@ -29,6 +29,7 @@ __all__ = [
     "BITSANDBYTES_WIN",
     "CYLLAMA",
     "JAX10_PJRT",
+    "JAX60_PJRT",
     "JAX_PJRT",
     "JAX_PLUGIN",
     "Digests",
@@ -101,6 +102,17 @@ JAX10_PJRT = PypiWheel(
     "45ee7b471b71a582ce165dd63069b10d1d8923d849b61b6fa8783f1d13294edb",
     "jax_plugins/",
     platform="manylinux_2_27_x86_64",
+)
+
+#: 123 MB, ROCm 6.0: ``jax_plugins/xla_rocm60/xla_rocm_plugin.so`` (560 MB) with 261 code
+#: objects in *plain* (uncompressed) bundles, 292 MB for 9 targets from gfx906 to gfx1201:
+#: the large plain-bundle wheel of the split benchmark (not used by the test suite).
+JAX60_PJRT = PypiWheel(
+    "jax-rocm60-pjrt",
+    "0.5.0",
+    "jax_rocm60_pjrt-0.5.0-py3-none-manylinux_2_28_x86_64.whl",
+    "e8097aa9dde2b759604e7b3f163e50dc83380968002e32fc770a8f91126d1b55",
+    "jax_plugins/",
 )
 
 #: 60 MB, auditwheel layout (cp312-abi3 only): the HIP library
