@@ -267,9 +267,16 @@ def write_file(
 
     def body(out: BinaryIO) -> int:
         return _write_body(
-            out, payloads, toc, scheme=scheme, level=level, jobs=jobs, max_blob=max_blob,
-            max_size=max_size, path=path,
-        )  # fmt: skip
+            out,
+            payloads,
+            toc,
+            scheme=scheme,
+            level=level,
+            jobs=jobs,
+            max_blob=max_blob,
+            max_size=max_size,
+            path=path,
+        )
 
     return _atomic(path, body)
 

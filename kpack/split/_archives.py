@@ -117,9 +117,13 @@ def lay_out_archive(
         meta = {"target": k.triple, "source_prefix": stage}
         stored.append(StoredKernel(f"{name}#{k.index}", k.target, k.size, k.original_size, meta))
     layout = lay_out_kpack(
-        stored, path=job.path, group_name=prefix, gfx_arch_family=job.target, scheme=scheme,
+        stored,
+        path=job.path,
+        group_name=prefix,
+        gfx_arch_family=job.target,
+        scheme=scheme,
         max_size=max_size,
-    )  # fmt: skip
+    )
     return SpooledArchive(
         job.target, job.path, layout, tuple(job.entries[i][2] for i in layout.order)
     )

@@ -162,9 +162,14 @@ def plan_in_place(
         if len(g) > 1
     )
     return PlannedSplit(
-        artifact, plan, tuple(transformed), tuple(archives), tuple(outputs), notes,
+        artifact,
+        plan,
+        tuple(transformed),
+        tuple(archives),
+        tuple(outputs),
+        notes,
         options.max_archive_bytes,
-    )  # fmt: skip
+    )
 
 
 def _cut(
@@ -178,13 +183,19 @@ def _cut(
         ordered = sorted(planned, key=lambda k: (k.kernel_name, k.kernel.index))
         cut = cut_parts(
             [
-                PartKernel(f"{k.kernel_name}#{k.kernel.index}", target, k.kernel.size,
-                           {"target": k.kernel.triple, "source_prefix": k.stage})
+                PartKernel(
+                    f"{k.kernel_name}#{k.kernel.index}",
+                    target,
+                    k.kernel.size,
+                    {"target": k.kernel.triple, "source_prefix": k.stage},
+                )
                 for k in ordered
             ],
-            prefix=prefix, target=target, scheme=options.scheme,
+            prefix=prefix,
+            target=target,
+            scheme=options.scheme,
             limit=options.max_archive_bytes,
-        )  # fmt: skip
+        )
         grouped: list[list[PlannedKernel]] = [[] for _ in range(max(cut, default=0) + 1)]
         for kernel, part in zip(ordered, cut, strict=True):
             grouped[part].append(kernel)
@@ -222,9 +233,12 @@ def spool_planned(
             for a in split.archives
         ]
         laid_out = lay_out_archives(
-            archive_jobs, prefix=split.plan.prefix, scheme=scheme, level=level,
+            archive_jobs,
+            prefix=split.plan.prefix,
+            scheme=scheme,
+            level=level,
             max_size=split.max_archive_bytes,
-        )  # fmt: skip
+        )
         for archive in laid_out:
             laid[str(archive.path)] = archive
             log.info(

@@ -142,8 +142,9 @@ def retarget(outcome: FatOutcome, search_paths: Sequence[str]) -> FatOutcome:
     (archive parts: :mod:`kpack.split._parts`); the kernels spooled stay as they are."""
     job = outcome.job
     if job.dest is None:
-        plan = plan_host_transform(job.source, kernel_name=job.kernel_name,
-                                   search_paths=search_paths)  # fmt: skip
+        plan = plan_host_transform(
+            job.source, kernel_name=job.kernel_name, search_paths=search_paths
+        )
         content = plan.edit if isinstance(plan, TransformPlan) else replace(plan, kernels=())
         return replace(outcome, content=content)
     transform_binary(job.source, job.dest, kernel_name=job.kernel_name, search_paths=search_paths)

@@ -129,10 +129,14 @@ def cut_entries(
     used: dict[str, set[int]] = {}
     for target, entries in by_target.items():
         kernels = [
-            PartKernel(f"{name}#{k.index}", target, k.original_size,
-                       {"target": k.triple, "source_prefix": stage})
+            PartKernel(
+                f"{name}#{k.index}",
+                target,
+                k.original_size,
+                {"target": k.triple, "source_prefix": stage},
+            )
             for stage, name, k in entries
-        ]  # fmt: skip
+        ]
         cut = cut_parts(kernels, prefix=prefix, target=target, scheme=scheme, limit=limit)
         grouped: list[list[KernelEntry]] = [[] for _ in range(max(cut, default=0) + 1)]
         for entry, part in zip(entries, cut, strict=True):

@@ -128,9 +128,12 @@ def _write_archives(
             path = staging.root / place.path
             jobs.append(ArchiveJob(target, path, tuple(entries)))
     summaries = write_archives(
-        jobs, prefix=plan.prefix, scheme=options.scheme, level=options.level,
+        jobs,
+        prefix=plan.prefix,
+        scheme=options.scheme,
+        level=options.level,
         max_size=options.max_archive_bytes,
-    )  # fmt: skip
+    )
     return [
         ArchiveOutput(
             job.target,
@@ -192,9 +195,11 @@ def execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitRe
         _check_windows_targets(outcomes)
         by_target = group_by_target(outcomes)
         parts, used = cut_entries(
-            by_target, prefix=plan.prefix, scheme=options.scheme,
+            by_target,
+            prefix=plan.prefix,
+            scheme=options.scheme,
             limit=options.max_archive_bytes,
-        )  # fmt: skip
+        )
         part_notes = _retarget_markers(plan, outcomes, parts, used)
         stages = plan.output_stages({t: {s for s, _, _ in e} for t, e in by_target.items()})
         contributors = {plan.out_name(t): s for t, s in stages.items()}

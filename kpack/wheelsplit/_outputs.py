@@ -102,8 +102,10 @@ def kept_wheel_info(wheel: InputWheel) -> bytes:
         return given
     log.warning(
         "%s: WHEEL's Tag lines (%s) are not the file name's; the split wheels get %s",
-        wheel.path.name, ", ".join(theirs) or "none", ", ".join(tags),
-    )  # fmt: skip
+        wheel.path.name,
+        ", ".join(theirs) or "none",
+        ", ".join(tags),
+    )
     lines = [line for line in given.decode("utf-8").splitlines() if line.strip()]
     kept = [line for line in lines if not line.lower().startswith("tag:")]
     if not any(line.lower().startswith("wheel-version:") for line in kept):
