@@ -139,8 +139,9 @@ def test_signal_while_writing_packages_keeps_dist(tmp_path: Path) -> None:
 
 
 def test_a_signal_stops_the_packages_being_written(tmp_path: Path) -> None:
-    """Workers stop at their next chunk: no package is finished (no "wrote" line) after the
-    signal, where the pool used to write every package already started to its end."""
+    """Workers stop at their next chunk: the package being compressed is never finished (no
+    "wrote" line for it), where the pool used to write every package already started to its
+    end."""
     import threading
 
     from .treeutil import add_artifact, write_manifest
@@ -186,6 +187,9 @@ def test_a_signal_stops_the_packages_being_written(tmp_path: Path) -> None:
         proc.stderr.close()
     after = lines[seen:]
     assert proc.returncode == 130, "".join(lines)
-    assert not [line for line in after if "wrote " in line], "".join(after)
+    # core's 96 MiB were being deflated when the signal came: it is never finished (the old
+    # pool wrote it to the end and printed its "wrote" line). Small packages may have
+    # finished in the moment between the first "wrote" line and the signal.
+    assert not [line for line in lines if "wrote rocm_sdk_core" in line], "".join(lines)
     assert "".join(after).strip().endswith("interrupted"), "".join(after)
     assert not dest.exists() or not any(dest.rglob("*.whl"))
