@@ -153,6 +153,20 @@ class BatchResult:
 # --- public entry points --------------------------------------------------------------------
 
 
+def _options(
+    handlers: Sequence[Handler],
+    gpu_targets: Sequence[str] | None,
+    scheme: Scheme,
+    level: int,
+    jobs: int,
+    force: bool,
+    max_archive_bytes: int,
+) -> SplitOptions:
+    """The checked options of one run (sequences as tuples)."""
+    targets = tuple(gpu_targets) if gpu_targets is not None else None
+    return SplitOptions(tuple(handlers), targets, scheme, level, jobs, force, max_archive_bytes)
+
+
 def split_artifact(
     artifact_dir: Path,
     output_dir: Path,
@@ -172,15 +186,7 @@ def split_artifact(
     :class:`~kpack.errors.RocmPackagingError` subclass on bad input, leaving no output dir.
     ``max_archive_bytes``: a target whose archive would be larger gets archive parts.
     """
-    options = SplitOptions(
-        tuple(handlers),
-        tuple(gpu_targets) if gpu_targets is not None else None,
-        scheme,
-        level,
-        jobs,
-        force,
-        max_archive_bytes,
-    )
+    options = _options(handlers, gpu_targets, scheme, level, jobs, force, max_archive_bytes)
     return _split_one(Path(artifact_dir), Path(output_dir), prefix, options)
 
 
@@ -252,15 +258,7 @@ def split_artifacts(
     max_archive_bytes: int = MAX_ARCHIVE_BYTES,
 ) -> BatchResult:
     """Split every artifact below ``parent_dir``; collect failures instead of stopping."""
-    options = SplitOptions(
-        tuple(handlers),
-        tuple(gpu_targets) if gpu_targets is not None else None,
-        scheme,
-        level,
-        jobs,
-        force,
-        max_archive_bytes,
-    )
+    options = _options(handlers, gpu_targets, scheme, level, jobs, force, max_archive_bytes)
     inputs = batch_inputs(Path(parent_dir))
     by_prefix: dict[str, list[Path]] = {}
     for path in inputs:
