@@ -52,6 +52,7 @@ sys.path[:0] = [str(ROOT)]
 import zstandard  # noqa: E402
 
 from kpack.archive import compressor  # noqa: E402
+from kpack.archive._write import compress_frame  # noqa: E402
 from kpack.transform import ExtractedKernel, extract_kernels, stream_kernels  # noqa: E402
 
 WINDOW_LIMIT = 1 << 27  # a default zstd decoder's largest window (ZSTD_WINDOWLOG_LIMIT_DEFAULT)
@@ -183,21 +184,12 @@ def measure(cfg: Config, view: memoryview, ranges: list[tuple[str, int, int]]) -
     cpu = 0.0
     for data in frames(view, ranges):
         start = time.process_time()
-        writer_out = _compress(cctx, data)
+        writer_out = compress_frame(cctx, data)
         cpu += time.process_time() - start
         total += len(writer_out)
         if dctx.decompress(writer_out) != data:
             raise SystemExit(f"{cfg.name}: a frame does not decode to its code object")
     return total, cpu
-
-
-def _compress(cctx: zstandard.ZstdCompressor, data: memoryview) -> bytes:
-    import io
-
-    out = io.BytesIO()
-    with cctx.stream_writer(out, size=data.nbytes, closefd=False) as w:
-        w.write(data)
-    return out.getvalue()
 
 
 # -- the whole split --------------------------------------------------------------------------

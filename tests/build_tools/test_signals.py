@@ -105,17 +105,23 @@ def test_signal_during_the_split_cleans_up(
     assert not survivors, f"worker processes left running: {survivors}"
 
 
-def test_signal_while_writing_packages_keeps_dist(tmp_path: Path) -> None:
-    """Legacy mode, interrupted while the temp build dir inside dest fills up."""
+def _slow_core_tree(tree: Path) -> Path:
+    """A legacy tree whose core package holds 96 MiB of incompressible data: deflating it
+    takes seconds, long enough to be interrupted in the middle."""
     from .treeutil import add_artifact, write_manifest
 
-    tree = tmp_path / "tree"
     write_manifest(tree)
-    block = os.urandom(1 << 20)  # incompressible: deflating 96 MiB takes seconds
+    block = os.urandom(1 << 20)
     add_artifact(
         tree, "core-hip_lib_generic", "core/clr/stage",
         {f"share/blob{i}.bin": block * 24 for i in range(4)},
     )  # fmt: skip
+    return tree
+
+
+def test_signal_while_writing_packages_keeps_dist(tmp_path: Path) -> None:
+    """Legacy mode, interrupted while the temp build dir inside dest fills up."""
+    tree = _slow_core_tree(tmp_path / "tree")
     dest = tmp_path / "out"
     (dest / "dist").mkdir(parents=True)
     (dest / "dist" / "previous.whl").write_bytes(b"the previous build")
@@ -144,15 +150,7 @@ def test_a_signal_stops_the_packages_being_written(tmp_path: Path) -> None:
     end."""
     import threading
 
-    from .treeutil import add_artifact, write_manifest
-
-    tree = tmp_path / "tree"
-    write_manifest(tree)
-    block = os.urandom(1 << 20)  # incompressible: deflating 96 MiB takes seconds
-    add_artifact(
-        tree, "core-hip_lib_generic", "core/clr/stage",
-        {f"share/blob{i}.bin": block * 24 for i in range(4)},
-    )  # fmt: skip
+    tree = _slow_core_tree(tmp_path / "tree")
     dest = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "build_tools.build_python_packages", "--artifact-dir", str(tree),
