@@ -66,7 +66,7 @@ def part_search_paths(depth: int, prefix: str, parts: Sequence[int] | set[int]) 
     return [search_path(depth, part_group(prefix, p)) for p in sorted({0, *parts})]
 
 
-def _fixed_cost(prefix: str, target: str, count: int) -> int:
+def _fixed_cost(prefix: str, target: str) -> int:
     """Header, ``num_kernels`` and the TOC's own fields (map headers, location) at most."""
     skeleton = {
         "format_version": 1,
@@ -102,7 +102,7 @@ def cut_parts(
 
     Raises :class:`ArchiveError` for a kernel that alone cannot fit in an archive."""
     order = sorted(range(len(kernels)), key=lambda i: (kernels[i].binary_key, kernels[i].target))
-    fixed = _fixed_cost(prefix, target, len(kernels))
+    fixed = _fixed_cost(prefix, target)
     parts = [0] * len(kernels)
     part, used = 0, fixed
     for i in order:

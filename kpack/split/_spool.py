@@ -74,13 +74,13 @@ class _Spool:
         self.level = level
         self._ranges: dict[Location, tuple[int, int]] = {}
         self._started: set[Location] = set()
-        self._cctx = compressor(level) if level is not None else None
         self._out = open(path, "wb")  # noqa: SIM115 - closed by __exit__
         self._workers = (
             FrameWorkers(self._out, level, threads, self._ranges)
             if level is not None and threads > 1
             else None
         )
+        self._cctx = compressor(level) if level is not None and self._workers is None else None
 
     def __enter__(self) -> _Spool:
         return self

@@ -25,7 +25,6 @@ from kpack.split import (
     frame_level,
     group_by_target,
     lay_out_archives,
-    part_group,
     part_search_paths,
     retarget,
     run_fat_jobs,
@@ -118,7 +117,7 @@ def _lay_out_archives(
                 paths = part_search_paths(name.count("/"), plan.group, used[name])
                 retargeted[outcome.job.source] = retarget(outcome, paths)
         named = [
-            (_arcname(plan, root, t, n), t, entries)
+            (plan.archive_arcname(root, t, n), t, entries)
             for t in sorted(parts)
             for n, entries in enumerate(parts[t])
         ]
@@ -130,11 +129,3 @@ def _lay_out_archives(
             archives.append(ArchiveFile(archive.target, arcname, archive))
             log.info("%s: %d kernels, %d bytes", arcname, archive.kernel_count, archive.size)
     return tuple(archives), [retargeted.get(o.job.source, o) for o in outcomes]
-
-
-def _arcname(plan: SplitPlan, root: str, target: str, part: int) -> str:
-    """Where part ``part`` (0-based) of ``target``'s archive goes: the usual archive, or
-    ``<root>.kpack/<group>-part<k>_<target>.kpack`` beside it."""
-    if part == 0:
-        return plan.archive_arcname(root, target)
-    return f"{root}.kpack/{part_group(plan.group, part)}_{target}.kpack"

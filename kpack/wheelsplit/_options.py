@@ -74,7 +74,7 @@ def _preset_values(args: argparse.Namespace) -> tuple[str | None, str, tuple[str
     """(overlay root or None for the whole wheel, device package prefix, database
     handlers): flags over the preset."""
     preset = wheel_type(args.wheel_type) if args.wheel_type else None
-    root = args.overlay_root if args.overlay_root is not None else None
+    root = args.overlay_root
     if root is None and preset is not None:
         root = preset.overlay_root
     prefix = args.device_package_prefix or (preset.device_package_prefix if preset else None)

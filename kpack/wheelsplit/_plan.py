@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from kpack.databases import Handler, match_database
 from kpack.errors import PackagingError
 from kpack.hipfmt import identify, search_path
+from kpack.split import part_group
 from kpack.transform import inspect_fat_binary
 from kpack.wheelfile import InputWheel, WheelEntry
 from kpack.wheelsplit._bundles import bundle_key
@@ -66,14 +67,11 @@ class SplitPlan:
     fat: tuple[FatBinary, ...]
     databases: tuple[DatabaseFile, ...]
     notes: tuple[str, ...]
-    kept_fat: tuple[str, ...] = ()  # arcnames of fat binaries kept by --keep-fat
 
-    def archive_arcname(self, root: str, target: str) -> str:
-        return f"{root}.kpack/{self.group}_{target}.kpack"
-
-    @property
-    def roots(self) -> tuple[str, ...]:
-        return tuple(sorted({f.root for f in self.fat}))
+    def archive_arcname(self, root: str, target: str, part: int = 0) -> str:
+        """Where part ``part`` (0-based) of ``target``'s archive goes: the usual archive,
+        or ``<root>.kpack/<group>-part<k>_<target>.kpack`` beside it."""
+        return f"{root}.kpack/{part_group(self.group, part)}_{target}.kpack"
 
     @property
     def where(self) -> str:
@@ -165,7 +163,7 @@ def plan_split(
     notes += _keep_notes(kept, keep_fat, wheel)
     for note in notes:
         log.warning("%s", note)
-    return SplitPlan(root, group, tuple(fat), tuple(databases), tuple(notes), tuple(kept))
+    return SplitPlan(root, group, tuple(fat), tuple(databases), tuple(notes))
 
 
 def _keep_notes(kept: Sequence[str], keep_fat: Sequence[str], wheel: InputWheel) -> list[str]:
