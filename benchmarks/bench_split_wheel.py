@@ -151,11 +151,19 @@ def main() -> int:
     return 0 if len(outputs) == 1 else 1
 
 
-def _digests(root: Path) -> tuple[tuple[str, str], ...]:
+def _sha256(path: Path) -> str:
     import hashlib
 
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _digests(root: Path) -> tuple[tuple[str, str], ...]:
     return tuple(
-        (str(p.relative_to(root)), hashlib.sha256(p.read_bytes()).hexdigest())
+        (str(p.relative_to(root)), _sha256(p))
         for p in sorted(root.rglob("*"))
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
     )

@@ -190,7 +190,7 @@ def _owner_keys(target: str | None, ctx: TemplateContext) -> list[str]:
     if target is None:
         return []
     generic = generic_table().generic_of(target)
-    return [g for g in (generic,) if g is not None and g in ctx.available_target_families]
+    return [generic] if generic in ctx.available_target_families else []
 
 
 def device_plan(

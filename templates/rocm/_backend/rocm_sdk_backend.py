@@ -141,13 +141,6 @@ def _pkg_info() -> tuple[list[tuple[str, str]], str]:
     return headers, body if isinstance(body, str) else ""
 
 
-_SOURCES = {
-    "env": "ROCM_SDK_TARGET_FAMILY",
-    "discovered": "this machine's GPUs",
-    "default": "the build's default",
-}
-
-
 def resolve(di: ModuleType) -> tuple[str, str]:
     """(target family, source) of this machine; BackendError naming what is wrong (the
     message of ``_dist_info`` names the variable and shows its value safely)."""
@@ -210,7 +203,7 @@ def selection(di: ModuleType) -> dict[str, Any] | None:
 def _selection_note(chosen: dict[str, Any] | None) -> str:
     if chosen is None:
         return ""
-    how = chosen.get("how") or _SOURCES.get(chosen["source"], chosen["source"])
+    how = chosen["how"]
     if chosen.get("device_extra") == []:
         what = (
             f"\n\nThis wheel was built on the installing machine. Its `device` extra installed "

@@ -125,12 +125,12 @@ def _replace_with_hardlink(source: str, path: Path) -> None:
 
 
 def symlinks_to_hardlinks(links: list[Link], dest: Path) -> None:
+    tree = os.path.realpath(dest)
     for link in sorted(links, key=lambda k: k.relpath):
         if link.hard:
             continue
         path = dest / link.relpath
         resolved = os.path.realpath(path)
-        tree = os.path.realpath(dest)
         if os.path.isfile(resolved) and not keeps_symlink(link.relpath, resolved, tree):
             _replace_with_hardlink(resolved, path)
 
@@ -202,6 +202,7 @@ def reconcile_pending(dest: Path) -> list[str]:
     except (OSError, ValueError):
         return []
     added: list[str] = []
+    tree = os.path.realpath(dest)
     for entry in doc if isinstance(doc, list) else []:
         relpath, target = _pending_entry(entry)
         if not relpath:
@@ -214,7 +215,7 @@ def reconcile_pending(dest: Path) -> list[str]:
             continue
         if os.path.isfile(resolved):
             link.parent.mkdir(parents=True, exist_ok=True)
-            if keeps_symlink(relpath, resolved, os.path.realpath(dest)):
+            if keeps_symlink(relpath, resolved, tree):
                 os.symlink(target, link)
             else:
                 _replace_with_hardlink(resolved, link)
