@@ -19,50 +19,24 @@ zlib only reads them.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import threading
 
 import deflate as libdeflate
 
 from kpack.errors import PackagingError
+from kpack.wheelfile._zstream import ZlibLibrary, zlib_library
 
-__all__ = ["ChunkJoiner", "joiner"]
+__all__ = ["SYNC_MARKER", "ChunkJoiner", "joiner"]
 
-_Z_OK, _Z_STREAM_END, _Z_BLOCK = 0, 1, 5
-_SYNC_MARKER = b"\x00\x00\xff\xff"  # LEN 0, NLEN 0xffff of an empty stored block
-
-
-class _ZStream(ctypes.Structure):
-    _fields_ = [
-        ("next_in", ctypes.c_void_p),
-        ("avail_in", ctypes.c_uint),
-        ("total_in", ctypes.c_ulong),
-        ("next_out", ctypes.c_void_p),
-        ("avail_out", ctypes.c_uint),
-        ("total_out", ctypes.c_ulong),
-        ("msg", ctypes.c_char_p),
-        ("state", ctypes.c_void_p),
-        ("zalloc", ctypes.c_void_p),
-        ("zfree", ctypes.c_void_p),
-        ("opaque", ctypes.c_void_p),
-        ("data_type", ctypes.c_int),
-        ("adler", ctypes.c_ulong),
-        ("reserved", ctypes.c_ulong),
-    ]
+SYNC_MARKER = b"\x00\x00\xff\xff"  # LEN 0, NLEN 0xffff of an empty stored block
 
 
 class ChunkJoiner:
     """Compress chunks with libdeflate so that they concatenate (see the module doc)."""
 
-    def __init__(self, lib: ctypes.CDLL) -> None:
-        self._lib = lib
-        lib.zlibVersion.restype = ctypes.c_char_p
-        self._version = lib.zlibVersion()
-        lib.inflateInit2_.argtypes = [ctypes.POINTER(_ZStream), ctypes.c_int, ctypes.c_char_p,
-                                      ctypes.c_int]  # fmt: skip
-        lib.inflate.argtypes = [ctypes.POINTER(_ZStream), ctypes.c_int]
-        lib.inflateEnd.argtypes = [ctypes.POINTER(_ZStream)]
+    def __init__(self, zlib: ZlibLibrary) -> None:
+        self._zlib = zlib
         self._local = threading.local()
 
     def _scratch(self, size: int) -> ctypes.Array[ctypes.c_char]:
@@ -86,57 +60,29 @@ class ChunkJoiner:
         # an empty stored block: 3 header bits (0, 00) from ``end``, then byte-aligned LEN/NLEN
         if (end + 3 + 7) // 8 > len(out):
             out.append(0)
-        out += _SYNC_MARKER
+        out += SYNC_MARKER
         return bytes(out)
 
     def _locate(self, raw: bytes, data: bytes | bytearray) -> tuple[int, int]:
         """(bit position of the last block's header, bit position of the stream's end),
         inflating ``raw`` with ``Z_BLOCK``; it must decode to ``data``."""
-        lib = self._lib
-        stream = _ZStream()
-        source = ctypes.create_string_buffer(raw, len(raw))
-        out = self._scratch(len(data))
-        if lib.inflateInit2_(ctypes.byref(stream), -15, self._version,
-                             ctypes.sizeof(_ZStream)) != _Z_OK:  # fmt: skip
-            raise PackagingError("zlib: inflateInit2 failed")
+        inflater = self._zlib.inflater()
+        size = max(len(data), 1)
         try:
-            stream.next_in = ctypes.cast(source, ctypes.c_void_p).value
-            stream.avail_in = len(raw)
-            stream.next_out = ctypes.cast(out, ctypes.c_void_p).value
-            stream.avail_out = len(out)
-            boundary, end = 0, -1  # raw inflate does not stop before the first header
-            while True:
-                ret = lib.inflate(ctypes.byref(stream), _Z_BLOCK)
-                if ret == _Z_STREAM_END:
-                    break
-                if ret != _Z_OK:
-                    raise PackagingError(f"libdeflate chunk does not inflate (zlib {ret})")
-                if stream.data_type & 128:  # stopped before a block header
-                    position = stream.total_in * 8 - (stream.data_type & 7)
-                    if stream.data_type & 64:  # ... after the final block: the stream's end
-                        end = position
-                    else:
-                        boundary = position
-            produced = stream.total_out
-        finally:
-            lib.inflateEnd(ctypes.byref(stream))
+            decoded = b"".join(inflater.run((raw,), size, self._scratch(size)))
+        except PackagingError:
+            raise PackagingError("libdeflate chunk does not inflate") from None
         if (
-            end < 0
-            or produced != len(data)
-            or ctypes.string_at(out, produced) != data  # a copy and a memcmp: cheaper than CRCs
-            or not raw[boundary // 8] >> (boundary % 8) & 1
+            decoded != data  # one copy and a memcmp: cheaper than CRCs
+            or inflater.consumed != len(raw)
+            or not raw[inflater.last // 8] >> (inflater.last % 8) & 1
         ):
             raise PackagingError("libdeflate chunk did not decode back to its input")
-        return boundary, end
+        return inflater.last, inflater.end
 
 
 @functools.cache
 def joiner() -> ChunkJoiner | None:
     """The joiner, if a shared zlib with ``Z_BLOCK`` can be loaded; else ``None``."""
-    name = ctypes.util.find_library("z")
-    if name is None:
-        return None
-    try:
-        return ChunkJoiner(ctypes.CDLL(name))
-    except (OSError, AttributeError):
-        return None
+    zlib = zlib_library()
+    return None if zlib is None else ChunkJoiner(zlib)
