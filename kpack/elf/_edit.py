@@ -107,6 +107,45 @@ class ElfEdit:
         """The file underneath (through any edits this one is planned on)."""
         return root_path(self.source)
 
+    def kept_runs(self) -> tuple[tuple[int, int, int], ...]:
+        """Where the result holds the file underneath unchanged: ``(result offset, file
+        offset, length)`` runs, in order, through any edits this one is planned on (patched
+        bytes, zeros and appended bytes are not in any run)."""
+        inner = (
+            self.source.kept_runs()
+            if isinstance(self.source, ElfEdit)
+            else ((0, 0, self.original_size),)
+        )
+        runs: list[tuple[int, int, int]] = []
+        for at, origin, length in self._own_runs():
+            # ``origin`` is in source coordinates: map it through the inner runs
+            index = max(bisect.bisect_right([r[0] for r in inner], origin) - 1, 0)
+            for start, base, size in inner[index:]:
+                lo, hi = max(origin, start), min(origin + length, start + size)
+                if start >= origin + length:
+                    break
+                if lo < hi:
+                    runs.append((at + lo - origin, base + lo - start, hi - lo))
+        return tuple(runs)
+
+    def _own_runs(self) -> Iterator[tuple[int, int, int]]:
+        """``(result offset, source offset, length)`` of the source bytes this edit keeps
+        unpatched."""
+        for region in self._regions:
+            if region.origin is None or region.origin < 0:
+                continue
+            pos, end = region.origin, region.origin + region.end - region.start
+            shift = region.start - region.origin
+            index = max(bisect.bisect_right(self._patch_offsets, pos) - 1, 0)
+            for offset, data in self.patches[index:]:
+                if offset >= end:
+                    break
+                if offset > pos:
+                    yield pos + shift, pos, offset - pos
+                pos = max(pos, offset + len(data))
+            if pos < end:
+                yield pos + shift, pos, end - pos
+
     def iter_chunks(self, chunk_size: int = 1 << 20) -> Iterator[bytes]:
         """Yield the result in order, reading the source once."""
         with self._open_source() as src:

@@ -21,6 +21,7 @@ from kpack.wheelfile._names import (
     wheel_filename,
 )
 from kpack.wheelfile._output import atomic_output, resolve_epoch, source_date_epoch
+from kpack.wheelfile._reuse import DeflateStream, Reuse
 from kpack.wheelfile._sdist import write_sdist
 from kpack.wheelfile._source import DEFAULT_LIMITS, InputWheel, Limits, WheelEntry, open_wheel
 from kpack.wheelfile._wheel import WheelResult, write_wheel
@@ -28,10 +29,12 @@ from kpack.wheelfile._wheel import WheelResult, write_wheel
 __all__ = [
     "DEFAULT_LIMITS",
     "ContentSource",
+    "DeflateStream",
     "Generated",
     "InputWheel",
     "Limits",
     "Member",
+    "Reuse",
     "WheelEntry",
     "WheelResult",
     "atomic_output",

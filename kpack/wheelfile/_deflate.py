@@ -47,6 +47,7 @@ from kpack.common import cancel
 from kpack.errors import PackagingError
 from kpack.wheelfile._join import joiner
 from kpack.wheelfile._member import Member, looks_compressed, open_source
+from kpack.wheelfile._reuse import plan_reuse, write_reused
 from kpack.wheelfile._zip import DEFLATED, STORED, ZipEntry, ZipWriter, needs_zip64_header
 
 __all__ = [
@@ -207,6 +208,9 @@ class MemberStreamer:
 
     def add(self, member: Member) -> None:
         """Read ``member`` once, queue its chunks and write whatever the window forces out."""
+        reusable = self._compression and member.compress is not False
+        if member.reuse is not None and reusable and self._add_reused(member):
+            return
         with open_source(member, CHUNK_SIZE) as stream:
             job: _Job | None = None
             prev: bytes | None = None
@@ -247,6 +251,53 @@ class MemberStreamer:
                     self._drain_one()
             while self._inflight > self._window or len(self._queue) > _MAX_PENDING_MEMBERS:
                 self._drain_one()
+
+    def _add_reused(self, member: Member) -> bool:
+        """Write ``member`` copying its input's deflate blocks, if that pays (after every
+        member queued before it); ``False`` if it does not and nothing was written."""
+        assert member.reuse is not None
+        with open_source(member, CHUNK_SIZE) as stream:
+            plan = None if stream.size is None else plan_reuse(member.reuse, stream.size)
+            if plan is None or stream.size is None or self._level == 0:
+                return False
+            while self._queue:
+                self._drain_one()
+            size = stream.size
+            progress = self._progress
+            if progress is not None:
+                progress.file_started(member.arcname, size)
+            entry = self._writer.begin(
+                member.arcname,
+                method=DEFLATED,
+                executable=member.executable,
+                zip64_header=needs_zip64_header(size),
+            )
+            result = write_reused(
+                member.reuse,
+                plan,
+                (data for data, _ in stream.chunks),
+                size,
+                self._level,
+                self._writer.write,
+                None if progress is None else progress.advance,
+            )
+        self._writer.end(
+            entry, crc=result.crc, compressed_size=result.compressed_size, file_size=result.size
+        )
+        self._written.append(
+            WrittenMember(
+                member.arcname, result.sha256, result.size, result.compressed_size, DEFLATED
+            )
+        )
+        how = "copied" if not plan else f"{len(plan)} runs of blocks copied"
+        log.debug(
+            "wrote %s (%d -> %d bytes, %s)",
+            member.arcname,
+            result.size,
+            result.compressed_size,
+            how,
+        )
+        return True
 
     def finish(self) -> list[WrittenMember]:
         """Write everything queued; return every member written so far, in order."""

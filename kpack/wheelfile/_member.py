@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO, TypeAlias
 
 from kpack.errors import PackagingError
+from kpack.wheelfile._reuse import Reuse
 
 __all__ = [
     "ContentSource",
@@ -108,12 +109,15 @@ class Member:
 
     ``compress``: ``None`` lets the writer decide (store content that is already
     compressed, deflate the rest when compression is on); ``True``/``False`` force it.
+    ``reuse``: where the content's bytes are those of a deflated input member, whose
+    compressed bytes the writer may copy instead of compressing (:mod:`kpack.wheelfile._reuse`).
     """
 
     arcname: str
     source: ContentSource
     executable: bool = False
     compress: bool | None = None
+    reuse: Reuse | None = None
 
     def __post_init__(self) -> None:
         validate_arcname(self.arcname)

@@ -35,8 +35,9 @@ from pathlib import Path
 
 from kpack.common.safepath import Root, case_collisions, safe_relpath, windows_platform
 from kpack.errors import PackagingError, UnsafePathError
-from kpack.wheelfile._inflate import member_chunks
+from kpack.wheelfile._inflate import member_chunks, starts_with
 from kpack.wheelfile._record import SIGNATURES, verify_record
+from kpack.wheelfile._reuse import DeflateStream
 
 __all__ = ["DEFAULT_LIMITS", "InputWheel", "Limits", "WheelEntry", "open_wheel"]
 
@@ -46,6 +47,10 @@ _CHUNK = 1 << 20
 _FLAG_UTF8 = 0x800
 _READ_AHEAD_MIN = 16 << 20  # members this large are inflated on a second thread
 _READ_AHEAD_CHUNKS = 4
+#: ELF members this large have their deflate blocks indexed, so that the edited copy a split
+#: writes can reuse them (:mod:`kpack.wheelfile._reuse`).
+_INDEX_MIN = 16 << 20
+_ELF_MAGIC = b"\x7fELF"
 # Everything zipfile (and the codecs under it) raises on a damaged archive.
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
@@ -112,6 +117,8 @@ class WheelEntry:
     arcname: str
     size: int
     executable: bool
+    #: The member's deflate stream in the input, for its copy to reuse (None if stored).
+    stream: DeflateStream | None = None
 
 
 @dataclass(frozen=True)
@@ -181,14 +188,20 @@ def open_wheel(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> Input
             infos = _members(archive, path, windows=windows_platform(tag))
             _check_sizes(infos, limits, path)
             dist_info = _dist_info(infos, path)
-            hashes = {info.filename: _extract(archive, info, root, path) for info in infos}
+            streams: dict[str, DeflateStream] = {}
+            hashes = {info.filename: _extract(archive, info, root, path, streams) for info in infos}
     except zipfile.BadZipFile as exc:  # pragma: no cover - _zip_errors converts it
         raise PackagingError(f"not a wheel: not a valid zip file ({exc})", path=path) from exc
     record_name = f"{dist_info}/RECORD"
     verify_record(dest, record_name, hashes, path)
     skipped = {record_name, *(f"{dist_info}/{s}" for s in SIGNATURES)}
     entries = tuple(
-        WheelEntry(i.filename, i.file_size, bool((i.external_attr >> 16) & 0o111))
+        WheelEntry(
+            i.filename,
+            i.file_size,
+            bool((i.external_attr >> 16) & 0o111),
+            streams.get(i.filename),
+        )
         for i in infos
         if i.filename not in skipped
     )
@@ -303,8 +316,16 @@ def _dist_info(infos: list[zipfile.ZipInfo], path: Path) -> str:
     return dist_infos[0]
 
 
-def _extract(archive: zipfile.ZipFile, info: zipfile.ZipInfo, root: Root, path: Path) -> bytes:
-    """Write one member below ``root``; return its sha256 (computed while writing).
+def _extract(
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    root: Root,
+    path: Path,
+    streams: dict[str, DeflateStream],
+) -> bytes:
+    """Write one member below ``root``; return its sha256 (computed while writing). A
+    deflated member's stream goes to ``streams``, its blocks indexed if it is a large ELF
+    file (one a split may edit).
 
     Reads are counted: a member producing more or fewer bytes than its declared size is an
     error (``zipfile`` stops at the declared size and checks the CRC; the count guards that).
@@ -316,7 +337,9 @@ def _extract(archive: zipfile.ZipFile, info: zipfile.ZipInfo, root: Root, path: 
         _zip_errors(path, info.filename),
         root.open_write(info.filename, what="member", mode=mode) as out,
     ):
-        chunks = member_chunks(archive, info, _CHUNK)
+        found: list[DeflateStream] = []
+        blocks = info.file_size >= _INDEX_MIN and starts_with(archive, info, _ELF_MAGIC)
+        chunks = member_chunks(archive, info, _CHUNK, streams=found, blocks=blocks)
         if info.file_size >= _READ_AHEAD_MIN:
             chunks = _read_ahead(chunks)
         for chunk in chunks:
@@ -334,6 +357,8 @@ def _extract(archive: zipfile.ZipFile, info: zipfile.ZipInfo, root: Root, path: 
             path=path,
         )
     root.join(info.filename).chmod(mode)
+    if found:
+        streams[info.filename] = found[0]
     return digest.digest()
 
 

@@ -119,7 +119,7 @@ class ZipWriter:
         self.write(self._local_header(entry))
         return entry
 
-    def write(self, data: bytes | bytearray) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         self._fp.write(data)
         self._pos += len(data)
 

@@ -16,9 +16,18 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
 from kpack.split import HostContent, host_source
-from kpack.wheelfile import InputWheel, Member, WheelResult, expand_tag, write_wheel
+from kpack.wheelfile import (
+    InputWheel,
+    Member,
+    Reuse,
+    WheelEntry,
+    WheelResult,
+    expand_tag,
+    write_wheel,
+)
 
 __all__ = [
     "HostLayout",
@@ -60,8 +69,22 @@ def host_layout(
             continue
         content = stripped.get(entry.arcname)
         source = wheel.root / entry.arcname if content is None else host_source(content)
-        members.append(Member(entry.arcname, source, executable=entry.executable))
+        reuse = _reuse(wheel, entry, content)
+        members.append(Member(entry.arcname, source, executable=entry.executable, reuse=reuse))
     return HostLayout(tuple(members))
+
+
+def _reuse(wheel: InputWheel, entry: WheelEntry, content: HostContent | None) -> Reuse | None:
+    """How the host copy of ``entry`` may reuse the input's deflate stream: whole when it is
+    unchanged, in the runs an ELF edit keeps of the extracted member; else not at all."""
+    stream = entry.stream
+    if stream is None:
+        return None
+    if content is None or (isinstance(content, Path) and content == wheel.root / entry.arcname):
+        return Reuse.unchanged(stream)
+    if isinstance(content, ElfEdit) and content.path == wheel.root / entry.arcname:
+        return Reuse(stream, content.kept_runs())
+    return None
 
 
 def write_split_wheel(

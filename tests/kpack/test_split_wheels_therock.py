@@ -186,7 +186,9 @@ def test_directory_output_is_the_unpacked_wheels(stage: Path, tmp_path: Path) ->
 
 
 def test_an_unpacked_wheel_directory_as_input(stage: Path, tmp_path: Path) -> None:
-    """The same outputs, byte for byte, from the wheel and from its unpacked tree."""
+    """The same outputs from the wheel and from its unpacked tree: the device wheels byte
+    for byte; the host wheel with the same members, byte for byte (from the wheel its
+    deflate streams are the input's, reused; from the tree they are compressed anew)."""
     unpacked = tmp_path / "unpacked"
     with zipfile.ZipFile(stage / HOST) as z:
         for info in z.infolist():
@@ -200,6 +202,13 @@ def test_an_unpacked_wheel_directory_as_input(stage: Path, tmp_path: Path) -> No
     _run(script, stage, from_dir)
     assert _dists(from_dir) == _dists(from_wheel)
     for name in _dists(from_wheel):
+        if name.startswith("jax_rocm7_plugin-"):
+            with zipfile.ZipFile(from_dir / name) as a, zipfile.ZipFile(from_wheel / name) as b:
+                assert a.namelist() == b.namelist()
+                for info in a.infolist():
+                    assert a.read(info) == b.read(info.filename), info.filename
+                    assert info.external_attr == b.getinfo(info.filename).external_attr
+            continue
         assert (from_dir / name).read_bytes() == (from_wheel / name).read_bytes(), name
     assert sorted(os.listdir(unpacked)) == sorted(  # the input is read, never written
         {n.split("/", 1)[0] for n in zipfile.ZipFile(stage / HOST).namelist()}

@@ -174,3 +174,50 @@ def test_refusals() -> None:
     top = [*BASE[:2], load(0x1000, (1 << 63) - 0x1000, 0x100)]
     with pytest.raises(ElfError, match="no room"):
         plan_load(layout(top), [Blob(1)], PF_R)
+
+
+def _random_plan(rng: random.Random, source: Path | ElfEdit, size: int) -> ElfEdit:
+    removed = None
+    if rng.random() < 0.6:
+        lo = rng.randrange(size)
+        removed = (lo, rng.randrange(lo + 1, size + 1))
+    patches: list[tuple[int, bytes]] = []
+    pos = rng.randrange(8)
+    while True:
+        length = rng.randrange(1, 12)
+        if pos + length > size:
+            break
+        if removed is None or not (pos < removed[1] and removed[0] < pos + length):
+            patches.append((pos, rng.randbytes(length)))
+        pos += length + rng.randrange(0, size // 4 + 1)
+    appended = rng.randbytes(rng.randrange(20))
+    return ElfEdit(source, size, tuple(patches), appended, removed, rng.randrange(10))
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_kept_runs_are_exactly_the_unchanged_bytes(tmp_path: Path, seed: int) -> None:
+    """Every run names result bytes that are the file's, and every result byte that comes
+    from the file unpatched is in a run, through an edit planned on another."""
+    rng = random.Random(seed)
+    data = os.urandom(rng.randrange(16, 2000))
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    first = _random_plan(rng, path, len(data))
+    edit = first if seed % 2 else _random_plan(rng, first, first.size)
+    result = b"".join(edit.iter_chunks())
+    # where each result byte comes from, tracked independently: the file offset, or None
+    origin: list[int | None] = list(range(len(data)))
+    for step in [first] if edit is first else [first, edit]:
+        patched = {o for off, d in step.patches for o in range(off, off + len(d))}
+        kept = [None if i in patched else origin[i] for i in range(step.original_size)]
+        if step.removed is not None:
+            del kept[step.removed[0] : step.removed[1]]
+        origin = kept + [None] * (step.zero_fill + len(step.appended))
+    runs = edit.kept_runs()
+    covered = [None] * len(result)
+    for at, base, length in runs:
+        assert length > 0 and result[at : at + length] == data[base : base + length]
+        for i in range(length):
+            covered[at + i] = base + i
+    assert covered == origin
+    assert [r[0] for r in runs] == sorted(r[0] for r in runs)
