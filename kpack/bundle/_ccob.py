@@ -125,10 +125,14 @@ def _zstd_extent(view: memoryview, start: int, limit: int, *, one: bool, ctx: Ct
     return pos
 
 
-def _zstd_chunks(region: memoryview, size: int, ctx: Ctx) -> Iterator[bytes]:
-    """Decode the zstd frames in ``region`` in chunks; exactly ``size`` bytes or an error."""
+def _zstd_chunks(
+    region: memoryview, size: int, ctx: Ctx, dctx: zstandard.ZstdDecompressor | None
+) -> Iterator[bytes]:
+    """Decode the zstd frames in ``region`` in chunks; exactly ``size`` bytes or an error.
+    ``dctx``, if given, is reused (see :class:`Decoding`)."""
     done = 0
-    dctx = zstandard.ZstdDecompressor()
+    if dctx is None:
+        dctx = zstandard.ZstdDecompressor()
     try:
         with dctx.stream_reader(region, read_across_frames=True) as reader:
             while done < size:
@@ -181,11 +185,24 @@ class Decoding:
 
     :attr:`end` (the CCOB's exclusive end in the buffer) is known at once for zstd and for
     v2/v3; for a zlib v1 bundle it is known once :meth:`chunks` has been exhausted.
+
+    ``dctx`` is a zstd decompressor to reuse, used by one decode at a time. Worth it: a
+    CCOB's zstd frame is one segment, so zstd decodes it as a stream into a window as
+    large as the whole decoded payload, and a decompressor keeps that window for the next
+    frame, where a fresh one has every page of it faulted in anew.
     """
 
-    def __init__(self, view: memoryview, start: int, header: CcobHeader, ctx: Ctx) -> None:
+    def __init__(
+        self,
+        view: memoryview,
+        start: int,
+        header: CcobHeader,
+        ctx: Ctx,
+        dctx: zstandard.ZstdDecompressor | None = None,
+    ) -> None:
         self.header = header
         self._ctx = ctx
+        self._dctx = dctx
         self._data_start = start + header.header_size
         limit = len(view) if header.total_size is None else start + header.total_size
         self._one = header.total_size is None
@@ -205,7 +222,7 @@ class Decoding:
     def chunks(self) -> Iterator[bytes]:
         size = self.header.uncompressed_size
         if self.header.method == "zstd":
-            yield from _zstd_chunks(self._region, size, self._ctx)
+            yield from _zstd_chunks(self._region, size, self._ctx, self._dctx)
             return
         yield from _zlib_chunks(self._region, size, self._ctx, self._used)
         used = self._used[-1]

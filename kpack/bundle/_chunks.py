@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+#: How many bytes :meth:`ChunkReader.skip_zeros` looks at a time: a small copy, never the
+#: rest of a 1 MiB chunk (a bundle's first byte is almost always where the skip ends).
+_SCAN = 1 << 14
+
 
 class ChunkReader:
     """Forward-only reads over a stream of chunks, with the absolute position."""
@@ -55,12 +59,10 @@ class ChunkReader:
     def skip_zeros(self) -> bool:
         """Step over zero bytes; ``True`` if a non-zero byte follows, ``False`` at the end."""
         while self._more():
-            chunk = self._buf
-            stop = len(chunk) - len(chunk[self._off :].lstrip(b"\0"))
-            if stop < len(chunk):
-                self.pos += stop - self._off
-                self._off = stop
+            end = min(len(self._buf), self._off + _SCAN)
+            rest = self._buf[self._off : end].lstrip(b"\0")
+            self.pos += end - len(rest) - self._off
+            self._off = end - len(rest)
+            if rest:
                 return True
-            self.pos += len(chunk) - self._off
-            self._off = len(chunk)
         return False

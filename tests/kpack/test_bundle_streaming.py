@@ -12,10 +12,12 @@ import random
 import tracemalloc
 
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kpack.bundle import CodeObjectRef, index_bundles, iter_bundles, stream_code_objects
+from kpack.bundle._chunks import _SCAN, ChunkReader
 from kpack.errors import BundleError
 from tests.kpack.bundle_fixtures import (
     AMDGCN,
@@ -162,3 +164,55 @@ def test_streaming_memory_follows_the_chunk_not_the_bundle() -> None:
         tracemalloc.stop()
     assert total == bundle.code_objects[0].size > size
     assert peak < 8 << 20, peak
+
+
+def test_one_decompressor_serves_a_whole_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk decodes every zstd CCOB of a section with one decompressor, which keeps
+    its window (as large as a decoded payload) from bundle to bundle instead of faulting
+    in a new one; frames of other sizes before and after still decode to the eager bytes."""
+    big = spec_plain_bundle([(AMDGCN + "gfx1100", _big("gfx1100", 3_000_000, 2))], align=4096)
+    small = sample_bundle(["gfx90a:xnack+", "gfx942"])
+    buf = section(
+        spec_ccob(small, version=3),
+        spec_ccob(big, version=2),
+        spec_ccob(small, version=1),
+        spec_ccob(sample_bundle(["gfx1030"]), version=3),
+        align=256,
+    )[0]
+    expected = _eager(buf)
+    made = 0
+    real = zstandard.ZstdDecompressor
+
+    def counting(*args: object, **kwargs: object) -> zstandard.ZstdDecompressor:
+        nonlocal made
+        made += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zstandard, "ZstdDecompressor", counting)
+    bundles = list(index_bundles(buf, name="t"))
+    assert made == 1
+    assert [b.compression for b in bundles] == ["zstd"] * 4
+    assert _streamed(buf) == expected
+
+
+@pytest.mark.parametrize(
+    ("chunks", "skipped", "after"),
+    [
+        ([b"ab"], 0, b"ab"),
+        ([b"\0" * 3, b"", b"\0" * (2 * _SCAN + 5), b"\0\0abc"], 2 * _SCAN + 10, b"abc"),
+        ([b"\0" * (_SCAN + 7) + b"x\0y"], _SCAN + 7, b"x\0y"),
+        ([b"\0" * (_SCAN - 1), b"\0q"], _SCAN, b"q"),
+        ([b"\0" * 5, b"\0" * (_SCAN + 1)], _SCAN + 6, None),
+        ([], 0, None),
+    ],
+    ids=["none", "across-chunks", "past-one-scan", "at-a-boundary", "only-zeros", "empty"],
+)
+def test_skip_zeros_finds_the_next_byte_across_chunks(
+    chunks: list[bytes], skipped: int, after: bytes | None
+) -> None:
+    reader = ChunkReader(chunks)
+    assert reader.skip_zeros() is (after is not None)
+    assert reader.pos == skipped
+    if after is not None:
+        assert reader.read(len(after) + 1) == after
+        assert reader.skip_zeros() is False
