@@ -14,14 +14,17 @@ import hashlib
 import logging
 import subprocess
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
+from isal import isal_zlib
 
 import kpack.wheelsplit as spw
 from kpack.resolve import resolve_binary
 from tests.kpack.bundle_fixtures import read_kpack_by_spec
+from tests.kpack.wheel_fixtures import raw_member
 from tests.pypi_inputs import (
     CYLLAMA,
     JAX10_PJRT,
@@ -176,3 +179,27 @@ def test_jax_rocm10_keeps_root_is_purelib_and_warns_once(jax10: Split) -> None:
             assert zf.read(info) == wheel_info, whl.name
     assert len(jax10.warnings) == len(set(jax10.warnings)), jax10.warnings
     assert not any("Root-Is-Purelib" in w for w in jax10.warnings)
+
+
+@pytest.mark.parametrize("which", ["cyllama", "jax10"])
+def test_the_host_libraries_reuse_the_input_deflate_blocks(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    """The edited library in the host wheel is the input's deflate stream spliced: two
+    independent decoders give back its bytes, and stretches of the input's compressed bytes
+    are found in it unchanged (nothing compressed anew could hold them)."""
+    split: Split = request.getfixturevalue(which)
+    name = HIP_LIB if which == "cyllama" else PLUGIN
+    host = next(p for p in split.out.glob("*.whl") if not p.name.startswith("amd_device"))
+    raw = raw_member(host, name)
+    with zipfile.ZipFile(host) as z:
+        content = z.read(name)  # zipfile checks the CRC
+    assert zlib.decompress(raw, -15) == content
+    inflater = isal_zlib.decompressobj(-15)
+    assert inflater.decompress(raw) == content and inflater.eof and not inflater.unused_data
+    # the first megabyte of the library (headers, symbols, relocations) is kept: its blocks,
+    # past the patched headers, are copied with their bit offsets, so whole bytes match
+    original = raw_member(split.wheel, name)
+    samples = [original[i : i + 512] for i in range(256 << 10, 1 << 20, 4096)]
+    found = sum(sample in raw[: 2 << 20] for sample in samples)
+    assert found >= len(samples) // 2, (found, len(samples))

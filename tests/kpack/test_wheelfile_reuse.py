@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from isal import isal_zlib
-from wheel_fixtures import ROCRAND_LIB, TAG, VERSION, metadata
+from wheel_fixtures import ROCRAND_LIB, TAG, VERSION, metadata, raw_member
 
 from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
@@ -70,18 +70,6 @@ def source(library: bytes, tmp_path_factory: pytest.TempPathFactory) -> InputWhe
 
 def _entry(wheel: InputWheel, name: str):  # type: ignore[no-untyped-def]
     return next(e for e in wheel.entries if e.arcname == name)
-
-
-def _raw(path: Path, name: str) -> bytes:
-    """The compressed bytes of member ``name``."""
-    with zipfile.ZipFile(path) as z:
-        info = z.getinfo(name)
-        with open(path, "rb") as f:
-            f.seek(info.header_offset)
-            head = f.read(30)
-            skip = int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
-            f.seek(info.header_offset + 30 + skip)
-            return f.read(info.compress_size)
 
 
 def _write(dest: Path, members: list[Member], jobs: int = 2) -> Path:
@@ -138,13 +126,13 @@ def test_an_edited_copy_reuses_the_input_blocks(
     with zipfile.ZipFile(out) as z:
         assert z.testzip() is None
         assert z.read(LIB) == expected
-    raw = _raw(out, LIB)
+    raw = raw_member(out, LIB)
     assert zlib.decompress(raw, -15) == expected
     inflater = isal_zlib.decompressobj(-15)
     assert inflater.decompress(raw) == expected and inflater.eof and not inflater.unused_data
     # copied, not compressed anew: the input's compressed bytes of a block in the middle of
     # the longest kept run are there (blocks keep their bit offset in a byte when copied)
-    original = _raw(source.path, LIB)
+    original = raw_member(source.path, LIB)
     _, base, length = max(edit.kept_runs(), key=lambda r: r[2])
     starts, bits = entry.stream.starts, entry.stream.bits
     block = bisect.bisect_right(starts, base + length // 2)
@@ -163,7 +151,7 @@ def test_an_unchanged_member_is_copied_as_it_is(source: InputWheel, tmp_path: Pa
     assert entry.stream is not None
     member = Member(LIB, source.root / LIB, reuse=Reuse.unchanged(entry.stream))
     out = _write(tmp_path, [member])
-    assert _raw(out, LIB) == _raw(source.path, LIB)
+    assert raw_member(out, LIB) == raw_member(source.path, LIB)
     with zipfile.ZipFile(out) as z:
         assert z.testzip() is None
 

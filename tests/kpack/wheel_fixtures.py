@@ -89,3 +89,15 @@ def rewrite_zip(
 
 def record_name(members: dict[str, bytes]) -> str:
     return next(n for n in members if n.endswith(".dist-info/RECORD"))
+
+
+def raw_member(path: Path, name: str) -> bytes:
+    """The compressed bytes of member ``name`` of the zip at ``path``, as stored."""
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo(name)
+    with open(path, "rb") as f:
+        f.seek(info.header_offset)
+        head = f.read(30)
+        skip = int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
+        f.seek(info.header_offset + 30 + skip)
+        return f.read(info.compress_size)
