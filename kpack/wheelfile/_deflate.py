@@ -17,6 +17,10 @@ Two engines, chosen by measurement (README, "Performance"):
   zlib-ng streams too, but its output is larger (level 6: +2.8 % on that library, +6.2 %
   on Debian's librocsparse) or slower (level 9: 1.12x the time of zlib).
 
+A member that carries a :class:`~kpack.wheelfile._reuse.Reuse` (a split wheel's copy of an
+input member) is written by copying the input's deflate blocks where that pays
+(:mod:`kpack.wheelfile._reuse`), after every member queued before it.
+
 Every input byte is read once. The calling thread reads each member, updates its sha256
 and CRC-32 and hands the work to a thread pool (both libraries and hashlib release the
 GIL). Small members are batched into one task to save overhead. The output depends on
