@@ -77,7 +77,7 @@ assert rc == 0
 # zlib for every member, whole members included (same chunking, same level).
 _STDLIB_ENGINE = """
 import zlib
-from kpack.wheelfile import _deflate
+from kpack.wheelfile import _engine
 
 def _chunk(data, zdict, final, level):
     comp = (zlib.compressobj(level, zlib.DEFLATED, -15, zdict=zdict) if zdict
@@ -85,8 +85,8 @@ def _chunk(data, zdict, final, level):
     head = comp.compress(data)
     return head + comp.flush(zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH)
 
-_deflate.deflate_chunk = _chunk
-_deflate.deflate_whole = lambda data, level: _chunk(data, None, True, level)
+_engine.deflate_chunk = _chunk
+_engine.deflate_whole = lambda data, level: _chunk(data, None, True, level)
 """
 
 _ZIP = """

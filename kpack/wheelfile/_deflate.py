@@ -45,11 +45,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Protocol
 
-import deflate as libdeflate
-
 from kpack.common import cancel
 from kpack.errors import PackagingError
-from kpack.wheelfile._join import joiner
+from kpack.wheelfile._engine import Task, deflate_batch
 from kpack.wheelfile._member import Member, looks_compressed, open_source
 from kpack.wheelfile._reuse import plan_reuse, write_reused
 from kpack.wheelfile._zip import DEFLATED, STORED, ZipEntry, ZipWriter, needs_zip64_header
@@ -61,8 +59,6 @@ __all__ = [
     "MemberStreamer",
     "WrittenMember",
     "default_jobs",
-    "deflate_chunk",
-    "deflate_whole",
 ]
 
 log = logging.getLogger(__name__)
@@ -75,8 +71,6 @@ _BATCH_BYTES = 1 << 20
 _BATCH_COUNT = 64
 _MAX_PENDING_MEMBERS = 4096
 _MAX_WINDOW_CHUNKS = 24  # bounds memory (about 2 x 96 MiB) however many workers there are
-
-_Task = tuple[bytes | bytearray, bytes | None, bool, bool]  # data, zdict, final, whole member
 
 
 class ByteProgress(Protocol):
@@ -91,39 +85,6 @@ def default_jobs() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
-
-
-def deflate_whole(data: bytes | bytearray, level: int) -> bytes:
-    """Raw deflate of a whole member (libdeflate)."""
-    if level == 0:  # libdeflate's level 0 is stored blocks, as zlib's
-        return deflate_chunk(data, None, True, 0)
-    return bytes(libdeflate.deflate_compress(data, level))
-
-
-def deflate_chunk(data: bytes | bytearray, zdict: bytes | None, final: bool, level: int) -> bytes:
-    """Raw deflate of one chunk of a streamed member, ended open and byte-aligned unless
-    ``final``: libdeflate's, joined; else zlib's, primed with ``zdict`` (the previous
-    chunk's tail)."""
-    join = joiner() if level > 0 else None
-    if join is not None:
-        return join.compress(data, level, final=final)
-    if zdict:
-        comp = zlib.compressobj(level, zlib.DEFLATED, -15, zdict=zdict)
-    else:
-        comp = zlib.compressobj(level, zlib.DEFLATED, -15)
-    head = comp.compress(data)
-    tail = comp.flush(zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH)
-    return head + tail if head else tail
-
-
-def _deflate_task(task: _Task, level: int) -> bytes:
-    cancel.check()  # a cancelled build stops between chunks
-    data, zdict, final, whole = task
-    return deflate_whole(data, level) if whole else deflate_chunk(data, zdict, final, level)
-
-
-def _deflate_batch(tasks: list[_Task], level: int) -> list[bytes]:
-    return [_deflate_task(task, level) for task in tasks]
 
 
 @dataclass(frozen=True)
@@ -141,7 +102,7 @@ class _Batch:
     __slots__ = ("future", "nbytes", "tasks")
 
     def __init__(self) -> None:
-        self.tasks: list[_Task] = []
+        self.tasks: list[Task] = []
         self.nbytes = 0
         self.future: Future[list[bytes]] | None = None
 
@@ -261,46 +222,29 @@ class MemberStreamer:
         member queued before it); ``False`` if it does not and nothing was written."""
         assert member.reuse is not None
         with open_source(member, CHUNK_SIZE) as stream:
-            plan = None if stream.size is None else plan_reuse(member.reuse, stream.size)
-            if plan is None or stream.size is None or self._level == 0:
+            size = stream.size
+            plan = None if size is None or not self._level else plan_reuse(member.reuse, size)
+            if plan is None or size is None:
                 return False
             while self._queue:
                 self._drain_one()
-            size = stream.size
-            progress = self._progress
-            if progress is not None:
-                progress.file_started(member.arcname, size)
-            entry = self._writer.begin(
-                member.arcname,
-                method=DEFLATED,
-                executable=member.executable,
-                zip64_header=needs_zip64_header(size),
-            )
+            if self._progress is not None:
+                self._progress.file_started(member.arcname, size)
+            chunks = (data for data, _ in stream.chunks)
+            advance = None if self._progress is None else self._progress.advance
             result = write_reused(
+                self._writer,
+                member.arcname,
+                member.executable,
                 member.reuse,
                 plan,
-                (data for data, _ in stream.chunks),
+                chunks,
                 size,
                 self._level,
-                self._writer.write,
-                None if progress is None else progress.advance,
+                advance,
             )
-        self._writer.end(
-            entry, crc=result.crc, compressed_size=result.compressed_size, file_size=result.size
-        )
-        self._written.append(
-            WrittenMember(
-                member.arcname, result.sha256, result.size, result.compressed_size, DEFLATED
-            )
-        )
-        how = "copied" if not plan else f"{len(plan)} runs of blocks copied"
-        log.debug(
-            "wrote %s (%d -> %d bytes, %s)",
-            member.arcname,
-            result.size,
-            result.compressed_size,
-            how,
-        )
+        written = (result.sha256, result.size, result.compressed_size, DEFLATED)
+        self._written.append(WrittenMember(member.arcname, *written))
         return True
 
     def finish(self) -> list[WrittenMember]:
@@ -346,7 +290,7 @@ class MemberStreamer:
     def _submit(self) -> None:
         batch = self._batch
         if batch.tasks:
-            batch.future = self._pool.submit(_deflate_batch, batch.tasks, self._level)
+            batch.future = self._pool.submit(deflate_batch, batch.tasks, self._level)
             self._batch = _Batch()
 
     def _result(self, part: _Part) -> bytes | bytearray:

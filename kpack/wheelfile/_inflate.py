@@ -22,7 +22,9 @@ worth it for a member that will be edited, see :mod:`kpack.wheelfile._reuse`).
 
 from __future__ import annotations
 
+import queue
 import struct
+import threading
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -34,7 +36,7 @@ from kpack.errors import PackagingError
 from kpack.wheelfile._reuse import DeflateStream
 from kpack.wheelfile._zstream import ZlibLibrary, zlib_library
 
-__all__ = ["member_chunks", "starts_with"]
+__all__ = ["member_chunks", "read_ahead", "starts_with"]
 
 _RAW_CHUNK = 1 << 20
 #: The stubs declare ``isal_zlib.error`` as an instance; it is the exception class.
@@ -168,3 +170,45 @@ def _data_offset(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int | None:
         raise zipfile.BadZipFile(f"bad local header for {info.filename!r}")
     name_len, extra_len = struct.unpack("<HH", header[26:30])
     return int(info.header_offset) + 30 + int(name_len) + int(extra_len)
+
+
+def read_ahead(source: Iterator[bytes], depth: int) -> Iterator[bytes]:
+    """The chunks of ``source``, made (inflated, CRC-checked) on a second thread while the
+    caller hashes and writes the ones before: both sides release the GIL, so a large member
+    costs about the longer of the two instead of their sum. At most ``depth`` chunks wait; an
+    error on the reading side is raised here; stopping early stops the reader."""
+    ready: queue.Queue[bytes | BaseException | None] = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(item: bytes | BaseException | None) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def reader() -> None:
+        try:
+            for chunk in source:
+                if not put(chunk):
+                    return
+            put(None)
+        except BaseException as exc:  # handed to the caller, raised there
+            put(exc)
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=reader, name="wheel-inflate", daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import logging
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -43,8 +44,11 @@ from typing import BinaryIO
 from kpack.common import cancel
 from kpack.errors import PackagingError
 from kpack.wheelfile._join import SYNC_MARKER, joiner
+from kpack.wheelfile._zip import DEFLATED, ZipWriter, needs_zip64_header
 
 __all__ = ["DeflateStream", "Reuse", "SpliceResult", "plan_reuse", "write_reused"]
+
+log = logging.getLogger(__name__)
 
 _HISTORY = 32 << 10  # deflate's window: how far back a block may refer
 _MIN_COPY = 256 << 10  # a run of blocks shorter than this is not worth its seam
@@ -136,18 +140,23 @@ def plan_reuse(reuse: Reuse, size: int) -> _Plan | None:
 
 
 def write_reused(
+    writer: ZipWriter,
+    arcname: str,
+    executable: bool,
     reuse: Reuse,
     plan: _Plan,
     content: Iterator[bytes | memoryview],
     size: int,
     level: int,
-    emit: Callable[[bytes | bytearray | memoryview], None],
     advance: Callable[[int], None] | None = None,
 ) -> SpliceResult:
-    """Write the member whose bytes ``content`` yields (``size`` of them) as one raw deflate
-    stream to ``emit``, copying what ``plan`` says from ``reuse.stream``."""
+    """Write the member ``arcname`` whose bytes ``content`` yields (``size`` of them) as one
+    deflated entry of ``writer``, copying what ``plan`` says from ``reuse.stream``."""
+    entry = writer.begin(
+        arcname, method=DEFLATED, executable=executable, zip64_header=needs_zip64_header(size)
+    )
     cursor = _Cursor(content, advance)
-    out = _Counted(emit)
+    out = _Counted(writer.write)
     with _RawReader(reuse.stream) as raw:
         if plan is WHOLE:
             cursor.consume(size, None)
@@ -170,10 +179,11 @@ def write_reused(
         raw.finish()
     cursor.finish(size)
     if plan is WHOLE and cursor.crc != reuse.stream.crc:
-        raise PackagingError(
-            f"{reuse.stream.archive}: a member changed since the wheel was verified"
-        )
-    return SpliceResult(cursor.crc, cursor.sha.digest(), cursor.pos, out.count)
+        raise PackagingError(f"{reuse.stream.archive}: a member changed since it was verified")
+    writer.end(entry, crc=cursor.crc, compressed_size=out.count, file_size=size)
+    how = "copied" if plan is WHOLE else f"{len(plan)} runs of blocks copied"
+    log.debug("wrote %s (%d -> %d bytes, %s)", arcname, size, out.count, how)
+    return SpliceResult(cursor.crc, cursor.sha.digest(), size, out.count)
 
 
 def _copy_blocks(raw: _RawReader, stream: DeflateStream, copy: _Copy, out: _Counted) -> None:

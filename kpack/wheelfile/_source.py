@@ -22,10 +22,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import lzma
-import queue
 import stat
 import struct
-import threading
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -35,7 +33,7 @@ from pathlib import Path
 
 from kpack.common.safepath import Root, case_collisions, safe_relpath, windows_platform
 from kpack.errors import PackagingError, UnsafePathError
-from kpack.wheelfile._inflate import member_chunks, starts_with
+from kpack.wheelfile._inflate import member_chunks, read_ahead, starts_with
 from kpack.wheelfile._record import SIGNATURES, verify_record
 from kpack.wheelfile._reuse import DeflateStream
 
@@ -341,7 +339,7 @@ def _extract(
         blocks = info.file_size >= _INDEX_MIN and starts_with(archive, info, _ELF_MAGIC)
         chunks = member_chunks(archive, info, _CHUNK, streams=found, blocks=blocks)
         if info.file_size >= _READ_AHEAD_MIN:
-            chunks = _read_ahead(chunks)
+            chunks = read_ahead(chunks, _READ_AHEAD_CHUNKS)
         for chunk in chunks:
             produced += len(chunk)
             if produced > info.file_size:
@@ -360,45 +358,3 @@ def _extract(
     if found:
         streams[info.filename] = found[0]
     return digest.digest()
-
-
-def _read_ahead(source: Iterator[bytes]) -> Iterator[bytes]:
-    """The chunks of ``source``, made (inflated, CRC-checked) on a second thread while the
-    caller hashes and writes the ones before: both sides release the GIL, so a large member
-    costs about the longer of the two instead of their sum. At most a few chunks wait; an
-    error on the reading side is raised here; stopping early stops the reader."""
-    ready: queue.Queue[bytes | BaseException | None] = queue.Queue(_READ_AHEAD_CHUNKS)
-    stop = threading.Event()
-
-    def put(item: bytes | BaseException | None) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def reader() -> None:
-        try:
-            for chunk in source:
-                if not put(chunk):
-                    return
-            put(None)
-        except BaseException as exc:  # handed to the caller, raised there
-            put(exc)
-        finally:
-            close = getattr(source, "close", None)
-            if close is not None:
-                close()
-
-    thread = threading.Thread(target=reader, name="wheel-inflate", daemon=True)
-    thread.start()
-    try:
-        while (item := ready.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join()

@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 
 from kpack.errors import PackagingError, UsageError
-from kpack.wheelfile import Member, WheelResult, wheel_filename, write_wheel
+from kpack.wheelfile import Member, WheelResult, _engine, wheel_filename, write_wheel
 from kpack.wheelfile import _deflate as _archive_deflate
 from kpack.wheelfile import _zip as _zipwrite
-from kpack.wheelfile._deflate import CHUNK_SIZE, WHOLE_MAX, deflate_chunk, deflate_whole
+from kpack.wheelfile._deflate import CHUNK_SIZE, WHOLE_MAX
+from kpack.wheelfile._engine import deflate_chunk, deflate_whole
 from tests.wheel_checks import CONFIG
 
 TAG = "py3-none-linux_x86_64"
@@ -319,7 +320,7 @@ def test_chunked_deflate_is_one_valid_stream(monkeypatch: pytest.MonkeyPatch, jo
     checked at the real chunk size; zlib's primed ones at a small one."""
     step = CHUNK_SIZE if joined else 100_000
     if not joined:
-        monkeypatch.setattr(_archive_deflate, "joiner", lambda: None)
+        monkeypatch.setattr(_engine, "joiner", lambda: None)
     data = elf_like(3 * step + 17)
     chunks = [data[i : i + step] for i in range(0, len(data), step)]
     parts = [
@@ -353,7 +354,7 @@ def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     if request.param.startswith("streamed"):
         monkeypatch.setattr(_archive_deflate, "WHOLE_MAX", 1)
     if request.param == "streamed-zlib":
-        monkeypatch.setattr(_archive_deflate, "joiner", lambda: None)
+        monkeypatch.setattr(_engine, "joiner", lambda: None)
     return str(request.param)
 
 
