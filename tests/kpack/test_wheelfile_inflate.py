@@ -6,11 +6,16 @@ from __future__ import annotations
 import copy
 import io
 import os
+import threading
 import zipfile
+import zlib
+from pathlib import Path
 
 import pytest
 
 from kpack.wheelfile._inflate import member_chunks
+from kpack.wheelfile._reuse import DeflateStream
+from kpack.wheelfile._zstream import zlib_library
 from tests.pypi_inputs import JAX_PLUGIN, pypi_wheel
 
 CHUNK = 1 << 20
@@ -78,3 +83,58 @@ def test_bytes_that_do_not_decode() -> None:
     z = zipfile.ZipFile(io.BytesIO(bytes(raw)))
     with pytest.raises(zipfile.BadZipFile, match="does not decode"):
         b"".join(member_chunks(z, z.getinfo("c"), CHUNK))
+
+
+def _file_archive(tmp_path: Path, data: bytes) -> zipfile.ZipFile:
+    path = tmp_path / "a.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("c", data)
+        z.writestr("next", b"more bytes after it")
+    return zipfile.ZipFile(path)
+
+
+def _index_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "wheel-index"]
+
+
+@pytest.mark.skipif(zlib_library() is None, reason="needs a shared zlib (Z_BLOCK)")
+def test_blocks_are_indexed_on_a_second_thread_while_isal_inflates(tmp_path: Path) -> None:
+    data = b"".join(os.urandom(1 << 10) * (i % 7 + 1) for i in range(3000))
+    z = _file_archive(tmp_path, data)
+    info = z.getinfo("c")
+    streams: list[DeflateStream] = []
+    assert b"".join(member_chunks(z, info, CHUNK, streams=streams, blocks=True)) == data
+    (stream,) = streams
+    assert stream.starts[0] == 0 and len(stream.starts) > 5 and stream.length == len(data)
+    assert list(stream.starts) == sorted(set(stream.starts)) and stream.crc == info.CRC
+    # every recorded start is a block boundary: zlib, primed there, decodes the rest
+    comp = stream.archive.read_bytes()[stream.offset : stream.offset + stream.size]
+    for start, bit in list(zip(stream.starts, stream.bits, strict=True))[1:4]:
+        rest = int.from_bytes(comp[bit // 8 :], "little") >> (bit % 8)
+        tail = rest.to_bytes(len(comp) - bit // 8, "little")
+        inflater = zlib.decompressobj(-15, zdict=data[max(0, start - 32768) : start])
+        assert inflater.decompress(tail) == data[start:]
+    assert not _index_threads()
+
+
+@pytest.mark.skipif(zlib_library() is None, reason="needs a shared zlib (Z_BLOCK)")
+def test_a_reader_that_stops_early_stops_the_index_thread(tmp_path: Path) -> None:
+    z = _file_archive(tmp_path, os.urandom(1 << 16) * 64)
+    chunks = member_chunks(z, z.getinfo("c"), CHUNK, streams=[], blocks=True)
+    next(chunks)
+    chunks.close()
+    assert not _index_threads()
+
+
+@pytest.mark.skipif(zlib_library() is None, reason="needs a shared zlib (Z_BLOCK)")
+def test_a_stream_that_does_not_decode_is_refused_by_both_sides(tmp_path: Path) -> None:
+    z = _file_archive(tmp_path, os.urandom(1 << 16) * 4)
+    info = z.getinfo("c")
+    raw = bytearray(Path(z.filename).read_bytes())  # type: ignore[arg-type]
+    start = info.header_offset + 30 + len(info.filename)
+    raw[start : start + 64] = b"\xff" * 64  # reserved block type 3
+    (tmp_path / "b.zip").write_bytes(raw)
+    z = zipfile.ZipFile(tmp_path / "b.zip")
+    with pytest.raises(zipfile.BadZipFile, match="does not decode"):
+        b"".join(member_chunks(z, z.getinfo("c"), CHUNK, streams=[], blocks=True))
+    assert not _index_threads()
