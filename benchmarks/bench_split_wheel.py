@@ -2,6 +2,7 @@
 
     python benchmarks/bench_split_wheel.py [-j N] [--repeat N]
                                            [--pypi | --pypi-windows | --wheel X.whl]
+                                           [--json PATH]
 
 Input: a real ROCm 7 wheel from PyPI with ``--pypi`` (``jax-rocm7-pjrt`` 0.10.0: a 520 MB
 ``xla_rocm_plugin.so`` whose 41 compressed CCOB bundles hold 1.21 GB of device code,
@@ -17,6 +18,8 @@ input straight into a new ``ZIP_DEFLATED`` level-6 archive (``zout.open(name, "w
 copies, nothing extracted to disk); each in a fresh process for its peak RSS (the process
 and its workers); the best of ``--repeat`` alternating runs counts, and the split's outputs
 must be byte-identical across the runs. Targets: ratio <= 0.5, peak RSS <= 300 MB.
+``--json PATH`` also writes the key figures: both best wall times, their ratio, the peak RSS
+of each (the most over the runs) and whether the split's outputs were byte-identical.
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ def main() -> int:
     )
     parser.add_argument("--wheel", type=Path, help="a wheel to split")
     parser.add_argument("--overlay-root", default=None, help="default: the wheel's package dir")
+    parser.add_argument("--json", type=Path, help="also write the key figures here")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -129,6 +133,7 @@ def main() -> int:
             wheel = make_fat_wheel(work / "in", library, soname=soname)
             root, what = "torch/", f"fat wheel around {library.name}"
         root = args.overlay_root or root
+        wheel_bytes = wheel.stat().st_size  # the wheel may live in the temporary dir
         print(f"input: {wheel.name} ({what}, {wheel.stat().st_size / 1e6:.1f} MB), "
               f"overlay root {root}, -j {args.jobs}")  # fmt: skip
         best: dict[str, dict[str, float]] = {}
@@ -148,6 +153,20 @@ def main() -> int:
     ratio = best["split"]["wall"] / best["rezip"]["wall"]
     print(f"(c) ratio split / rezip: {ratio:.2f}x (target <= 0.5; peak RSS <= 300 MB)")
     print(f"split outputs byte-identical across {args.repeat} runs: {len(outputs) == 1}")
+    if args.json:
+        doc = {
+            "input": wheel.name,
+            "input_bytes": wheel_bytes,
+            "jobs": args.jobs,
+            "repeat": args.repeat,
+            "split_wall": best["split"]["wall"],
+            "rezip_wall": best["rezip"]["wall"],
+            "ratio": ratio,
+            "split_peak_rss": peak["split"],
+            "rezip_peak_rss": peak["rezip"],
+            "byte_identical": len(outputs) == 1,
+        }
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
     return 0 if len(outputs) == 1 else 1
 
 
