@@ -123,6 +123,34 @@ class PeTransformPlan:
         """A read-only stream of :meth:`iter_chunks` (close it when done)."""
         return io.BufferedReader(_ChunkReader(self.iter_chunks()))
 
+    @property
+    def path(self) -> Path:
+        """The file the output is made from (as :attr:`ElfEdit.path`)."""
+        return self.source
+
+    def kept_runs(self) -> tuple[tuple[int, int, int], ...]:
+        """Where the output holds the source unchanged: ``(output offset, source offset,
+        length)`` runs, in order (as :meth:`ElfEdit.kept_runs`); patched bytes, the
+        checksum included, are in none."""
+        patched = sorted((*self.patches, (self.checksum_offset, b"\0" * 4)))
+        runs: list[tuple[int, int, int]] = []
+        at = 0
+        for piece in self.pieces:
+            if piece.data is not None:
+                at += len(piece.data)
+                continue
+            pos = piece.start
+            for offset, value in patched:
+                if offset + len(value) <= pos or offset >= piece.end:
+                    continue
+                if offset > pos:
+                    runs.append((at + pos - piece.start, pos, offset - pos))
+                pos = max(pos, offset + len(value))
+            if pos < piece.end:
+                runs.append((at + pos - piece.start, pos, piece.end - pos))
+            at += piece.end - piece.start
+        return tuple(runs)
+
 
 class _ChunkReader(io.RawIOBase):
     def __init__(self, chunks: Iterator[bytes]) -> None:

@@ -103,8 +103,8 @@ def member_chunks(
         streams.append(stream)
 
 
-def starts_with(archive: zipfile.ZipFile, info: zipfile.ZipInfo, magic: bytes) -> bool:
-    """Whether the deflated member's bytes start with ``magic`` (inflating a few bytes)."""
+def starts_with(archive: zipfile.ZipFile, info: zipfile.ZipInfo, magic: tuple[bytes, ...]) -> bool:
+    """Whether the deflated member's bytes start with one of ``magic`` (inflating a few)."""
     offset = _data_offset(archive, info) if info.compress_type == zipfile.ZIP_DEFLATED else None
     if offset is None:
         return False
@@ -112,7 +112,7 @@ def starts_with(archive: zipfile.ZipFile, info: zipfile.ZipInfo, magic: bytes) -
     archive.fp.seek(offset)
     head = archive.fp.read(min(info.compress_size, 4096))
     try:
-        return zlib.decompressobj(-15).decompress(head, len(magic)) == magic
+        return zlib.decompressobj(-15).decompress(head, max(map(len, magic))).startswith(magic)
     except zlib.error:
         return False  # the full read reports the damage
 

@@ -45,10 +45,10 @@ _CHUNK = 1 << 20
 _FLAG_UTF8 = 0x800
 _READ_AHEAD_MIN = 16 << 20  # members this large are inflated on a second thread
 _READ_AHEAD_CHUNKS = 4
-#: ELF members this large have their deflate blocks indexed, so that the edited copy a split
-#: writes can reuse them (:mod:`kpack.wheelfile._reuse`).
+#: Binaries (ELF, PE) this large have their deflate blocks indexed, so that the edited copy a
+#: split writes can reuse them (:mod:`kpack.wheelfile._reuse`).
 _INDEX_MIN = 16 << 20
-_ELF_MAGIC = b"\x7fELF"
+_BINARY_MAGIC = (b"\x7fELF", b"MZ")
 # Everything zipfile (and the codecs under it) raises on a damaged archive.
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
@@ -323,7 +323,7 @@ def _extract(
 ) -> bytes:
     """Write one member below ``root``; return its sha256 (computed while writing). A
     deflated member's stream goes to ``streams``, its blocks indexed if it is a large ELF
-    file (one a split may edit).
+    or PE file (one a split may edit).
 
     Reads are counted: a member producing more or fewer bytes than its declared size is an
     error (``zipfile`` stops at the declared size and checks the CRC; the count guards that).
@@ -336,7 +336,7 @@ def _extract(
         root.open_write(info.filename, what="member", mode=mode) as out,
     ):
         found: list[DeflateStream] = []
-        blocks = info.file_size >= _INDEX_MIN and starts_with(archive, info, _ELF_MAGIC)
+        blocks = info.file_size >= _INDEX_MIN and starts_with(archive, info, _BINARY_MAGIC)
         chunks = member_chunks(archive, info, _CHUNK, streams=found, blocks=blocks)
         if info.file_size >= _READ_AHEAD_MIN:
             chunks = read_ahead(chunks, _READ_AHEAD_CHUNKS)

@@ -16,7 +16,6 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
 from kpack.split import HostContent, host_source
 from kpack.wheelfile import (
@@ -76,15 +75,15 @@ def host_layout(
 
 def _reuse(wheel: InputWheel, entry: WheelEntry, content: HostContent | None) -> Reuse | None:
     """How the host copy of ``entry`` may reuse the input's deflate stream: whole when it is
-    unchanged, in the runs an ELF edit keeps of the extracted member; else not at all."""
+    unchanged, in the runs a transform (ELF or PE) keeps of the extracted member; else not
+    at all."""
     stream = entry.stream
+    extracted = wheel.root / entry.arcname
     if stream is None:
         return None
-    if content is None or (isinstance(content, Path) and content == wheel.root / entry.arcname):
-        return Reuse.unchanged(stream)
-    if isinstance(content, ElfEdit) and content.path == wheel.root / entry.arcname:
-        return Reuse(stream, content.kept_runs())
-    return None
+    if content is None or isinstance(content, Path):
+        return Reuse.unchanged(stream) if content in (None, extracted) else None
+    return Reuse(stream, content.kept_runs()) if content.path == extracted else None
 
 
 def write_split_wheel(

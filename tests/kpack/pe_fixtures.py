@@ -51,10 +51,12 @@ def build_pe(
     machine: str | None = None,
     link_flags: tuple[str, ...] = (),
     debug: bool = False,
+    host_data: bytes = b"",
 ) -> Path:
     """Compile and link a DLL (or EXE) whose ``.hip_fat`` holds ``bundles``, 4 KiB aligned
     each, and whose ``.hipFatB`` holds one HIPF wrapper per bundle (none with
-    ``wrappers=False``)."""
+    ``wrappers=False``); ``host_data``, if any, in a read-only ``.hostdat`` section (a large
+    image's host code and data)."""
     tools_available()
     work = dest.parent / f"{dest.stem}.build"
     work.mkdir(parents=True, exist_ok=True)
@@ -74,6 +76,14 @@ def build_pe(
             uses.append(f"w{i}.version")
         else:
             uses.append(f"(unsigned int)(unsigned long long)fat{i}")
+    if host_data:
+        (work / "host.bin").write_bytes(host_data)
+        incbins.append(
+            '        ".section .hostdat,\\"dr\\"\\n.globl hostdat\\nhostdat:\\n'
+            '.incbin \\"host.bin\\"\\n"'
+        )
+        externs.append("extern const unsigned char hostdat[];")
+        uses.append("hostdat[0]")
     table = ", ".join(str((i * 2654435761) & 0xFFFFFFFF) + "u" for i in range(2048))
     source = _SOURCE.format(
         incbins="\n".join(incbins), externs="\n".join(externs), wrappers="\n".join(decls),

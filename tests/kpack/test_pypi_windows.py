@@ -26,7 +26,7 @@ import pytest
 
 import kpack.wheelsplit as spw
 from kpack.resolve import resolve_binary
-from kpack.transform import extract_kernels, transform_binary
+from kpack.transform import extract_kernels, plan_pe_transform, transform_binary
 from tests.kpack.bundle_fixtures import read_kpack_by_spec
 from tests.kpack.wine_probe import WineProbe
 from tests.pypi_inputs import (
@@ -278,3 +278,23 @@ def test_a_pe_loader_hands_the_hip_runtime_the_marker(
                     marker = sections[b".kpackrf"].get_data()
                     assert got.head == marker[:48]
                 assert got.head == pe.get_data(rva, 48)
+
+
+def test_the_kept_runs_of_a_dll_transform_are_exactly_its_unchanged_bytes(
+    bnb: tuple[Path, list[Path]],
+) -> None:
+    """What a split's host wheel may copy from the input's deflate stream: every run is
+    source bytes unchanged, and every output byte outside the runs is new or patched."""
+    for dll in bnb[1]:
+        search = ["bitsandbytes_@GFXARCH@.kpack"]
+        plan = plan_pe_transform(dll, kernel_name=f"bitsandbytes/{dll.name}", search_paths=search)
+        output, source = b"".join(plan.iter_chunks()), dll.read_bytes()
+        runs = plan.kept_runs()
+        assert [r[0] for r in runs] == sorted(r[0] for r in runs)
+        for at, base, length in runs:
+            assert output[at : at + length] == source[base : base + length], dll.name
+        outside = len(output) - sum(length for _, _, length in runs)
+        patched = {o for off, value in plan.patches for o in range(off, off + len(value))}
+        new = sum(len(p.data) for p in plan.pieces if p.data is not None)
+        assert outside <= new + len(patched) + 4, dll.name  # 4: the checksum
+        assert sum(length for _, _, length in runs) > len(output) // 2, dll.name

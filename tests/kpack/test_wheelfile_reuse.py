@@ -212,3 +212,34 @@ def test_block_starts_are_where_zlib_put_them(library: bytes) -> None:
     for offset, bit in flushed[:-1]:
         assert starts.get(offset) == bit
     assert [b for _, b in inflater.blocks] == sorted({b for _, b in inflater.blocks})
+
+
+def test_a_split_splices_a_large_pe_dll(
+    library: bytes, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A Windows wheel's DLL of 20 MB (real ROCm 7 bundles from PyPI, real host bytes
+    around them), split: the DLL in the host wheel is the input's deflate stream spliced,
+    and decodes, by two decoders, to the transformed image."""
+    from pe_fixtures import build_pe
+
+    from kpack import wheelsplit
+    from tests.pypi_inputs import rocm7_bundles
+
+    bundles = rocm7_bundles(tmp_path_factory.mktemp("jax"))
+    dll = build_pe(tmp_path / "pe" / "fat.dll", bundles, host_data=library[: 20 << 20])
+    members = {"torch/__init__.py": b"", "torch/lib/fat.dll": dll.read_bytes()}
+    members |= {f"{DIST_INFO}/METADATA": metadata(), f"{DIST_INFO}/WHEEL": WHEEL}
+    path = _zipfile_wheel(tmp_path / f"torch-{VERSION}-py3-none-win_amd64.whl", members, level=6)
+    out = tmp_path / "out"
+    wheelsplit.split_wheel(path, out, wheelsplit.SplitOptions("torch/", "amd-device", ()))
+    host = next(out.glob("torch-*.whl"))
+    raw = raw_member(host, "torch/lib/fat.dll")
+    with zipfile.ZipFile(host) as z:
+        content = z.read("torch/lib/fat.dll")
+    assert len(content) > 20 << 20 and content != dll.read_bytes()  # transformed
+    assert zlib.decompress(raw, -15) == content
+    inflater = isal_zlib.decompressobj(-15)
+    assert inflater.decompress(raw) == content and inflater.eof and not inflater.unused_data
+    original = raw_member(path, "torch/lib/fat.dll")
+    samples = [original[i : i + 512] for i in range(1 << 20, 4 << 20, 16384)]
+    assert sum(sample in raw for sample in samples) >= len(samples) // 2
