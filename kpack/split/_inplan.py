@@ -26,7 +26,7 @@ from kpack.artifact.tree import Artifact, Entry, EntryKind
 from kpack.hipfmt import search_path
 from kpack.split._archives import ArchiveJob, KernelEntry, SpooledArchive, lay_out_archives
 from kpack.split._jobs import frame_level
-from kpack.split._parts import PartKernel, cut_parts, part_search_paths
+from kpack.split._parts import PartKernel, cut_grouped, part_search_paths
 from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, plan_split
 from kpack.split._scan import StageEntry, classify_entries
 from kpack.split._spool import spool_kernels
@@ -177,31 +177,18 @@ def _cut(
 ) -> tuple[dict[str, list[list[PlannedKernel]]], dict[str, set[int]]]:
     """Each target's kernels, in archive order, cut in archive parts
     (:mod:`kpack.split._parts`); and the parts each binary's kernels are in."""
-    parts: dict[str, list[list[PlannedKernel]]] = {}
-    used: dict[str, set[int]] = {}
-    for target, planned in kernels.items():
-        ordered = sorted(planned, key=lambda k: (k.kernel_name, k.kernel.index))
-        cut = cut_parts(
-            [
-                PartKernel(
-                    f"{k.kernel_name}#{k.kernel.index}",
-                    target,
-                    k.kernel.size,
-                    {"target": k.kernel.triple, "source_prefix": k.stage},
-                )
-                for k in ordered
-            ],
-            prefix=prefix,
-            target=target,
-            scheme=options.scheme,
-            limit=options.max_archive_bytes,
-        )
-        grouped: list[list[PlannedKernel]] = [[] for _ in range(max(cut, default=0) + 1)]
-        for kernel, part in zip(ordered, cut, strict=True):
-            grouped[part].append(kernel)
-            used.setdefault(kernel.kernel_name, set()).add(part)
-        parts[target] = grouped
-    return parts, used
+
+    def describe(target: str, k: PlannedKernel) -> tuple[str, PartKernel]:
+        toc = {"target": k.kernel.triple, "source_prefix": k.stage}
+        name = f"{k.kernel_name}#{k.kernel.index}"
+        return k.kernel_name, PartKernel(name, target, k.kernel.size, toc)
+
+    ordered = {
+        target: sorted(planned, key=lambda k: (k.kernel_name, k.kernel.index))
+        for target, planned in kernels.items()
+    }
+    limit = options.max_archive_bytes
+    return cut_grouped(ordered, describe, prefix=prefix, scheme=options.scheme, limit=limit)
 
 
 def spool_planned(

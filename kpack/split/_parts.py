@@ -27,8 +27,9 @@ path per marker, byte for byte as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import msgpack
 
@@ -37,7 +38,16 @@ from kpack.errors import ArchiveError
 from kpack.hipfmt import search_path
 from kpack.split._archives import KernelEntry
 
-__all__ = ["PartKernel", "cut_entries", "cut_parts", "part_group", "part_search_paths"]
+__all__ = [
+    "PartKernel",
+    "cut_entries",
+    "cut_grouped",
+    "cut_parts",
+    "part_group",
+    "part_search_paths",
+]
+
+T = TypeVar("T")
 
 #: target -> its archive parts' kernels, in order; kernel name -> the parts its kernels are in
 Parts = dict[str, list[list[KernelEntry]]]
@@ -119,28 +129,40 @@ def cut_parts(
     return parts
 
 
+def cut_grouped(
+    by_target: Mapping[str, Sequence[T]],
+    describe: Callable[[str, T], tuple[str, PartKernel]],
+    *,
+    prefix: str,
+    scheme: Scheme,
+    limit: int,
+) -> tuple[dict[str, list[list[T]]], dict[str, set[int]]]:
+    """Each target's kernels (in archive order) cut in archive parts, one part when they
+    fit, and the parts each binary has kernels in: a binary with a part after the first
+    needs :func:`part_search_paths` in its marker. ``describe`` gives a kernel's binary
+    (its kernel name) and how the cut sees it."""
+    parts: dict[str, list[list[T]]] = {}
+    used: dict[str, set[int]] = {}
+    for target, items in by_target.items():
+        described = [describe(target, item) for item in items]
+        kernels = [kernel for _, kernel in described]
+        cut = cut_parts(kernels, prefix=prefix, target=target, scheme=scheme, limit=limit)
+        grouped: list[list[T]] = [[] for _ in range(max(cut, default=0) + 1)]
+        for item, (binary, _), part in zip(items, described, cut, strict=True):
+            grouped[part].append(item)
+            used.setdefault(binary, set()).add(part)
+        parts[target] = grouped
+    return parts, used
+
+
 def cut_entries(
     by_target: Mapping[str, Sequence[KernelEntry]], *, prefix: str, scheme: Scheme, limit: int
 ) -> tuple[Parts, dict[str, set[int]]]:
-    """Each target's spooled kernels cut in archive parts (one part when they fit), and the
-    parts each binary (by kernel name) has kernels in: a binary with a part after the first
-    needs :func:`part_search_paths` in its marker."""
-    parts: Parts = {}
-    used: dict[str, set[int]] = {}
-    for target, entries in by_target.items():
-        kernels = [
-            PartKernel(
-                f"{name}#{k.index}",
-                target,
-                k.original_size,
-                {"target": k.triple, "source_prefix": stage},
-            )
-            for stage, name, k in entries
-        ]
-        cut = cut_parts(kernels, prefix=prefix, target=target, scheme=scheme, limit=limit)
-        grouped: list[list[KernelEntry]] = [[] for _ in range(max(cut, default=0) + 1)]
-        for entry, part in zip(entries, cut, strict=True):
-            grouped[part].append(entry)
-            used.setdefault(entry[1], set()).add(part)
-        parts[target] = grouped
-    return parts, used
+    """:func:`cut_grouped` for spooled kernels."""
+
+    def describe(target: str, entry: KernelEntry) -> tuple[str, PartKernel]:
+        stage, name, k = entry
+        toc = {"target": k.triple, "source_prefix": stage}
+        return name, PartKernel(f"{name}#{k.index}", target, k.original_size, toc)
+
+    return cut_grouped(by_target, describe, prefix=prefix, scheme=scheme, limit=limit)
