@@ -51,7 +51,7 @@ from kpack.split._jobs import (
     retarget,
     run_fat_jobs,
 )
-from kpack.split._parts import cut_entries, part_group, part_search_paths
+from kpack.split._parts import cut_entries, part_group, part_search_paths, retarget_paths
 from kpack.split._plan import (
     GENERIC,
     DatabaseFile,
@@ -123,6 +123,7 @@ __all__ = [
     "prefix_of",
     "recombine_artifacts",
     "retarget",
+    "retarget_paths",
     "run_fat_jobs",
     "split_artifact",
     "split_artifacts",

@@ -26,7 +26,7 @@ from kpack.artifact.tree import Artifact, Entry, EntryKind
 from kpack.hipfmt import search_path
 from kpack.split._archives import ArchiveJob, KernelEntry, SpooledArchive, lay_out_archives
 from kpack.split._jobs import frame_level
-from kpack.split._parts import PartKernel, cut_grouped, part_search_paths
+from kpack.split._parts import PartKernel, cut_grouped, retarget_paths
 from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, plan_split
 from kpack.split._scan import StageEntry, classify_entries
 from kpack.split._spool import spool_kernels
@@ -111,8 +111,8 @@ def plan_in_place(
     parts, used = _cut(kernels, prefix, options)
     transformed: list[tuple[StageEntry, TransformedBinary]] = []
     for fat, transform in zip(plan.fat, transforms, strict=True):
-        if used.get(fat.kernel_name, set()) - {0}:  # kernels in later parts: name them too
-            paths = part_search_paths(fat.depth, prefix, used[fat.kernel_name])
+        paths = retarget_paths(used, fat.kernel_name, fat.depth, prefix)
+        if paths is not None:  # kernels in later parts: name them too
             transform = plan_host_transform(
                 fat.source, kernel_name=fat.kernel_name, search_paths=paths
             )

@@ -45,6 +45,7 @@ __all__ = [
     "cut_parts",
     "part_group",
     "part_search_paths",
+    "retarget_paths",
 ]
 
 T = TypeVar("T")
@@ -127,6 +128,15 @@ def cut_parts(
         parts[i] = part
         used += cost
     return parts
+
+
+def retarget_paths(
+    used: Mapping[str, set[int]], kernel_name: str, depth: int, prefix: str
+) -> list[str] | None:
+    """The search paths of a binary with kernels in a part after the first (its marker must
+    name them), or ``None`` when its usual archive holds them all."""
+    parts = used.get(kernel_name, set())
+    return part_search_paths(depth, prefix, parts) if parts - {0} else None
 
 
 def cut_grouped(

@@ -21,7 +21,7 @@ from kpack.pe.image import is_pe_file
 from kpack.split._archives import ArchiveJob, remove_spools, write_archives
 from kpack.split._jobs import FatOutcome, group_by_target, retarget, run_fat_jobs
 from kpack.split._output import Staging, copy_file, make_dirs, write_manifest
-from kpack.split._parts import Parts, cut_entries, part_search_paths
+from kpack.split._parts import Parts, cut_entries, retarget_paths
 from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, fat_jobs
 from kpack.split._record import record_path
 from kpack.split._scan import Kind, StageEntry
@@ -105,9 +105,9 @@ def _retarget_markers(
     ]
     for outcome in outcomes:
         job = outcome.job
-        if not used.get(job.kernel_name, set()) - {0}:
+        paths = retarget_paths(used, job.kernel_name, job.relpath.count("/"), plan.prefix)
+        if paths is None:
             continue
-        paths = part_search_paths(job.relpath.count("/"), plan.prefix, used[job.kernel_name])
         retarget(outcome, paths)  # writes job.dest again
         notes.append(f"{job.kernel_name}: its kernels are in archive parts; searches {paths}")
     return notes

@@ -25,8 +25,8 @@ from kpack.split import (
     frame_level,
     group_by_target,
     lay_out_archives,
-    part_search_paths,
     retarget,
+    retarget_paths,
     run_fat_jobs,
 )
 from kpack.wheelsplit._plan import SplitPlan
@@ -113,8 +113,8 @@ def _lay_out_archives(
         )
         for outcome in by_root[stage]:
             name = outcome.job.kernel_name
-            if used.get(name, set()) - {0}:
-                paths = part_search_paths(name.count("/"), plan.group, used[name])
+            paths = retarget_paths(used, name, name.count("/"), plan.group)
+            if paths is not None:
                 retargeted[outcome.job.source] = retarget(outcome, paths)
         named = [
             (plan.archive_arcname(root, t, n), t, entries)
