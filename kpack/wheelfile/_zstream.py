@@ -74,18 +74,12 @@ class BlockInflater:
         self.consumed = 0  # input bytes used, once the stream has ended
 
     def run(
-        self,
-        raw: Iterable[bytes],
-        out_size: int,
-        buffer: ctypes.Array[ctypes.c_char] | None = None,
-        *,
-        discard: bool = False,
+        self, raw: Iterable[bytes], out_size: int, buffer: ctypes.Array[ctypes.c_char] | None = None
     ) -> Iterator[bytes]:
         """Inflate the pieces of ``raw`` in order; yield output pieces of at most
-        ``out_size`` bytes (made in ``buffer`` if given, which must hold as many), or
-        nothing with ``discard`` (only the block starts are wanted). Input after the
-        stream's end is left unread (see :attr:`consumed`); a stream that does not decode or
-        ends early is an error."""
+        ``out_size`` bytes (made in ``buffer`` if given, which must hold as many). Input
+        after the stream's end is left unread (see :attr:`consumed`); a stream that does not
+        decode or ends early is an error."""
         lib = self._zlib.lib
         stream = _ZStream()
         if lib.inflateInit2_(ctypes.byref(stream), -15, self._zlib.version,
@@ -116,7 +110,7 @@ class BlockInflater:
                     if self.end < 0:  # pragma: no cover - zlib stops after the last block first
                         raise PackagingError("zlib ended the stream without stopping at its end")
                     self.consumed = stream.total_in
-                    if filled and not discard:
+                    if filled:
                         yield ctypes.string_at(out_addr, filled)
                     return
                 if stream.data_type & _BEFORE_HEADER:
@@ -127,8 +121,7 @@ class BlockInflater:
                     elif position != self.blocks[-1][1]:
                         self.blocks.append((stream.total_out, position))
                 if filled == out_size:
-                    if not discard:
-                        yield ctypes.string_at(out_addr, filled)
+                    yield ctypes.string_at(out_addr, filled)
                     filled = 0
         finally:
             lib.inflateEnd(ctypes.byref(stream))
