@@ -34,6 +34,8 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from kpack.common.boundary import guarded
@@ -182,14 +184,22 @@ def _split(
     _check_windows_cases(wheel, layout.arcnames, groups)
     extras = extra_requirements(options.device_package_prefix, version, groups)
     where = f"{wheel.dist_info}/METADATA"
-    host = write_split_wheel(
-        staging, wheel, dist_name=wheel.name, version=wheel.version, members=layout.members,
-        metadata=add_headers(wheel.metadata, extras, where), jobs=options.jobs,
+    write_host = partial(
+        write_split_wheel, staging, wheel, dist_name=wheel.name, version=wheel.version,
+        members=layout.members, metadata=add_headers(wheel.metadata, extras, where),
+        jobs=options.jobs,
     )  # fmt: skip
-    rows = [
-        _device_wheel(staging, wheel, key, members, host_name, version, options, counts, groups)
-        for key, members in sorted(groups.items())
-    ]
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="host-wheel") as pool:
+        # with workers to spare, the host wheel (hashing and copying, mostly) is written
+        # while the device wheels are
+        later = pool.submit(write_host) if options.jobs > 1 else None
+        host = write_host() if later is None else None
+        rows = [
+            _device_wheel(staging, wheel, key, members, host_name, version, options, counts, groups)
+            for key, members in sorted(groups.items())
+        ]
+        host = later.result() if later is not None else host
+    assert host is not None
     variants = _variants(staging, wheel, layout.members, groups, extras, version, options) \
         if options.variant else ()  # fmt: skip
     libraries = tuple(
