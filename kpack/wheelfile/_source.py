@@ -174,8 +174,12 @@ def parse_filename(path: Path) -> tuple[str, str, str | None, str]:
     return parts[0], parts[1], build, "-".join(parts[-3:])
 
 
-def open_wheel(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> InputWheel:
-    """Verify ``path`` and extract it into ``dest`` (which must be empty or missing)."""
+def open_wheel(
+    path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS, *, index: bool = False
+) -> InputWheel:
+    """Verify ``path`` and extract it into ``dest`` (which must be empty or missing). With
+    ``index``, the deflate blocks of large binaries are indexed (for a split, which edits
+    them: :mod:`kpack.wheelfile._reuse`)."""
     path = Path(path)
     name, version, build, tag = parse_filename(path)
     _check_regular(path)
@@ -187,7 +191,10 @@ def open_wheel(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> Input
             _check_sizes(infos, limits, path)
             dist_info = _dist_info(infos, path)
             streams: dict[str, DeflateStream] = {}
-            hashes = {info.filename: _extract(archive, info, root, path, streams) for info in infos}
+            hashes = {
+                info.filename: _extract(archive, info, root, path, streams, index=index)
+                for info in infos
+            }
     except zipfile.BadZipFile as exc:  # pragma: no cover - _zip_errors converts it
         raise PackagingError(f"not a wheel: not a valid zip file ({exc})", path=path) from exc
     record_name = f"{dist_info}/RECORD"
@@ -320,10 +327,12 @@ def _extract(
     root: Root,
     path: Path,
     streams: dict[str, DeflateStream],
+    *,
+    index: bool,
 ) -> bytes:
     """Write one member below ``root``; return its sha256 (computed while writing). A
-    deflated member's stream goes to ``streams``, its blocks indexed if it is a large ELF
-    or PE file (one a split may edit).
+    deflated member's stream goes to ``streams``, its blocks indexed with ``index`` if it is
+    a large ELF or PE file (one a split may edit).
 
     Reads are counted: a member producing more or fewer bytes than its declared size is an
     error (``zipfile`` stops at the declared size and checks the CRC; the count guards that).
@@ -336,7 +345,8 @@ def _extract(
         root.open_write(info.filename, what="member", mode=mode) as out,
     ):
         found: list[DeflateStream] = []
-        blocks = info.file_size >= _INDEX_MIN and starts_with(archive, info, _BINARY_MAGIC)
+        blocks = index and info.file_size >= _INDEX_MIN
+        blocks = blocks and starts_with(archive, info, _BINARY_MAGIC)
         chunks = member_chunks(archive, info, _CHUNK, streams=found, blocks=blocks)
         if info.file_size >= _READ_AHEAD_MIN:
             chunks = read_ahead(chunks, _READ_AHEAD_CHUNKS)

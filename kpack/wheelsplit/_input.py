@@ -134,5 +134,5 @@ def open_source(path: Path, work: Path, limits: Limits) -> Source:
     if path.is_dir():
         wheel, filename = open_wheel_dir(path, limits)
         return Source(wheel, filename, sum(e.size for e in wheel.entries))
-    wheel = open_wheel(path, work / "in", limits)
+    wheel = open_wheel(path, work / "in", limits, index=True)
     return Source(wheel, path.name, path.stat().st_size)

@@ -65,7 +65,7 @@ def source(library: bytes, tmp_path_factory: pytest.TempPathFactory) -> InputWhe
         f"{DIST_INFO}/WHEEL": WHEEL,
     }
     path = _zipfile_wheel(work / f"torch-{VERSION}-{TAG}.whl", members, level=6)
-    return open_wheel(path, work / "x")
+    return open_wheel(path, work / "x", index=True)
 
 
 def _entry(wheel: InputWheel, name: str):  # type: ignore[no-untyped-def]
@@ -177,7 +177,7 @@ def test_what_does_not_pay_is_compressed_anew(source: InputWheel, tmp_path: Path
 def test_an_input_changed_after_it_was_verified_is_an_error(library: bytes, tmp_path: Path) -> None:
     members = {LIB: library, f"{DIST_INFO}/METADATA": metadata(), f"{DIST_INFO}/WHEEL": WHEEL}
     path = _zipfile_wheel(tmp_path / f"torch-{VERSION}-{TAG}.whl", members, level=6)
-    wheel = open_wheel(path, tmp_path / "x")
+    wheel = open_wheel(path, tmp_path / "x", index=True)
     entry = _entry(wheel, LIB)
     assert entry.stream is not None
     with open(path, "r+b") as f:  # one compressed byte changes behind the splitter's back
@@ -243,3 +243,11 @@ def test_a_split_splices_a_large_pe_dll(
     original = raw_member(path, "torch/lib/fat.dll")
     samples = [original[i : i + 512] for i in range(1 << 20, 4 << 20, 16384)]
     assert sum(sample in raw for sample in samples) >= len(samples) // 2
+
+
+def test_blocks_are_indexed_only_when_asked(source: InputWheel, tmp_path: Path) -> None:
+    """Other readers of a wheel (shard assembly) do not pay for zlib's slower inflate."""
+    plain = open_wheel(source.path, tmp_path / "plain")
+    entry = _entry(plain, LIB)
+    assert entry.stream is not None and entry.stream.starts == ()
+    assert entry.stream.raw_crc == _entry(source, LIB).stream.raw_crc  # type: ignore[union-attr]
