@@ -42,15 +42,20 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+_received: list[int] = []  # the signal that started the unwinding, for a Cancelled that escapes
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
     # Later signals while we clean up are ignored: the first one already unwinds.
     for sig in _SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    _received.append(signum)
     cancel.cancel()  # threads and worker processes stop at their next check
     raise Interrupted(signum)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
     cancel.cancel()
     raise KeyboardInterrupt
 
@@ -80,6 +85,15 @@ def os_error_line(exc: OSError) -> str:
     return f"{where}: {reason}" if where else reason
 
 
+def _interrupted(signum: int) -> int:
+    if signum == signal.SIGINT:
+        print("interrupted", file=sys.stderr)
+        return 130
+    name = signal.Signals(signum).name
+    print(f"interrupted by {name}; temporary files removed", file=sys.stderr)
+    return 128 + signum
+
+
 def guarded(
     run: Callable[[Sequence[str] | None], int],
     argv: Sequence[str] | None,
@@ -91,6 +105,7 @@ def guarded(
     ``one_line`` folds a multi-problem error into one line (``; ``-separated), for tools
     whose output is parsed line by line.
     """
+    _received.clear()
     try:
         with cancel.scope(), _signals_unwind():
             return run(argv)
@@ -102,9 +117,9 @@ def guarded(
         print(f"error: {os_error_line(exc)}", file=sys.stderr)
         return 1
     except Interrupted as exc:
-        name = signal.Signals(exc.signum).name
-        print(f"interrupted by {name}; temporary files removed", file=sys.stderr)
-        return 128 + exc.signum
+        return _interrupted(exc.signum)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except cancel.Cancelled:  # a worker's cancellation that reached here first: the signal's
+        return _interrupted(_received[-1] if _received else signal.SIGINT)

@@ -73,8 +73,8 @@ class FrameWorkers:
     def __enter__(self) -> FrameWorkers:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(unwinding=exc_type is not None)
 
     def writer(self, location: Location, size: int) -> _Write:
         """Where the ``size`` bytes of the code object at ``location`` go, in order."""
@@ -97,13 +97,21 @@ class FrameWorkers:
             q.join()
         self._raise()
 
-    def close(self) -> None:
-        """Stop the workers (after the queued frames) and wait for them."""
+    def close(self, *, unwinding: bool = False) -> None:
+        """Stop the workers (after the queued frames) and wait for them; then raise a
+        worker's error, unless ``unwinding``: an exception (a signal, an error) is already on
+        its way, and the workers' own (their cancellation, most likely) must not replace it."""
         for q in self._queues:
-            self._put(q, None)
+            while True:  # the workers always drain: stopped ones skip what is left
+                try:
+                    q.put(None, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
         for thread in self._threads:
             thread.join()
-        self._raise()
+        if not unwinding:
+            self._raise()
 
     def _put(self, q: queue.Queue[_Item], item: _Item) -> None:
         while True:

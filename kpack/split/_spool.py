@@ -85,10 +85,10 @@ class _Spool:
     def __enter__(self) -> _Spool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
         try:
             if self._workers is not None:
-                self._workers.close()
+                self._workers.close(unwinding=exc_type is not None)
         finally:
             self._out.close()
 
