@@ -240,7 +240,7 @@ def _apply_plan(plan: BuildPlan, progress: Progress | None, *, force: bool) -> l
                 i: pool.submit(_write_one, plan, packages[i], tmp, archives, progress)
                 for i in order
             }
-            built = [futures[i].result() for i in range(len(packages))]
+            built = [cancel.result(futures[i]) for i in range(len(packages))]
         except BaseException:  # a failure or a signal: packages not started yet never start,
             cancel.cancel()  # and the ones being written stop at their next chunk
             pool.shutdown(wait=True, cancel_futures=True)

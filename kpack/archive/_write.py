@@ -168,9 +168,9 @@ def compressed(payloads: Sequence[Payload], level: int, jobs: int) -> Iterator[b
         for data in payloads:
             pending.append(pool.submit(compress, data))
             if len(pending) >= 2 * jobs:
-                yield pending.popleft().result()
+                yield cancel.result(pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield cancel.result(pending.popleft())
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

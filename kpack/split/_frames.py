@@ -94,7 +94,7 @@ class FrameWorkers:
     def join(self) -> None:
         """Wait until every frame queued so far is appended; re-raise a worker's error."""
         for q in self._queues:
-            q.join()
+            cancel.join_queue(q)
         self._raise()
 
     def close(self, *, unwinding: bool = False) -> None:

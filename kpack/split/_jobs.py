@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from kpack.archive import (
     Scheme,
 )
+from kpack.common import cancel
 from kpack.databases import base_arch
 from kpack.elf import ElfEdit
 from kpack.errors import BundleError, TransformError
@@ -222,7 +223,7 @@ def run_fat_jobs(jobs: Sequence[FatJob], workers: int) -> list[FatOutcome]:
             futures = {pool.submit(run_fat_job, job): job for job in ordered}
             outcomes = []
             try:
-                for future in as_completed(futures):
+                for future in cancel.completed(futures):
                     outcomes.append(_result(future, futures[future]))
             except BaseException:
                 _stop(pool)

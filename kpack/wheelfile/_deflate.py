@@ -304,7 +304,7 @@ class MemberStreamer:
         future = batch.future
         if future is None:  # pragma: no cover
             raise PackagingError("internal error: batch was not submitted")
-        return future.result()[part.index]
+        return cancel.result(future)[part.index]
 
     def _drain_one(self) -> None:
         cancel.check()

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from isal import isal_zlib
 
+from kpack.common import cancel
 from kpack.errors import PackagingError
 from kpack.wheelfile._reuse import DeflateStream
 from kpack.wheelfile._zstream import ZlibLibrary, zlib_library
@@ -205,7 +206,7 @@ def read_ahead(source: Iterator[bytes], depth: int) -> Iterator[bytes]:
     thread = threading.Thread(target=reader, name="wheel-inflate", daemon=True)
     thread.start()
     try:
-        while (item := ready.get()) is not None:
+        while (item := cancel.get(ready)) is not None:
             if isinstance(item, BaseException):
                 raise item
             yield item

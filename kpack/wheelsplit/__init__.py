@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
+from kpack.common import cancel
 from kpack.common.boundary import guarded
 from kpack.common.cli import configure_logging
 from kpack.common.safepath import (
@@ -198,7 +199,7 @@ def _split(
             _device_wheel(staging, wheel, key, members, host_name, version, options, counts, groups)
             for key, members in sorted(groups.items())
         ]
-        host = later.result() if later is not None else host
+        host = cancel.result(later) if later is not None else host
     assert host is not None
     variants = _variants(staging, wheel, layout.members, groups, extras, version, options) \
         if options.variant else ()  # fmt: skip
