@@ -14,7 +14,7 @@ stream that ends early, runs on, or does not decode is :class:`zipfile.BadZipFil
 Members that are not deflated are read through ``zipfile`` as they are.
 
 Asked to (``streams``), it also describes a deflated member's stream for reuse
-(:class:`~kpack.wheelfile._reuse.DeflateStream`: where it lies in the archive, the CRC-32 of
+(:class:`~kpack.wheelfile._reuse.DeflateStream`: where it lies in the archive, the sha256 of
 its compressed bytes) and, with ``blocks``, where each of its deflate blocks starts, found
 by zlib's inflate run in ``Z_BLOCK`` steps instead of ISA-L's (about 1.8x the time; only
 worth it for a member that will be edited, see :mod:`kpack.wheelfile._reuse`).
@@ -22,6 +22,7 @@ worth it for a member that will be edited, see :mod:`kpack.wheelfile._reuse`).
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import struct
 import threading
@@ -72,7 +73,8 @@ def member_chunks(
     if zlib_lib is not None and streams is not None and offset is not None:
         yield from _indexed(archive, info, raw, chunk, zlib_lib, streams, offset)
         return
-    crc = raw_crc = 0
+    crc = 0
+    raw_hash = hashlib.sha256()
     inflater = isal_zlib.decompressobj(-15)
     with archive.open(raw) as src:
         pending, exhausted = b"", False
@@ -80,7 +82,7 @@ def member_chunks(
             if not pending and not exhausted:
                 pending = src.read(_RAW_CHUNK)
                 exhausted = not pending
-                raw_crc = zlib.crc32(pending, raw_crc)
+                raw_hash.update(pending)
             try:  # with no input left this drains what the inflater still holds
                 data = inflater.decompress(pending, chunk)
             except _IsalError as exc:
@@ -96,7 +98,7 @@ def member_chunks(
     if crc != info.CRC:
         raise zipfile.BadZipFile(f"Bad CRC-32 for file {info.filename!r}")
     if streams is not None and offset is not None:
-        streams.append(_stream(archive, info, offset, raw_crc))
+        streams.append(_stream(archive, info, offset, raw_hash.digest()))
 
 
 def starts_with(archive: zipfile.ZipFile, info: zipfile.ZipInfo, magic: tuple[bytes, ...]) -> bool:
@@ -123,18 +125,18 @@ def _indexed(
     offset: int,
 ) -> Iterator[bytes]:
     """:func:`member_chunks` by zlib in ``Z_BLOCK`` steps, recording where blocks start."""
-    crc = raw_crc = 0
+    crc = 0
+    raw_hash = hashlib.sha256()
     inflater = zlib_lib.inflater()
 
     def pieces() -> Iterator[bytes]:
-        nonlocal raw_crc
         while piece := src.read(_RAW_CHUNK):
-            raw_crc = zlib.crc32(piece, raw_crc)
+            raw_hash.update(piece)
             yield piece
 
     with archive.open(raw) as src:
         try:
-            for data in inflater.run(pieces(), chunk):
+            for data in inflater.run(pieces(), chunk, block_crcs=True):
                 crc = zlib.crc32(data, crc)
                 yield data
         except PackagingError as exc:
@@ -143,18 +145,18 @@ def _indexed(
             raise zipfile.BadZipFile("data after the end of the deflate stream")
     if crc != info.CRC:
         raise zipfile.BadZipFile(f"Bad CRC-32 for file {info.filename!r}")
-    stream = _stream(archive, info, offset, raw_crc)
+    stream = _stream(archive, info, offset, raw_hash.digest())
     starts = tuple(out for out, _ in inflater.blocks)
     bits = tuple(bit for _, bit in inflater.blocks)
-    streams.append(stream.with_blocks(starts, bits))
+    streams.append(stream.with_blocks(starts, bits, tuple(inflater.crcs)))
 
 
 def _stream(
-    archive: zipfile.ZipFile, info: zipfile.ZipInfo, offset: int, raw_crc: int
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, offset: int, raw_digest: bytes
 ) -> DeflateStream:
     assert archive.filename is not None
     return DeflateStream(
-        Path(archive.filename), offset, info.compress_size, info.file_size, info.CRC, raw_crc
+        Path(archive.filename), offset, info.compress_size, info.file_size, info.CRC, raw_digest
     )
 
 

@@ -25,9 +25,13 @@ zlib's own flushes write.
 A member is spliced only when its input was deflated, its blocks were indexed while it was
 inflated (:func:`kpack.wheelfile._inflate.member_chunks`), and at most an eighth of it must
 be compressed anew; else it is deflated as any other member. The output depends only on the
-input's bytes and libdeflate's version, as before. The input's compressed bytes are read
-again when copied; their CRC-32, taken when the wheel was verified, must match, so an input
-changed in between is an error, never a corrupt wheel.
+input's bytes and libdeflate's version, as before. Nothing is taken on trust:
+
+- every copied block's bytes, as the member holds them, must have the CRC-32 the block's
+  output had when it was indexed, so runs that do not say where the member's bytes come from
+  (a transform's bug) are an error, not an entry that decodes to other bytes;
+- the input's compressed bytes are read again when copied, and their sha256 must be the one
+  taken when the wheel was verified, so an input changed in between is an error too.
 """
 
 from __future__ import annotations
@@ -60,34 +64,54 @@ _FINAL_EMPTY = b"\x03\x00"  # BFINAL 1, fixed Huffman, end-of-block
 
 @dataclass(frozen=True)
 class DeflateStream:
-    """A deflated member of an input archive: where its raw stream lies, the CRC-32s of its
-    bytes (``crc``) and of the compressed bytes (``raw_crc``), and, when indexed, the
-    output offset (``starts``) and bit offset (``bits``) of every block, the final one last."""
+    """A deflated member of an input archive: where its raw stream lies, the CRC-32 of its
+    bytes (``crc``), the sha256 of the compressed bytes (``raw_digest``), and, when indexed,
+    the output offset (``starts``), bit offset (``bits``) and output CRC-32 (``crcs``) of
+    every block, the final one last."""
 
     archive: Path
     offset: int
     size: int
     length: int
     crc: int
-    raw_crc: int
+    raw_digest: bytes
     starts: tuple[int, ...] = ()
     bits: tuple[int, ...] = ()
+    crcs: tuple[int, ...] = ()
 
-    def with_blocks(self, starts: tuple[int, ...], bits: tuple[int, ...]) -> DeflateStream:
-        return replace(self, starts=starts, bits=bits)
+    def with_blocks(
+        self, starts: tuple[int, ...], bits: tuple[int, ...], crcs: tuple[int, ...]
+    ) -> DeflateStream:
+        return replace(self, starts=starts, bits=bits, crcs=crcs)
 
 
 @dataclass(frozen=True)
 class Reuse:
     """A member whose bytes are, in ``runs``, those of ``stream``: each run is
-    ``(member offset, stream offset, length)``, in order and disjoint."""
+    ``(member offset, stream offset, length)``; runs go forward in both, never overlap and
+    lie within the stream (the stream is read forward once)."""
 
     stream: DeflateStream
     runs: tuple[tuple[int, int, int], ...]
 
+    def __post_init__(self) -> None:
+        at_end = origin_end = 0
+        for at, origin, length in self.runs:
+            if length <= 0 or at < at_end or origin < origin_end:
+                raise PackagingError(
+                    f"internal error: reuse runs must go forward and not overlap: {self.runs[:8]}"
+                )
+            at_end, origin_end = at + length, origin + length
+        if origin_end > self.stream.length:
+            raise PackagingError(
+                f"internal error: a reuse run ends at {origin_end}, past the input member's "
+                f"{self.stream.length} bytes",
+                path=self.stream.archive,
+            )
+
     @classmethod
     def unchanged(cls, stream: DeflateStream) -> Reuse:
-        return cls(stream, ((0, 0, stream.length),))
+        return cls(stream, ((0, 0, stream.length),) if stream.length else ())
 
 
 @dataclass(frozen=True)
@@ -109,7 +133,9 @@ class SpliceResult:
 
 
 _Plan = tuple[_Copy, ...]
-WHOLE: _Plan = ()  # the member is the stream: copy it whole
+#: The member is the stream: copy it whole. (A splice plan is never empty: with nothing to
+#: copy, :func:`plan_reuse` says ``None``.)
+WHOLE: _Plan = ()
 
 
 def plan_reuse(reuse: Reuse, size: int) -> _Plan | None:
@@ -152,8 +178,10 @@ def write_reused(
 ) -> SpliceResult:
     """Write the member ``arcname`` whose bytes ``content`` yields (``size`` of them) as one
     deflated entry of ``writer``, copying what ``plan`` says from ``reuse.stream``."""
+    # the entry holds at most the input's compressed bytes plus an eighth of the member anew
+    bound = max(size, reuse.stream.size + size // 7)
     entry = writer.begin(
-        arcname, method=DEFLATED, executable=executable, zip64_header=needs_zip64_header(size)
+        arcname, method=DEFLATED, executable=executable, zip64_header=needs_zip64_header(bound)
     )
     cursor = _Cursor(content, advance)
     out = _Counted(writer.write)
@@ -172,7 +200,7 @@ def write_reused(
 
             for copy in plan:
                 cursor.consume(copy.start - cursor.pos, fresh)
-                cursor.consume(copy.end - copy.start, None)
+                _check_blocks(cursor, reuse.stream, copy, arcname)
                 _copy_blocks(raw, reuse.stream, copy, out)
             cursor.consume(size - cursor.pos, fresh)
             out(_FINAL_EMPTY)
@@ -186,6 +214,20 @@ def write_reused(
     return SpliceResult(cursor.crc, cursor.sha.digest(), size, out.count)
 
 
+def _check_blocks(cursor: _Cursor, stream: DeflateStream, copy: _Copy, arcname: str) -> None:
+    """Consume the member's bytes that ``copy`` covers, checking them block by block
+    against the CRC-32 each block's output had when the input was indexed."""
+    for block in range(copy.first, copy.last):
+        at = cursor.pos
+        crc = cursor.consume(stream.starts[block + 1] - stream.starts[block], None)
+        if crc != stream.crcs[block]:
+            raise PackagingError(
+                f"internal error: {arcname}: bytes {at}.. differ from the input's block they "
+                "would be copied from (the transform's kept runs are wrong)",
+                path=stream.archive,
+            )
+
+
 def _copy_blocks(raw: _RawReader, stream: DeflateStream, copy: _Copy, out: _Counted) -> None:
     """Blocks ``[copy.first, copy.last)`` of the stream, from a byte boundary: padded to
     their bit offset, copied, and closed with an empty stored block."""
@@ -196,7 +238,8 @@ def _copy_blocks(raw: _RawReader, stream: DeflateStream, copy: _Copy, out: _Coun
     whole = 10 * count // 8
     if whole:
         out(pad.to_bytes(whole, "little"))
-    low = (pad >> (8 * whole)) & ((1 << k) - 1)  # k bits of padding share the first byte
+    # k bits of padding share the first byte (zeros: an end-of-block code is all zero bits)
+    low = (pad >> (8 * whole)) & ((1 << k) - 1)
     tail = end % 8
     pieces = raw.copy(begin // 8, (end + 7) // 8)
     first = True
@@ -248,10 +291,14 @@ class _Cursor:
         self.crc = 0
         self.sha = hashlib.sha256()
 
-    def consume(self, n: int, sink: Callable[[bytes], None] | None) -> None:
-        """Pass the next ``n`` bytes to ``sink`` in pieces of at most 4 MiB (or drop them)."""
+    def consume(self, n: int, sink: Callable[[bytes], None] | None) -> int:
+        """Pass the next ``n`` bytes to ``sink`` in pieces of at most 4 MiB (or drop them);
+        return their CRC-32."""
+        if n < 0:
+            raise PackagingError("internal error: member content asked for out of order")
         pending: list[memoryview] = []
         pending_size = 0
+        crc = 0
         while n > 0:
             if not self._held:
                 cancel.check()
@@ -262,6 +309,7 @@ class _Cursor:
             piece, self._held = self._held[:take], self._held[take:]
             self.sha.update(piece)
             self.crc = zlib.crc32(piece, self.crc)
+            crc = zlib.crc32(piece, crc)
             if self._advance is not None:
                 self._advance(take)
             self.pos += take
@@ -272,6 +320,7 @@ class _Cursor:
                 if pending_size == _FRESH_PIECE or n == 0:
                     sink(b"".join(pending))
                     pending, pending_size = [], 0
+        return crc
 
     def finish(self, size: int) -> None:
         if self.pos != size or self._held or next(self._content, b""):
@@ -280,13 +329,13 @@ class _Cursor:
 
 class _RawReader:
     """The stream's compressed bytes, read forward once from the archive; every byte is
-    checked against the CRC-32 taken when the wheel was verified (:meth:`finish`)."""
+    checked against the sha256 taken when the wheel was verified (:meth:`finish`)."""
 
     def __init__(self, stream: DeflateStream) -> None:
         self._stream = stream
         self._file: BinaryIO | None = None
         self._pos = 0
-        self._crc = 0
+        self._hash = hashlib.sha256()
 
     def __enter__(self) -> _RawReader:
         try:
@@ -312,14 +361,15 @@ class _RawReader:
     def finish(self) -> None:
         for _ in self._read(self._stream.size - self._pos):
             pass
-        if self._crc != self._stream.raw_crc:
+        if self._hash.digest() != self._stream.raw_digest:
             raise PackagingError(
                 "changed since it was verified: a member's compressed bytes differ",
                 path=self._stream.archive,
             )
 
     def _read(self, n: int) -> Iterator[bytes]:
-        assert self._file is not None and n >= 0
+        if self._file is None or n < 0:
+            raise PackagingError("internal error: compressed bytes asked for out of order")
         while n > 0:
             cancel.check()
             piece = self._file.read(min(n, _RAW_PIECE))
@@ -327,7 +377,7 @@ class _RawReader:
                 raise PackagingError(
                     "changed since it was verified: shorter", path=self._stream.archive
                 )
-            self._crc = zlib.crc32(piece, self._crc)
+            self._hash.update(piece)
             self._pos += len(piece)
             n -= len(piece)
             yield piece

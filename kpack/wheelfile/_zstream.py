@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import zlib
 from collections.abc import Iterable, Iterator
 
 from kpack.errors import PackagingError
@@ -63,18 +64,25 @@ class BlockInflater:
 
     :meth:`run` yields the output and records, for every block, the output offset and the
     bit offset in the input where it starts (:attr:`blocks`, the first one included), and
-    where the final block starts (:attr:`last`) and the stream ends (:attr:`end`), in bits.
+    where the final block starts (:attr:`last`) and the stream ends (:attr:`end`), in bits;
+    with ``block_crcs``, also the CRC-32 of every block's output (:attr:`crcs`).
     """
 
     def __init__(self, zlib: ZlibLibrary) -> None:
         self._zlib = zlib
         self.blocks: list[tuple[int, int]] = [(0, 0)]  # raw inflate never stops before the first
+        self.crcs: list[int] = []
         self.last = 0
         self.end = -1
         self.consumed = 0  # input bytes used, once the stream has ended
 
     def run(
-        self, raw: Iterable[bytes], out_size: int, buffer: ctypes.Array[ctypes.c_char] | None = None
+        self,
+        raw: Iterable[bytes],
+        out_size: int,
+        buffer: ctypes.Array[ctypes.c_char] | None = None,
+        *,
+        block_crcs: bool = False,
     ) -> Iterator[bytes]:
         """Inflate the pieces of ``raw`` in order; yield output pieces of at most
         ``out_size`` bytes (made in ``buffer`` if given, which must hold as many). Input
@@ -89,9 +97,11 @@ class BlockInflater:
         if len(out) < out_size:
             raise ValueError("the output buffer is smaller than out_size")
         out_addr = ctypes.addressof(out)
+        view = memoryview(out).cast("B")
         pieces = iter(raw)
         held = b""  # keeps the input piece zlib reads from alive
         filled = 0
+        block_crc = 0
         try:
             while True:
                 if stream.avail_in == 0 and self.end < 0:  # past the last block: no input needed
@@ -105,7 +115,9 @@ class BlockInflater:
                 ret = lib.inflate(ctypes.byref(stream), _Z_BLOCK)
                 if ret not in (_Z_OK, _Z_STREAM_END):
                     raise PackagingError(f"the deflate stream does not decode (zlib {ret})")
-                filled = out_size - stream.avail_out
+                before, filled = filled, out_size - stream.avail_out
+                if block_crcs:  # one call never crosses a block boundary (Z_BLOCK)
+                    block_crc = zlib.crc32(view[before:filled], block_crc)
                 if ret == _Z_STREAM_END:
                     if self.end < 0:  # pragma: no cover - zlib stops after the last block first
                         raise PackagingError("zlib ended the stream without stopping at its end")
@@ -118,8 +130,11 @@ class BlockInflater:
                     if stream.data_type & _AFTER_LAST:  # the final block is done: the end
                         self.end = position
                         self.last = self.blocks[-1][1]
+                        self.crcs.append(block_crc)
                     elif position != self.blocks[-1][1]:
                         self.blocks.append((stream.total_out, position))
+                        self.crcs.append(block_crc)
+                        block_crc = 0
                 if filled == out_size:
                     yield ctypes.string_at(out_addr, filled)
                     filled = 0

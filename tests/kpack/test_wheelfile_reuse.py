@@ -26,7 +26,7 @@ from wheel_fixtures import ROCRAND_LIB, TAG, VERSION, metadata, raw_member
 from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
 from kpack.wheelfile import InputWheel, Member, Reuse, open_wheel, write_wheel
-from kpack.wheelfile._reuse import plan_reuse
+from kpack.wheelfile._reuse import WHOLE, plan_reuse
 from kpack.wheelfile._zstream import zlib_library
 
 pytestmark = pytest.mark.real
@@ -250,4 +250,34 @@ def test_blocks_are_indexed_only_when_asked(source: InputWheel, tmp_path: Path) 
     plain = open_wheel(source.path, tmp_path / "plain")
     entry = _entry(plain, LIB)
     assert entry.stream is not None and entry.stream.starts == ()
-    assert entry.stream.raw_crc == _entry(source, LIB).stream.raw_crc  # type: ignore[union-attr]
+    assert entry.stream.raw_digest == _entry(source, LIB).stream.raw_digest  # type: ignore[union-attr]
+
+
+def test_runs_that_go_back_or_overlap_are_refused(source: InputWheel) -> None:
+    stream = _entry(source, LIB).stream
+    assert stream is not None
+    half = stream.length // 2
+    for runs in (
+        ((0, half, half), (half, 0, half)),  # the stream read backwards
+        ((0, 0, half), (half - 1, half, 10)),  # overlapping in the member
+        ((0, 0, stream.length + 1),),  # past the input member's end
+        ((0, 0, 0),),
+    ):
+        with pytest.raises(PackagingError, match="internal error"):
+            Reuse(stream, runs)
+
+
+def test_runs_that_misname_the_bytes_are_an_error_not_a_corrupt_entry(
+    source: InputWheel, tmp_path: Path
+) -> None:
+    """A transform whose kept runs were wrong (a byte changed that a run claims kept): the
+    copied block would decode to the input's byte, so the write stops, naming the member."""
+    entry = _entry(source, LIB)
+    assert entry.stream is not None
+    edit = ElfEdit(source.root / LIB, entry.size, ((entry.size // 2, b"\x5a"),), b"new")
+    claimed = Reuse(entry.stream, ((0, 0, entry.size),))  # misses the patch
+    assert plan_reuse(claimed, edit.size) not in (None, WHOLE)
+    member = Member(LIB, _source_of(edit), reuse=claimed)
+    with pytest.raises(PackagingError, match="differ from the input's block"):
+        _write(tmp_path / "out", [member])
+    assert not list((tmp_path / "out").glob("*.whl"))
