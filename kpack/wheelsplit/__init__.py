@@ -41,12 +41,7 @@ from pathlib import Path
 from kpack.common import cancel
 from kpack.common.boundary import guarded
 from kpack.common.cli import configure_logging
-from kpack.common.safepath import (
-    case_collisions,
-    output_dir_problem,
-    windows_name_problem,
-    windows_platform,
-)
+from kpack.common.safepath import output_dir_problem
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, RocmPackagingError, UsageError
@@ -61,7 +56,7 @@ from kpack.wheelsplit._bundles import (
 )
 from kpack.wheelsplit._cli import Parser, add_arguments
 from kpack.wheelsplit._input import Source, open_source
-from kpack.wheelsplit._kernels import ArchiveFile, KernelResult, split_binaries
+from kpack.wheelsplit._kernels import KernelResult, split_binaries
 from kpack.wheelsplit._metadata import (
     add_headers,
     device_metadata,
@@ -89,6 +84,7 @@ from kpack.wheelsplit._variant import (
     render_json,
     variant_document,
 )
+from kpack.wheelsplit._windows import check_windows_cases, check_windows_names
 
 __all__ = [
     "Parser",
@@ -176,13 +172,13 @@ def _split(
     kernels = split_binaries(
         plan, wheel.root, work, scheme=options.scheme, level=options.level, jobs=options.jobs
     )
-    _check_windows_names(source.filename, wheel, kernels.archives)
+    check_windows_names(source.filename, wheel, kernels.archives)
     groups = _device_groups(plan, kernels, wheel)
     counts = {a.arcname: a.kernels for a in kernels.archives}
     moved = frozenset(d.entry.arcname for d in plan.databases)
     layout = host_layout(wheel, kernels.stripped, moved)
     _check_disjoint(layout.arcnames, groups)
-    _check_windows_cases(wheel, layout.arcnames, groups)
+    check_windows_cases(wheel, layout.arcnames, groups)
     extras = extra_requirements(options.device_package_prefix, version, groups)
     where = f"{wheel.dist_info}/METADATA"
     write_host = partial(
@@ -213,38 +209,6 @@ def _split(
         tuple(rows), _gpus(host.path.name, host.size, rows), variants,
         (*plan.notes, *kernels.notes),
     )  # fmt: skip
-
-
-def _check_windows_names(filename: str, wheel: InputWheel, archives: Sequence[ArchiveFile]) -> None:
-    """A Windows wheel cannot hold ``…_gfx90a:xnack+.kpack`` (``:`` opens an NTFS stream;
-    neither TheRock nor rocm-kpack defines another spelling): one error, nothing written."""
-    if not windows_platform(wheel.tag):
-        return
-    bad = sorted(a.arcname for a in archives if windows_name_problem(a.arcname) is not None)
-    if bad:
-        raise PackagingError(
-            f"{filename}: a Windows wheel would hold archive names with ':', which "
-            "Windows file systems reject (code for feature-qualified targets)",
-            problems=bad,
-        )
-
-
-def _check_windows_cases(
-    wheel: InputWheel, host: frozenset[str], groups: dict[str, list[Member]]
-) -> None:
-    """Installed together on Windows, the host and device wheels must not hold two names
-    that differ only in case (NTFS keeps one file for both): one error, nothing written."""
-    if not windows_platform(wheel.tag):
-        return
-    installed = sorted({wheel.install_path(n) for n in host})
-    installed += [m.arcname for _, members in sorted(groups.items()) for m in members]
-    pairs = case_collisions(installed)
-    if pairs:
-        raise PackagingError(
-            "the split wheels would install names that differ only in case (one file on Windows)",
-            path=wheel.path,
-            problems=pairs,
-        )
 
 
 def _device_groups(
