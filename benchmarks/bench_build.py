@@ -33,7 +33,6 @@ large members.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -170,18 +169,10 @@ def _dist_bytes(dest: Path) -> int:
     return sum(p.stat().st_size for p in (dest / "dist").rglob("*") if p.is_file())
 
 
-def _digests(root: Path) -> tuple[tuple[str, str], ...]:
-    """(relative path, SHA-256) of every file under ``root``, as bench_split_wheel hashes."""
-    out = []
-    for path in sorted(root.rglob("*")):
-        if not path.is_file():
-            continue
-        digest = hashlib.sha256()
-        with path.open("rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-        out.append((str(path.relative_to(root)), digest.hexdigest()))
-    return tuple(out)
+def tree_digests(root: Path) -> tuple[tuple[str, str], ...]:
+    from bench_split_wheel import tree_digests as digests  # benchmarks/ is on sys.path
+
+    return digests(root)
 
 
 def main() -> int:
@@ -241,7 +232,7 @@ def main() -> int:
                 if name.startswith("ours") or name.startswith("TheRock"):
                     dist[name] = _dist_bytes(dest)
                 if name == "ours":
-                    outputs.add(_digests(dest / "dist"))
+                    outputs.add(tree_digests(dest / "dist"))
                 if name not in best or wall < best[name][0]:
                     best[name] = (wall, rss)
                 peak[name] = max(peak.get(name, 0), rss)

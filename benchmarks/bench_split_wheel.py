@@ -146,7 +146,7 @@ def main() -> int:
                     best[mode] = m
                 peak[mode] = max(peak.get(mode, 0.0), m["rss"])
                 if mode == "split":
-                    outputs.add(_digests(work / mode))
+                    outputs.add(tree_digests(work / mode))
     for name, mode in (("split_wheel", "split"), ("rezip", "rezip")):
         m = best[mode]
         print(f"{name:12s} wall {m['wall']:7.2f} s   peak RSS {peak[mode] / 1e6:8.1f} MB")
@@ -170,19 +170,13 @@ def main() -> int:
     return 0 if len(outputs) == 1 else 1
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
+def tree_digests(root: Path) -> tuple[tuple[str, str], ...]:
+    """(relative path, sha256) of every file under ``root`` but hidden ones (the tool's own
+    records, which hold times)."""
+    from build_tools.pep503 import file_sha256
 
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _digests(root: Path) -> tuple[tuple[str, str], ...]:
     return tuple(
-        (str(p.relative_to(root)), _sha256(p))
+        (str(p.relative_to(root)), file_sha256(p))
         for p in sorted(root.rglob("*"))
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
     )
