@@ -241,9 +241,11 @@ def _copy_blocks(raw: _RawReader, stream: DeflateStream, copy: _Copy, out: _Coun
     # k bits of padding share the first byte (zeros: an end-of-block code is all zero bits)
     low = (pad >> (8 * whole)) & ((1 << k) - 1)
     tail = end % 8
-    pieces = raw.copy(begin // 8, (end + 7) // 8)
-    first = True
-    for piece, last in _with_last(pieces):
+    lo, hi = begin // 8, (end + 7) // 8
+    first, left = True, hi - lo
+    for piece in raw.copy(lo, hi):
+        left -= len(piece)
+        last = left == 0
         if not (first or last):
             out(piece)
             continue
@@ -257,14 +259,6 @@ def _copy_blocks(raw: _RawReader, stream: DeflateStream, copy: _Copy, out: _Coun
     if tail == 0 or tail > 5:  # the stored block's 3 header bits need a byte of their own
         out(b"\x00")
     out(SYNC_MARKER)
-
-
-def _with_last(pieces: Iterator[bytes]) -> Iterator[tuple[bytes, bool]]:
-    held = next(pieces, None)
-    while held is not None:
-        following = next(pieces, None)
-        yield held, following is None
-        held = following
 
 
 class _Counted:
