@@ -10,7 +10,6 @@ without ``--force``. A failed or interrupted run leaves the destination as it wa
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -20,9 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.common import cancel
-from kpack.common.outputs import check_outputs, publish
-from kpack.common.tempdirs import make_temp_dir, temp_dir_name
-from kpack.errors import PackagingError
+from kpack.common.outputs import check_outputs, publish, staging
 from kpack.split import SpooledArchive
 from kpack.wheelfile import (
     Member,
@@ -154,14 +151,6 @@ def _planned_outputs(plan: BuildPlan) -> list[str]:
     return paths
 
 
-def _prepare_dest(dest: Path, tmp: Path) -> None:
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        make_temp_dir(tmp)
-    except OSError as exc:
-        raise PackagingError(f"destination is not writable: {exc.strerror}", path=dest) from exc
-
-
 def _write_one(
     plan: BuildPlan, pkg: PackagePlan, tmp: Path, archives: Archives, progress: Progress | None
 ) -> Built:
@@ -220,10 +209,8 @@ def apply_plan(
 
 def _apply_plan(plan: BuildPlan, progress: Progress | None, *, force: bool) -> list[Built]:
     dest = plan.options.dest_dir
-    tmp = temp_dir_name(dest, ".rocm-build-")  # named first: cleanup covers its creation
-    check_outputs(dest, _planned_outputs(plan), record_name=RECORD, tool=TOOL, force=force)
-    try:
-        _prepare_dest(dest, tmp)
+    check_outputs(dest, _planned_outputs(plan), record=RECORD, tool=TOOL, force=force)
+    with staging(dest, TOOL) as tmp:
         archives: Archives = {}
         if plan.split is not None and plan.split.archives:
             if progress is not None:
@@ -252,16 +239,5 @@ def _apply_plan(plan: BuildPlan, progress: Progress | None, *, force: bool) -> l
             staged, outputs = tmp, [*(b.path.as_posix() for b in built), REPORT_JSON, REPORT_MD]
         else:
             staged, outputs = tmp / "stage", [b.path.as_posix() for b in built]
-        publish(dest, staged, outputs, record_name=RECORD, tool=TOOL, force=force)
-    finally:
-        _remove_tree(tmp)
+        publish(dest, staged, outputs, record=RECORD, tool=TOOL, force=force)
     return built
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove the temp build dir; every writer has stopped by now, so a second pass only
-    finishes what an interrupted first one left."""
-    for _attempt in range(2):
-        shutil.rmtree(path, ignore_errors=True)
-        if not os.path.lexists(path):
-            return

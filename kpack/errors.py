@@ -8,7 +8,7 @@ is a bug. Messages name the file and the field that is wrong.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 __all__ = [
     "ArchiveError",
@@ -22,7 +22,19 @@ __all__ = [
     "TransformError",
     "UnsafePathError",
     "UsageError",
+    "shown_list",
 ]
+
+#: Entries a problem list shows before it gives the count of the rest.
+MAX_LISTED = 5
+
+
+def shown_list(items: Sequence[str], limit: int = MAX_LISTED) -> list[str]:
+    """A problem list kept short: at most ``limit`` items, then ``... and N more``."""
+    shown = list(items[:limit])
+    if len(items) > limit:
+        shown.append(f"... and {len(items) - limit} more")
+    return shown
 
 
 class RocmPackagingError(Exception):

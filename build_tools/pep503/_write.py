@@ -8,11 +8,9 @@ import logging
 import os
 import shutil
 from collections.abc import Mapping
-from contextlib import suppress
 from pathlib import Path
 
-from kpack.common.outputs import publish, record_beside
-from kpack.common.tempdirs import make_temp_dir, temp_dir_name
+from kpack.common.outputs import publish, record_beside, staging
 from kpack.errors import PackagingError
 
 from ._metadata import METADATA_SUFFIX
@@ -80,23 +78,13 @@ def write_simple_index(
     that ``tool`` did not write needs ``force`` (:mod:`kpack.common.outputs`)."""
     index_dir = Path(os.path.abspath(index_dir))
     parent, name = index_dir.parent, index_dir.name
-    record = record_beside(index_dir, tool)
-    made = [d for d in (parent, *parent.parents) if not os.path.lexists(d)]
-    tmp = temp_dir_name(parent, f".{name}.", ".tmp")
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        make_temp_dir(tmp)
-        index, files = stage_simple_index(dist_dir, tmp / name, digests=digests)
-        outputs = [f"{name}/{rel}" for rel in files]
-        publish(parent, tmp, outputs, record_name=record, tool=tool, force=force)
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        for directory in made:  # innermost first: the parents made for it go again
-            with suppress(OSError):
-                directory.rmdir()
-        if isinstance(exc, OSError):
-            raise PackagingError(f"cannot write the index: {exc}", path=index_dir) from exc
-        raise
-    shutil.rmtree(tmp, ignore_errors=True)
+        with staging(parent, tool) as tmp:
+            index, files = stage_simple_index(dist_dir, tmp / name, digests=digests)
+            outputs = [f"{name}/{rel}" for rel in files]
+            record = record_beside(index_dir, tool)
+            publish(parent, tmp, outputs, record=record, tool=tool, force=force)
+    except OSError as exc:
+        raise PackagingError(f"cannot write the index: {exc}", path=index_dir) from exc
     log.info("wrote simple index %s: %d projects", index_dir, len(index.projects))
     return index

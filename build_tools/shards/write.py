@@ -16,15 +16,13 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable, Mapping
-from contextlib import suppress
-from dataclasses import dataclass, field
+from contextlib import ExitStack
 from pathlib import Path
 
 from build_tools.pep503 import TOOL, stage_simple_index
 from build_tools.report import render_markdown
 from kpack.common.boundary import os_error_line
-from kpack.common.outputs import Publication, publish_all, record_beside
-from kpack.common.tempdirs import make_temp_dir, temp_dir_name
+from kpack.common.outputs import Publication, publish_all, record_beside, staging
 from kpack.errors import PackagingError, UsageError
 
 from .plan import AssemblyPlan
@@ -49,43 +47,41 @@ def write_assembly(
             raise UsageError("--index and --output must be separate directories", path=index)
     reports = _report_files(plan)
     _check_report_places(output.parent, reports)
-    undo = _Undo()
     try:
-        publications = [_stage_output(plan, output, reports, undo)]
-        if index is not None:
-            dist = publications[0].staged / output.name
-            publications.insert(0, _stage_index(plan, dist, index, undo))
-        publish_all(publications, tool=TOOL, force=force)
-    except BaseException as exc:
-        undo.run()
-        if isinstance(exc, OSError):
-            line = os_error_line(exc)
-            raise PackagingError(f"cannot write the output: {line}", path=output) from exc
-        raise
-    undo.remove_temps()
+        with ExitStack() as stack:
+            out_tmp = stack.enter_context(staging(output.parent, TOOL))
+            publications = [_stage_output(plan, output, reports, out_tmp)]
+            if index is not None:
+                index_tmp = stack.enter_context(staging(index.parent, TOOL))
+                dist = out_tmp / output.name
+                publications.insert(0, _stage_index(plan, dist, index, index_tmp))
+            publish_all(publications, tool=TOOL, force=force)
+    except OSError as exc:
+        line = os_error_line(exc)
+        raise PackagingError(f"cannot write the output: {line}", path=output) from exc
 
 
 def _stage_output(
-    plan: AssemblyPlan, output: Path, reports: Mapping[str, str], undo: _Undo
+    plan: AssemblyPlan, output: Path, reports: Mapping[str, str], tmp: Path
 ) -> Publication:
-    """``<tmp>/<output name>/`` with the planned files and ``<tmp>/report.*``, in a temp
-    dir beside ``output``."""
-    tmp = undo.temp_dir(output.parent, f".{output.name}.")
+    """``<tmp>/<output name>/`` with the planned files and ``<tmp>/report.*``, in a
+    staging dir in ``output``'s parent."""
     (tmp / output.name).mkdir()
     for f in plan.files:
         _link_or_copy(f.path, tmp / output.name / f.name)
     for name, text in reports.items():
         (tmp / name).write_text(text, encoding="utf-8")
     outputs = (*(f"{output.name}/{f.name}" for f in plan.files), *reports)
-    return Publication(output.parent, tmp, outputs, record_beside(output, TOOL))
+    record = record_beside(output, TOOL)
+    return Publication(dest=output.parent, staged=tmp, outputs=outputs, record=record)
 
 
-def _stage_index(plan: AssemblyPlan, dist: Path, index: Path, undo: _Undo) -> Publication:
-    tmp = undo.temp_dir(index.parent, f".{index.name}.")
+def _stage_index(plan: AssemblyPlan, dist: Path, index: Path, tmp: Path) -> Publication:
     digests = {f.name: f.sha256 for f in plan.files}
     _index, files = stage_simple_index(dist, tmp / index.name, digests=digests)
     outputs = tuple(f"{index.name}/{rel}" for rel in files)
-    return Publication(index.parent, tmp, outputs, record_beside(index, TOOL))
+    record = record_beside(index, TOOL)
+    return Publication(dest=index.parent, staged=tmp, outputs=outputs, record=record)
 
 
 def _link_or_copy(source: Path, dest: Path) -> None:
@@ -107,41 +103,3 @@ def _check_report_places(parent: Path, names: Iterable[str]) -> None:
         place = parent / name
         if place.is_dir() and not place.is_symlink():
             raise UsageError("is a directory, where the merged report goes", path=place)
-
-
-def _missing_dirs(path: Path) -> list[Path]:
-    """The directories ``mkdir -p path`` would make, outermost first."""
-    missing = []
-    for directory in (path, *path.parents):
-        if os.path.lexists(directory):
-            break
-        missing.append(directory)
-    return missing[::-1]
-
-
-@dataclass
-class _Undo:
-    """What :func:`write_assembly` made before publishing, each noted before it is made:
-    its temporary dirs and the parents it made for them (publishing takes back its own
-    steps)."""
-
-    temps: list[Path] = field(default_factory=list)
-    made: list[Path] = field(default_factory=list)
-
-    def temp_dir(self, parent: Path, prefix: str) -> Path:
-        """A new temporary dir in ``parent`` (made with its missing parents)."""
-        self.made += _missing_dirs(parent)
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = temp_dir_name(parent, prefix, ".tmp")
-        self.temps.append(tmp)
-        return make_temp_dir(tmp)
-
-    def remove_temps(self) -> None:
-        for temp in self.temps:
-            shutil.rmtree(temp, ignore_errors=True)
-
-    def run(self) -> None:
-        self.remove_temps()
-        for directory in reversed(self.made):
-            with suppress(OSError):
-                directory.rmdir()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import logging
 import mmap
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,9 +15,8 @@ from kpack.archive import KpackArchive
 from kpack.bundle import PLAIN_MAGIC, iter_bundles
 from kpack.cli._args import _input_file, _output_dir, _target
 from kpack.common.cli import output_line
-from kpack.common.outputs import publish
+from kpack.common.outputs import publish, staging
 from kpack.common.safepath import Root, safe_relpath
-from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import ArchiveError, UsageError
 from kpack.hipfmt import PE_FATBIN, identify
 from kpack.resolve import read_kpack_ref
@@ -222,23 +220,16 @@ def cmd_extract(args: argparse.Namespace) -> int:
     kind = _file_kind(path)
     out: Path = args.output
     _extract_destination(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Everything goes to a staging dir beside -o first, so a failure half-way leaves nothing.
-    staging = temp_dir_name(out.parent, f".{out.name}.partial-")
-    try:
-        root = Root(make_temp_dir(staging), error=UsageError)
-        names: list[str] = []
+    names: list[str] = []
+    with staging(out, EXTRACT_TOOL) as staged:
+        root = Root(staged, error=UsageError)
         for name, data in _extract_items(path, kind, args.target):
             root.write_bytes(name, data, what=f"output name from {path.name}")
             names.append(name)
         if not names:
             what = f" for target {args.target}" if args.target else ""
             raise UsageError(f"no code objects{what}", path=path)
-        publish(
-            out, staging, names, record_name=EXTRACT_RECORD, tool=EXTRACT_TOOL, force=args.force
-        )
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        publish(out, staged, names, record=EXTRACT_RECORD, tool=EXTRACT_TOOL, force=args.force)
     count = len(names)
     if not getattr(args, "quiet", False):
         print(f"extracted {count} code objects")

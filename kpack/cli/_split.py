@@ -84,6 +84,7 @@ def cmd_split(args: argparse.Namespace) -> int:
             level=level,
             jobs=args.jobs,
             force=args.force,
+            owns=getattr(args, "owns", "recorded"),
         )
         if not getattr(args, "quiet", False):
             _print_result(result)
@@ -98,6 +99,7 @@ def cmd_split(args: argparse.Namespace) -> int:
         level=level,
         jobs=args.jobs,
         force=args.force,
+        owns=getattr(args, "owns", "recorded"),
     )
     quiet = getattr(args, "quiet", False)
     for result in batch.results if not quiet else ():

@@ -1,157 +1,164 @@
-"""One rule for a tool's output directory: a re-run replaces what the tool wrote there
+"""One rule for every tool's output directory: a re-run replaces what the tool wrote there
 before and leaves every other file alone.
 
-A tool stages its outputs in a temporary directory inside the destination, then
-:func:`publish` moves them into place. What it wrote is recorded in a small JSON file in
-the destination (its name chosen by the tool): each output's path, kind, size and
-modification time. The next run treats as its own only what that record lists *and* what
-is still as recorded; a file someone else wrote (or rewrote since) is never deleted or
-overwritten unless ``force`` is given, and the error lists a few of them and their count.
+A run builds its outputs in a marked staging directory inside the destination
+(:func:`staging`), then :func:`publish_all` moves them into place and rewrites the tool's
+record (:mod:`kpack.common.output_record`). The record is a claim to check, never an
+authority:
 
-Publishing is all or nothing: every step is noted before it is taken, so a failure or a
-signal (which unwinds as an exception, :mod:`kpack.common.boundary`) puts back each file
-as it was found, the old record included.
+- every name in it passes the same check as an output name, and is looked up without
+  following a symlink in any component: a recorded path whose parent is a symlink (or not a
+  directory) is never touched;
+- a file is replaced or removed only while its bytes still match the record (sha256); a
+  symlink only while its target does; a directory only when everything in it is the tool's,
+  and a directory the new outputs no longer need only once it is empty;
+- something in the way of a new output that is not the tool's stops the run before anything
+  moves (listed, a few names and a count), unless ``force``; ``force`` never lets a stale
+  entry that is not the tool's be removed.
+
+Publishing is all or nothing: each step is noted before it is taken, so a failure or a
+signal (which unwinds as an exception, :mod:`kpack.common.boundary`) puts back each file as
+it was found. Staging left behind by a killed run (:mod:`kpack.common.staging`) is removed
+by the next run of the same tool into the same destination, with one notice.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import logging
 import os
-import shutil
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from kpack.common.tempdirs import make_temp_dir, temp_dir_name
-from kpack.errors import PackagingError, UsageError
+from kpack.common.output_record import (
+    Entry,
+    entry_of,
+    is_link,
+    read_record,
+    record_bytes,
+    staged_entries,
+)
+from kpack.common.safepath import safe_relpath
+from kpack.common.staging import Staging, staging
+from kpack.errors import PackagingError, shown_list
 
 __all__ = [
-    "MAX_LISTED",
+    "Owns",
     "Publication",
-    "Recorded",
     "check_outputs",
     "publish",
     "publish_all",
-    "read_record",
     "record_beside",
-    "shown_list",
+    "staging",
 ]
 
-#: Entries a problem list shows before it gives the count of the rest.
-MAX_LISTED = 5
-_FORMAT = 1
+log = logging.getLogger(__name__)
+
+#: What a run may replace: ``"recorded"`` — only what its record proves it wrote (the rule
+#: above); ``"named"`` — its named outputs whatever is there (rocm-kpack's own rule for the
+#: artifact dirs it writes; nothing else is touched and nothing stale removed).
+Owns = str
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """One output as the record lists it; a directory output has no size or time."""
+@dataclass(frozen=True, kw_only=True)
+class Publication:
+    """One destination: each output ``staged/<rel>`` goes to ``dest/<rel>`` (``rel`` a
+    relative POSIX path; a directory moves whole), recorded in ``dest/<record>`` (None: a
+    scratch destination, nothing recorded and nothing there the tool's)."""
 
-    kind: str  # "file" or "dir"
-    size: int = 0
-    mtime_ns: int = 0
-
-    @staticmethod
-    def of(path: Path) -> Recorded:
-        st = path.lstat()
-        if stat.S_ISDIR(st.st_mode):
-            return Recorded("dir")
-        return Recorded("file", st.st_size, st.st_mtime_ns)
+    dest: Path
+    staged: Path
+    outputs: tuple[str, ...]
+    record: str | None
 
 
-def shown_list(items: Sequence[str], limit: int = MAX_LISTED) -> list[str]:
-    """At most ``limit`` items, then ``... and N more``."""
-    shown = list(items[:limit])
-    if len(items) > limit:
-        shown.append(f"... and {len(items) - limit} more")
-    return shown
+def record_beside(directory: Path, tool: str) -> str:
+    """The name of the record of ``tool``'s outputs in ``directory``, kept in its parent
+    (beside it, so the directory holds the outputs only): ``.<tool>.<name>.json``."""
+    name = Path(os.path.abspath(directory)).name
+    return f".{tool.replace(' ', '-')}.{name}.json"
 
 
-def read_record(path: Path, tool: str) -> dict[str, Recorded]:
-    """The outputs ``tool`` recorded in ``path``; none if there is no record, or if it is a
-    symlink, unreadable, another tool's or not in this format (then nothing is known to be
-    the tool's, and the files in the way need ``force``)."""
-    if path.is_symlink() or not path.is_file():
-        return {}
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        if doc.get("tool") != tool or doc.get("format") != _FORMAT:
-            return {}
-        return {
-            str(rel): Recorded(str(e["kind"]), int(e.get("size", 0)), int(e.get("mtime_ns", 0)))
-            for rel, e in doc["outputs"].items()
-            if _is_relative(str(rel))
-        }
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return {}
+# --- looking without following -------------------------------------------------------------
 
 
-def _is_relative(rel: str) -> bool:
-    """A plain path below the destination (no ``..``, not absolute): a record that was
-    edited must not make the tool delete anything elsewhere."""
-    parts = PurePosixPath(rel).parts
-    return bool(parts) and not PurePosixPath(rel).is_absolute() and ".." not in parts
-
-
-def _is_ours(dest: Path, rel: str, record: Mapping[str, Recorded]) -> bool:
-    """``rel`` is listed in the record and still as recorded."""
-    entry = record.get(rel)
-    if entry is None:
-        return False
-    try:
-        now = Recorded.of(dest / rel)
-    except OSError:
-        return False
-    return now == entry
-
-
-def _blocked_parents(dest: Path, rel: str) -> list[str]:
-    """The parent directories of ``rel`` whose place holds something else (a file, or a
-    symlink, which is never written through)."""
-    blocked = []
+def _blocked(dest: Path, rel: str) -> str | None:
+    """The first proper parent of ``rel`` that exists but is not a real directory."""
     parts = PurePosixPath(rel).parts[:-1]
     for i in range(1, len(parts) + 1):
         sub = "/".join(parts[:i])
-        path = dest / sub
-        if path.is_symlink() or (os.path.lexists(path) and not path.is_dir()):
-            blocked.append(sub)
-            break
-    return blocked
+        try:
+            st = os.lstat(dest / sub)
+        except FileNotFoundError:
+            return None
+        if is_link(st) or not stat.S_ISDIR(st.st_mode):
+            return sub
+    return None
 
 
-def _problems(dest: Path, outputs: Iterable[str], record: Mapping[str, Recorded]) -> list[str]:
+def _matches(path: Path, entry: Entry) -> bool:
+    now = entry_of(path, digest=False)
+    if now is None or now.kind != entry.kind:
+        return False
+    if now.kind == "symlink":
+        return now.target == entry.target
+    if now.kind == "file":  # a size that differs decides at once; a match is then hashed
+        current = entry_of(path)
+        return now.size == entry.size and current is not None and current.sha256 == entry.sha256
+    return True
+
+
+def _ours(dest: Path, rel: str, record: Mapping[str, Entry]) -> bool:
+    """``dest/rel`` (its parents real directories) is still what the record says, and, for a
+    directory, so is everything in it."""
+    entry = record.get(rel)
+    if entry is None or _blocked(dest, rel) is not None or not _matches(dest / rel, entry):
+        return False
+    if entry.kind != "dir":
+        return True
+    with os.scandir(dest / rel) as it:
+        children = [f"{rel}/{e.name}" for e in it]
+    return all(_ours(dest, child, record) for child in children)
+
+
+def _problems(
+    dest: Path, outputs: Iterable[str], record: Mapping[str, Entry], owns: Owns
+) -> list[str]:
     problems: dict[str, str] = {}
     for rel in outputs:
-        for sub in _blocked_parents(dest, rel):
-            kind = "a symlink" if (dest / sub).is_symlink() else "not a directory"
+        sub = _blocked(dest, rel)
+        if sub is not None:
+            kind = "a symlink" if os.path.islink(dest / sub) else "not a directory"
             problems.setdefault(sub, f"{sub} exists and is {kind}")
-        path = dest / rel
-        if os.path.lexists(path) and not _is_ours(dest, rel, record):
-            if path.is_dir() and not path.is_symlink():
-                problems.setdefault(rel, f"{rel} is a directory")
-            else:
-                problems.setdefault(rel, f"{rel} was not written by this tool")
+        elif os.path.lexists(dest / rel) and owns != "named" and not _ours(dest, rel, record):
+            what = "changed since this tool wrote it" if rel in record else "not written by it"
+            problems.setdefault(rel, f"{rel}: {what}")
     return list(problems.values())
+
+
+def _checked_names(outputs: Iterable[str], where: Path) -> tuple[str, ...]:
+    return tuple(safe_relpath(rel, what="output name", source=where).as_posix() for rel in outputs)
 
 
 def check_outputs(
     dest: Path,
     outputs: Iterable[str],
     *,
-    record_name: str,
+    record: str | None,
     tool: str,
     force: bool,
+    owns: Owns = "recorded",
 ) -> None:
-    """Refuse (without ``force``) when an output's place, or one of its parent directories'
-    places, holds something this tool did not write. Callable before the work starts, for
-    the outputs whose names are known then."""
-    if force:
-        return
-    record = read_record(dest / record_name, tool)
-    problems = _problems(dest, outputs, record)
-    if problems:
+    """Refuse (without ``force``) when an output's place, or one of its parents' places,
+    holds something this tool did not write; a record that cannot be trusted is refused
+    too. Callable before the work starts, for the outputs whose names are known then."""
+    names = _checked_names(outputs, dest)
+    trusting = force or owns == "named"  # by name, the record decides nothing
+    recorded = read_record(dest / record, tool, force=trusting) if record else {}
+    problems = _problems(dest, names, recorded, owns)
+    if problems and not force:
         raise PackagingError(
             f"cannot publish: {len(problems)} in the way, not written by {tool} (see --force)",
             path=dest,
@@ -159,11 +166,14 @@ def check_outputs(
         )
 
 
+# --- publishing ----------------------------------------------------------------------------
+
+
 @dataclass
 class _Journal:
-    """Each step of :func:`publish`, noted before it is taken, so it can be taken back."""
+    """Each step of a publication, noted before it is taken, so it can be taken back."""
 
-    trash: Path
+    trash: Staging
     moved: list[tuple[Path, Path]] = field(default_factory=list)  # (from, to)
     made: list[Path] = field(default_factory=list)
     count: int = 0
@@ -173,38 +183,162 @@ class _Journal:
         os.rename(source, target)
 
     def discard(self, path: Path) -> None:
-        """Move ``path`` into the trash (deleted once everything is in place)."""
+        """Move ``path`` (never followed) into the trash, deleted once all is in place."""
         self.count += 1
-        self.move(path, self.trash / str(self.count))
+        self.move(path, self.trash.path / str(self.count))
 
-    def make_dirs(self, path: Path) -> None:
-        missing = []
-        for directory in (path, *path.parents):
-            if os.path.lexists(directory):
-                break
-            missing.append(directory)
-        for directory in reversed(missing):
-            self.made.append(directory)
-            directory.mkdir()
+    def make_dirs(self, dest: Path, rel: str) -> None:
+        parts = PurePosixPath(rel).parts
+        for i in range(1, len(parts) + 1):
+            directory = dest.joinpath(*parts[:i])
+            if not os.path.lexists(directory):
+                self.made.append(directory)
+                directory.mkdir()
 
     def undo(self) -> None:
+        """Every move taken back, the trash removed, then the directories made."""
         for source, target in reversed(self.moved):
             with suppress(OSError):
                 os.rename(target, source)
+        self.trash.remove()
         for directory in reversed(self.made):
             with suppress(OSError):
                 directory.rmdir()
 
 
-@dataclass(frozen=True)
-class Publication:
-    """One destination of :func:`publish_all`: each output ``staged/<rel>`` goes to
-    ``dest/<rel>``, recorded in ``dest/<record_name>``."""
+def _stale(
+    dest: Path, record: Mapping[str, Entry], outputs: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """Recorded entries this run does not write again: the files and symlinks still the
+    tool's (to remove), and the directories (removed later, only if empty)."""
+    kept = set(outputs)
+    for rel in outputs:
+        kept.update("/".join(PurePosixPath(rel).parts[:i]) for i in range(1, rel.count("/") + 1))
 
-    dest: Path
-    staged: Path
-    outputs: tuple[str, ...]
-    record_name: str
+    def replaced(rel: str) -> bool:
+        return rel in kept or any(rel.startswith(f"{o}/") for o in outputs)
+
+    stale = [rel for rel in record if not replaced(rel)]
+    files, dirs = [], []
+    for rel in stale:
+        if record[rel].kind == "dir":
+            dirs.append(rel)
+        elif _ours(dest, rel, record):
+            files.append(rel)
+        elif os.path.lexists(dest / rel):
+            log.warning("%s: changed since this tool wrote it; left alone", dest / rel)
+    return files, sorted(dirs, key=lambda r: -r.count("/"))
+
+
+@dataclass(frozen=True)
+class _Step:
+    pub: Publication
+    record: dict[str, Entry]
+    entries: dict[str, Entry]
+    stale_files: list[str]
+    stale_dirs: list[str]
+
+
+def _plan(pub: Publication, tool: str, force: bool, owns: Owns) -> _Step:
+    outputs = _checked_names(pub.outputs, pub.dest)
+    record = _checked_names([pub.record], pub.dest)[0] if pub.record else None
+    check_outputs(pub.dest, outputs, record=record, tool=tool, force=force, owns=owns)
+    trusting = force or owns == "named"
+    recorded = read_record(pub.dest / record, tool, force=trusting) if record else {}
+    entries = staged_entries(pub.staged, outputs)
+    for rel in outputs:  # the parents of an output the tool made are its own directories
+        parts = PurePosixPath(rel).parts
+        entries.update(("/".join(parts[:i]), Entry(kind="dir")) for i in range(1, len(parts)))
+    files, dirs = ([], []) if owns == "named" else _stale(pub.dest, recorded, outputs)
+    if owns == "named":  # what it recorded before and does not write now stays recorded
+        entries = {**{r: e for r, e in recorded.items() if r not in entries}, **entries}
+    return _Step(pub, recorded, entries, files, dirs)
+
+
+def _place(journal: _Journal, step: _Step, rel: str) -> None:
+    dest = step.pub.dest
+    sub = _blocked(dest, rel)
+    if sub is not None:  # only with force or ownership by name: checked before
+        journal.discard(dest / sub)
+    journal.make_dirs(dest, str(PurePosixPath(rel).parent) if "/" in rel else "")
+    if os.path.lexists(dest / rel):
+        journal.discard(dest / rel)
+    journal.move(step.pub.staged / rel, dest / rel)
+
+
+def _write_record(journal: _Journal, step: _Step, tool: str) -> None:
+    dest, rel = step.pub.dest, step.pub.record
+    if rel is None:
+        return
+    sub = _blocked(dest, rel)
+    if sub is not None:
+        raise PackagingError("exists and is not a directory, where records go", path=dest / sub)
+    journal.make_dirs(dest, str(PurePosixPath(rel).parent) if "/" in rel else "")
+    new = journal.trash.path / "record.json"
+    new.write_bytes(record_bytes(tool, step.entries))
+    final = dest / rel
+    if os.path.lexists(final):
+        if os.path.isdir(final) and not os.path.islink(final):
+            raise PackagingError("is a directory, where the record of outputs goes", path=final)
+        journal.discard(final)
+    journal.move(new, final)
+
+
+def _apply(journal: _Journal, step: _Step, tool: str) -> None:
+    outputs = _checked_names(step.pub.outputs, step.pub.dest)
+    for rel in outputs:
+        _place(journal, step, rel)
+    for rel in step.stale_files:
+        journal.discard(step.pub.dest / rel)
+    _write_record(journal, step, tool)
+
+
+def _remove_empty(dest: Path, dirs: Sequence[str]) -> None:
+    """Stale recorded directories, deepest first, each only if empty and still a real
+    directory whose parents are real directories."""
+    for rel in dirs:
+        if _blocked(dest, rel) is not None:
+            continue
+        with suppress(OSError):
+            st = os.lstat(dest / rel)
+            if stat.S_ISDIR(st.st_mode) and not is_link(st):
+                os.rmdir(dest / rel)
+
+
+def publish_all(
+    publications: Sequence[Publication], *, tool: str, force: bool, owns: Owns = "recorded"
+) -> None:
+    """Publish into several destinations as one step: every destination is checked (and
+    every record read) before anything moves, and a failure in one takes back those
+    published before it."""
+    steps = [_plan(pub, tool, force, owns) for pub in publications]
+    done: list[_Journal] = []
+    dest = publications[0].dest if publications else Path()
+    try:
+        for step in steps:
+            dest = step.pub.dest
+            made = [d for d in (dest, *dest.parents) if not os.path.lexists(d)][::-1]
+            dest.mkdir(parents=True, exist_ok=True)
+            try:
+                trash = Staging.make(dest, tool, purpose="replaced")
+            except BaseException:
+                for directory in reversed(made):
+                    with suppress(OSError):
+                        directory.rmdir()
+                raise
+            done.append(_Journal(trash, made=made))
+            _apply(done[-1], step, tool)
+    except BaseException as exc:
+        for journal in reversed(done):
+            journal.undo()
+        if isinstance(exc, OSError):
+            raise PackagingError(f"cannot publish the outputs: {exc.strerror}", path=dest) from exc
+        raise
+    for journal, step in zip(done, steps, strict=True):
+        journal.trash.remove()
+        _remove_empty(step.pub.dest, step.stale_dirs)
+        for rel in step.stale_files:
+            log.info("removed %s (written by the last run, not by this one)", rel)
 
 
 def publish(
@@ -212,103 +346,11 @@ def publish(
     staged: Path,
     outputs: Sequence[str],
     *,
-    record_name: str,
+    record: str | None,
     tool: str,
     force: bool,
+    owns: Owns = "recorded",
 ) -> None:
-    """Move each output ``staged/<rel>`` to ``dest/<rel>`` (``rel`` a relative POSIX path;
-    a directory output moves whole), remove what the previous record lists that this run
-    did not write again, and write the new record. ``staged`` must lie in ``dest``'s file
-    system. All or nothing."""
-    publish_all([Publication(dest, staged, tuple(outputs), record_name)], tool=tool, force=force)
-
-
-def publish_all(publications: Sequence[Publication], *, tool: str, force: bool) -> None:
-    """:func:`publish` into several destinations as one step: every destination is checked
-    before anything moves, and a failure in one takes back those published before it."""
-    for pub in publications:
-        check_outputs(pub.dest, pub.outputs, record_name=pub.record_name, tool=tool, force=force)
-    done: list[tuple[_Journal, Path, list[str]]] = []
-    dest = publications[0].dest if publications else Path()
-    try:
-        for pub in publications:
-            dest = pub.dest
-            journal = _Journal(temp_dir_name(dest, f".{tool}-old-"))
-            record = read_record(dest / pub.record_name, tool)
-            stale = [r for r in sorted(record) if r not in pub.outputs]
-            stale = [r for r in stale if _is_ours(dest, r, record)]
-            done.append((journal, dest, stale))  # before its first step: undo covers it
-            _publish_one(journal, pub, stale, tool)
-    except BaseException as exc:
-        for journal, _dest, _stale in reversed(done):
-            journal.undo()
-            shutil.rmtree(journal.trash, ignore_errors=True)
-        if isinstance(exc, OSError):
-            raise PackagingError(f"cannot publish the outputs: {exc.strerror}", path=dest) from exc
-        raise
-    for journal, dest, stale in done:
-        shutil.rmtree(journal.trash, ignore_errors=True)
-        _remove_empty_parents(dest, stale)
-
-
-def _publish_one(journal: _Journal, pub: Publication, stale: Sequence[str], tool: str) -> None:
-    journal.make_dirs(pub.dest)
-    make_temp_dir(journal.trash)
-    for rel in pub.outputs:
-        _place(journal, pub.dest, pub.staged / rel, rel)
-    for rel in stale:
-        journal.discard(pub.dest / rel)
-    _write_record(journal, pub.dest, pub.dest / pub.record_name, pub.outputs, tool)
-
-
-def record_beside(directory: Path, tool: str) -> str:
-    """The name of the record of ``tool``'s outputs in ``directory``, kept in its parent
-    (beside it, so the directory holds the outputs only): ``.<tool>.<name>.json``, a name
-    too long for that shortened to a digest."""
-    name = Path(os.path.abspath(directory)).name
-    if len(name.encode("utf-8", "surrogateescape")) > 160:
-        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        name = f"{name[:40]}-{digest}"
-    return f".{tool}.{name}.json"
-
-
-def _place(journal: _Journal, dest: Path, source: Path, rel: str) -> None:
-    for sub in _blocked_parents(dest, rel):  # only with force: checked before
-        journal.discard(dest / sub)
-    final = dest / rel
-    journal.make_dirs(final.parent)
-    if os.path.lexists(final):
-        journal.discard(final)
-    journal.move(source, final)
-
-
-def _write_record(
-    journal: _Journal, dest: Path, record_path: Path, outputs: Sequence[str], tool: str
-) -> None:
-    doc = {
-        "tool": tool,
-        "format": _FORMAT,
-        "outputs": {
-            rel: {k: v for k, v in vars(Recorded.of(dest / rel)).items() if v or k == "kind"}
-            for rel in sorted(outputs)
-        },
-    }
-    new = journal.trash / "record.json"
-    new.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    if os.path.lexists(record_path):
-        if record_path.is_dir() and not record_path.is_symlink():
-            raise UsageError("is a directory, where the record of outputs goes", path=record_path)
-        journal.discard(record_path)
-    journal.move(new, record_path)
-
-
-def _remove_empty_parents(dest: Path, removed: Iterable[str]) -> None:
-    """Directories left empty by removing old outputs held nothing but those: they go."""
-    for rel in removed:
-        for parent in (dest / rel).parents:
-            if parent == dest or dest not in parent.parents:
-                break
-            try:
-                parent.rmdir()
-            except OSError:
-                break
+    """:func:`publish_all` into one destination."""
+    pub = Publication(dest=dest, staged=staged, outputs=tuple(outputs), record=record)
+    publish_all([pub], tool=tool, force=force, owns=owns)

@@ -162,10 +162,13 @@ def _options(
     jobs: int,
     force: bool,
     max_archive_bytes: int,
+    owns: str = "recorded",
 ) -> SplitOptions:
     """The checked options of one run (sequences as tuples)."""
     targets = tuple(gpu_targets) if gpu_targets is not None else None
-    return SplitOptions(tuple(handlers), targets, scheme, level, jobs, force, max_archive_bytes)
+    return SplitOptions(
+        tuple(handlers), targets, scheme, level, jobs, force, max_archive_bytes, owns
+    )
 
 
 def split_artifact(
@@ -180,6 +183,7 @@ def split_artifact(
     jobs: int = 2,
     force: bool = False,
     max_archive_bytes: int = MAX_ARCHIVE_BYTES,
+    owns: str = "recorded",
 ) -> SplitResult:
     """Split one artifact dir into ``output_dir`` (see the module docstring).
 
@@ -187,7 +191,7 @@ def split_artifact(
     :class:`~kpack.errors.RocmPackagingError` subclass on bad input, leaving no output dir.
     ``max_archive_bytes``: a target whose archive would be larger gets archive parts.
     """
-    options = _options(handlers, gpu_targets, scheme, level, jobs, force, max_archive_bytes)
+    options = _options(handlers, gpu_targets, scheme, level, jobs, force, max_archive_bytes, owns)
     return _split_one(Path(artifact_dir), Path(output_dir), prefix, options)
 
 
@@ -257,9 +261,10 @@ def split_artifacts(
     force: bool = False,
     progress: Callable[[Path], None] | None = None,
     max_archive_bytes: int = MAX_ARCHIVE_BYTES,
+    owns: str = "recorded",
 ) -> BatchResult:
     """Split every artifact below ``parent_dir``; collect failures instead of stopping."""
-    options = _options(handlers, gpu_targets, scheme, level, jobs, force, max_archive_bytes)
+    options = _options(handlers, gpu_targets, scheme, level, jobs, force, max_archive_bytes, owns)
     inputs = batch_inputs(Path(parent_dir))
     by_prefix: dict[str, list[Path]] = {}
     for path in inputs:

@@ -55,6 +55,8 @@ class SplitOptions:
     #: The largest archive written; a target's kernels beyond it go to further parts
     #: (:mod:`kpack.split._parts`). Smaller limits are for tests.
     max_archive_bytes: int = MAX_ARCHIVE_BYTES
+    #: What a run may replace in the output dir (:data:`kpack.common.outputs.Owns`).
+    owns: str = "recorded"
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_archive_bytes <= MAX_ARCHIVE_BYTES:

@@ -34,9 +34,8 @@ from pathlib import Path, PurePosixPath
 from kpack.artifact.names import read_manifest
 from kpack.common.jsonfile import load_json_object
 from kpack.common.safepath import Root, safe_component
-from kpack.errors import ArtifactError, UsageError
+from kpack.errors import ArtifactError, UsageError, shown_list
 from kpack.split._output import Staging, write_manifest
-from kpack.split._record import shortened
 
 __all__ = [
     "ArchGroup",
@@ -153,14 +152,14 @@ def _plans(
         if component not in prefixes:
             raise UsageError(
                 f"--component {component!r} is not among the artifacts",
-                problems=shortened(prefixes),
+                problems=shown_list(prefixes),
             )
         prefixes = [component]
     lacking = [p for p in prefixes if p not in generic]
     if lacking:
         raise ArtifactError(
             f"no P_generic in the primary shard {config.primary_shard!r} for",
-            problems=shortened(lacking),
+            problems=shown_list(lacking),
         )
     plans, missing = [], []
     for prefix in prefixes:
@@ -228,7 +227,7 @@ def _write_group(members: Sequence[ShardArtifact], dest: Path) -> None:
         _copy_member(art, root, problems)
     if problems:
         raise ArtifactError(
-            "conflicting files in one group", path=dest, problems=shortened(problems)
+            "conflicting files in one group", path=dest, problems=shown_list(problems)
         )
     write_manifest(dest, {s for art in members for s in art.stages})
 

@@ -23,7 +23,6 @@ from kpack.split._jobs import FatOutcome, group_by_target, retarget, run_fat_job
 from kpack.split._output import Staging, copy_file, make_dirs, write_manifest
 from kpack.split._parts import Parts, cut_entries, retarget_paths
 from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, fat_jobs
-from kpack.split._record import record_path
 from kpack.split._scan import Kind, StageEntry
 
 __all__ = ["ArchiveOutput", "BinaryReport", "SplitResult", "execute"]
@@ -182,7 +181,8 @@ def execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitRe
         output_dir,
         force=options.force,
         protected=[plan.scan.path],
-        record=record_path(output_dir, plan.prefix),
+        record=output_dir / f".kpack-split-{plan.prefix}.json",
+        owns=options.owns,
     )
     with staging:
         staging.check_free([generic_name])

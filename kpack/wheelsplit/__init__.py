@@ -19,7 +19,7 @@
 
 The input is a ``.whl`` or an unpacked wheel directory; ``--output-format directory`` writes
 each wheel unpacked, as rocm-kpack does. Everything is built in staging directories and
-published at the end under the output-directory rule (:mod:`kpack.wheelsplit._publish`): a
+published at the end under the output-directory rule (:mod:`kpack.common.outputs`): a
 re-run replaces what the last split of the same input wrote, every other file stays, and on
 any error the output directory is as it was.
 """
@@ -35,16 +35,17 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
 from kpack.common import cancel
 from kpack.common.boundary import guarded
 from kpack.common.cli import configure_logging
+from kpack.common.outputs import Publication, publish_all, staging
 from kpack.common.safepath import output_dir_problem
-from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.databases import load_handlers
-from kpack.errors import PackagingError, RocmPackagingError, UsageError
+from kpack.errors import PackagingError, RocmPackagingError, UsageError, shown_list
 from kpack.split import host_size
 from kpack.wheelfile import InputWheel, Member
 from kpack.wheelsplit._bundles import (
@@ -75,7 +76,6 @@ from kpack.wheelsplit._outputs import (
     write_split_wheel,
 )
 from kpack.wheelsplit._plan import SplitPlan, plan_split
-from kpack.wheelsplit._publish import few, publish, staging_name
 from kpack.wheelsplit._report import DeviceWheelRow, GpuRow, LibraryRow, SplitReport
 from kpack.wheelsplit._requires import device_requires
 from kpack.wheelsplit._variant import (
@@ -97,6 +97,10 @@ __all__ = [
     "split_wheel",
 ]
 
+TOOL = "kpack split-wheel"
+#: The split's records, one per input, in each output dir: hidden from ``twine upload dist/*``.
+RECORD_DIR = ".kpack-split-wheel"
+
 log = logging.getLogger(__name__)
 
 
@@ -107,16 +111,12 @@ def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> S
     output_dir = Path(output_dir).absolute()
     report_dir = report_dir_for(output_dir, options.report_dir)
     handlers = load_handlers(options.databases)
-    work_parent = Path(options.tmp_dir).absolute() if options.tmp_dir else output_dir.parent
-    work = temp_dir_name(work_parent, f".{output_dir.name}.work-")
-    stagings: list[Path] = []
-    try:
-        output_dir.parent.mkdir(parents=True, exist_ok=True)
-        report_dir.parent.mkdir(parents=True, exist_ok=True)
-        make_temp_dir(work)
+    work_parent = Path(options.tmp_dir).absolute() if options.tmp_dir else output_dir
+    with ExitStack() as stack:
+        dist = stack.enter_context(staging(output_dir, TOOL))
+        reports = stack.enter_context(staging(report_dir, TOOL))
+        work = stack.enter_context(staging(work_parent, TOOL))
         source = open_source(Path(input_wheel), work, options.limits)
-        stagings += [staging_name(output_dir), staging_name(report_dir)]
-        dist, reports = (make_temp_dir(s) for s in stagings)
         with warnings_once():
             plan = plan_split(source.wheel, options.overlay_root, handlers, options.keep_fat)
             if plan.empty:
@@ -128,14 +128,22 @@ def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> S
         stem = f"{source.wheel.name}-{source.wheel.version}-split-report"
         (reports / f"{stem}.json").write_bytes(report.to_json())
         (reports / f"{stem}.md").write_text(report.to_markdown(), encoding="utf-8")
-        publish([(dist, output_dir), (reports, report_dir)], source.filename, force=options.force)
-    except BaseException:
-        for staging in stagings:
-            shutil.rmtree(staging, ignore_errors=True)
-        raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        record = f"{RECORD_DIR}/{source.filename}.json"
+        publish_all(
+            [
+                Publication(dest=output_dir, staged=dist, outputs=_listed(dist), record=record),
+                Publication(
+                    dest=report_dir, staged=reports, outputs=_listed(reports), record=record
+                ),
+            ],
+            tool=TOOL,
+            force=options.force,
+        )
     return report
+
+
+def _listed(directory: Path) -> tuple[str, ...]:
+    return tuple(sorted(os.listdir(directory)))
 
 
 def _unchanged(
@@ -351,9 +359,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = split_wheel(args.input, args.output_dir, options)
     except RocmPackagingError as exc:
-        if len(exc.problems) <= len(few(exc.problems)):
+        if len(exc.problems) <= len(shown_list(exc.problems)):
             raise
-        raise type(exc)(exc.message, path=exc.path, problems=few(exc.problems)) from None
+        raise type(exc)(exc.message, path=exc.path, problems=shown_list(exc.problems)) from None
     if not getattr(args, "quiet", False):
         print(report.to_markdown())
         print(f"split report: {Path(report_dir).absolute()}")

@@ -20,7 +20,7 @@ from email.parser import BytesHeaderParser
 from pathlib import Path
 
 from kpack.common.safepath import case_collisions, is_utf8, shown_name, windows_platform
-from kpack.errors import PackagingError
+from kpack.errors import PackagingError, shown_list
 from kpack.wheelfile import (
     InputWheel,
     Limits,
@@ -29,7 +29,6 @@ from kpack.wheelfile import (
     normalize_version,
     open_wheel,
 )
-from kpack.wheelsplit._publish import few
 
 __all__ = ["Source", "open_source", "open_wheel_dir"]
 
@@ -89,7 +88,7 @@ def open_wheel_dir(path: Path, limits: Limits) -> tuple[InputWheel, str]:
             "(raise it with --max-unpacked-size)"
         )
     if problems:
-        raise PackagingError("not an unpacked wheel", path=root, problems=few(problems))
+        raise PackagingError("not an unpacked wheel", path=root, problems=shown_list(problems))
     dist_info = dist_infos[0]
     for required in ("METADATA", "WHEEL"):
         if f"{dist_info}/{required}" not in files:
@@ -104,7 +103,7 @@ def open_wheel_dir(path: Path, limits: Limits) -> tuple[InputWheel, str]:
     build = wheel.get("build", [None])[0] or None
     if windows_platform(tag) and (pairs := case_collisions(sorted(files))):
         raise PackagingError(
-            "names differ only in case (one file on Windows)", path=root, problems=few(pairs)
+            "names differ only in case (one file on Windows)", path=root, problems=shown_list(pairs)
         )
     skipped = {f"{dist_info}/{s}" for s in _SKIPPED}
     entries = tuple(

@@ -4,6 +4,7 @@ every other file is left alone, a file it did not write is never overwritten wit
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -13,7 +14,9 @@ import pytest
 from build_tools.build import RECORD
 from build_tools.build_python_packages import main
 from kpack.common import outputs as outputs_module
-from kpack.common.outputs import publish, read_record
+from kpack.common.output_record import FORMAT, read_record
+from kpack.common.outputs import publish
+from kpack.errors import PackagingError
 
 from .treeutil import add_artifact, write_manifest
 
@@ -46,8 +49,8 @@ def test_a_rerun_replaces_its_outputs_and_keeps_everything_else(
     (dest / "notes.txt").write_text("keep me")
     assert _build(tree, dest) == 0, capsys.readouterr().err
     first = _snapshot(dest, record=False)
-    recorded = read_record(dest / RECORD, "build-python-packages")
-    assert sorted(recorded) == sorted(
+    recorded = read_record(dest / RECORD, "build-python-packages", force=False)
+    assert sorted(r for r, e in recorded.items() if e.kind == "file") == sorted(
         [
             "dist/rocm-1.0.tar.gz",
             f"dist/{WHEEL.format(v='1.0')}",
@@ -108,7 +111,7 @@ def test_a_recorded_output_rewritten_by_someone_else_is_theirs(
     assert _build(tree, dest) == 0
     (dest / "report.md").write_text("edited by hand after the build")
     assert _build(tree, dest) == 1
-    assert "  - report.md was not written by this tool" in capsys.readouterr().err
+    assert "  - report.md: changed since this tool wrote it" in capsys.readouterr().err
     assert (dest / "report.md").read_text() == "edited by hand after the build"
     assert _build(tree, dest, version="2.0") == 1  # not removed as a stale output either
 
@@ -120,8 +123,10 @@ def test_staged_trees_are_recorded_and_replaced_too(tmp_path: Path) -> None:
     assert sorted(p.name for p in dest.iterdir()) == sorted(
         [RECORD, "rocm", "rocm-sdk-core", "rocm-sdk-devel", "rocm-sdk-libraries-gfx90a"]
     )
-    (dest / "rocm-sdk-core" / "marker").write_text("x")  # inside a recorded tree: replaced
-    assert _build(tree, dest, "--no-build-packages") == 0
+    (dest / "rocm-sdk-core" / "marker").write_text("x")  # a user's file in a recorded tree
+    assert _build(tree, dest, "--no-build-packages") == 1
+    assert (dest / "rocm-sdk-core" / "marker").read_text() == "x"
+    assert _build(tree, dest, "--no-build-packages", "--force") == 0  # replaced when asked
     assert not (dest / "rocm-sdk-core" / "marker").exists()
 
 
@@ -144,7 +149,7 @@ def test_a_publish_failing_at_any_step_puts_everything_back(
         dest := _staged(dest, {"keep.txt": b"theirs"}),
         _staged(tmp_path / "s1", {"dist/a.whl": b"a1", "dist/old.whl": b"o", "r.json": b"r1"}),
         ["dist/a.whl", "dist/old.whl", "r.json"],
-        record_name=".rec",
+        record=".rec",
         tool="t",
         force=False,
     )
@@ -166,7 +171,7 @@ def test_a_publish_failing_at_any_step_puts_everything_back(
             dest,
             staged,
             ["dist/a.whl", "sub/new.whl", "r.json"],
-            record_name=".rec",
+            record=".rec",
             tool="t",
             force=False,
         )
@@ -178,13 +183,13 @@ def test_a_publish_failing_at_any_step_puts_everything_back(
 def test_a_publish_that_succeeds_removes_stale_outputs_and_empty_dirs(tmp_path: Path) -> None:
     dest = tmp_path / "dest"
     first = _staged(tmp_path / "s1", {"dist/x/a.whl": b"a", "r.json": b"r"})
-    publish(dest, first, ["dist/x/a.whl", "r.json"], record_name=".rec", tool="t", force=False)
+    publish(dest, first, ["dist/x/a.whl", "r.json"], record=".rec", tool="t", force=False)
     second = _staged(tmp_path / "s2", {"dist/b.whl": b"b", "r.json": b"r"})
-    publish(dest, second, ["dist/b.whl", "r.json"], record_name=".rec", tool="t", force=False)
+    publish(dest, second, ["dist/b.whl", "r.json"], record=".rec", tool="t", force=False)
     assert _snapshot(dest).keys() == {".rec", "dist/b.whl", "r.json"}
     assert not (dest / "dist" / "x").exists()
     doc = json.loads((dest / ".rec").read_text())
-    assert doc["tool"] == "t" and sorted(doc["outputs"]) == ["dist/b.whl", "r.json"]
+    assert doc["tool"] == "t" and sorted(doc["outputs"]) == ["dist", "dist/b.whl", "r.json"]
 
 
 def test_an_edited_record_never_reaches_outside(tmp_path: Path) -> None:
@@ -192,11 +197,12 @@ def test_an_edited_record_never_reaches_outside(tmp_path: Path) -> None:
     dest.mkdir()
     victim = tmp_path / "victim"
     victim.write_bytes(b"v")
-    st = victim.stat()
-    entry = {"kind": "file", "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    doc = {"tool": "t", "format": 1, "outputs": {"../victim": entry, str(victim): entry}}
+    entry = {"kind": "file", "size": 1, "sha256": hashlib.sha256(b"v").hexdigest()}
+    doc = {"format": FORMAT, "tool": "t", "outputs": {"../victim": entry}}
     (dest / ".rec").write_text(json.dumps(doc))
-    assert read_record(dest / ".rec", "t") == {}
     staged = _staged(tmp_path / "s", {"a": b"a"})
-    publish(dest, staged, ["a"], record_name=".rec", tool="t", force=False)
-    assert victim.read_bytes() == b"v"
+    with pytest.raises(PackagingError, match=r"untrusted record.*'\.\.' path component"):
+        publish(dest, staged, ["a"], record=".rec", tool="t", force=False)
+    assert victim.read_bytes() == b"v" and not (dest / "a").exists()
+    publish(dest, staged, ["a"], record=".rec", tool="t", force=True)  # ignored, with force
+    assert victim.read_bytes() == b"v" and (dest / "a").read_bytes() == b"a"

@@ -10,10 +10,16 @@ from pathlib import Path
 import pytest
 from test_split import HANDLERS, BlasTree, blas_tree, listing, names_in
 
-from kpack.errors import ArtifactError
-from kpack.split import _output, _record, split_artifact
+from kpack.common import outputs as outputs_module
+from kpack.errors import ArtifactError, PackagingError, RocmPackagingError
+from kpack.split import _output, split_artifact
 
 PREFIX = "blas_lib"
+
+
+def _recorded_names(record: Path) -> set[str]:
+    """The top-level names a split's record lists."""
+    return {rel for rel in json.loads(record.read_text())["outputs"] if "/" not in rel}
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +41,11 @@ def test_rerun_replaces_its_own_output_and_leaves_the_rest(tree: BlasTree, tmp_p
     first = _split(tree, out)
     before = listing(out)
     record = out / f".kpack-split-{PREFIX}.json"
-    assert set(json.loads(record.read_text())["names"]) == set(first)
+    assert _recorded_names(record) == set(first)
     assert _split(tree, out) == first  # no --force needed
     assert listing(out) == before
     assert (out / "other_lib_generic" / "keep.txt").read_text() == "not ours"
-    assert not [p for p in out.iterdir() if p.name.startswith(".partial")]
+    assert not [p for p in out.iterdir() if ".staging-" in p.name]
 
 
 def test_rerun_removes_what_only_the_last_run_wrote(tree: BlasTree, tmp_path: Path) -> None:
@@ -48,9 +54,7 @@ def test_rerun_removes_what_only_the_last_run_wrote(tree: BlasTree, tmp_path: Pa
     narrow = _split(tree, out, gpu_targets=["gfx942"])
     assert set(narrow) < set(wide)
     assert names_in(out) == narrow
-    assert set(json.loads((out / f".kpack-split-{PREFIX}.json").read_text())["names"]) == set(
-        narrow
-    )
+    assert _recorded_names(out / f".kpack-split-{PREFIX}.json") == set(narrow)
 
 
 def test_a_file_the_tool_did_not_write_needs_force(tree: BlasTree, tmp_path: Path) -> None:
@@ -58,9 +62,9 @@ def test_a_file_the_tool_did_not_write_needs_force(tree: BlasTree, tmp_path: Pat
     _split(tree, out)
     intruder = out / f"{PREFIX}_generic" / "mine.txt"
     intruder.write_text("user file")
-    with pytest.raises(ArtifactError, match=r"did not write.*--force") as info:
+    with pytest.raises(PackagingError, match=r"not written by kpack split \(see --force\)") as info:
         _split(tree, out)
-    assert info.value.problems == (f"{PREFIX}_generic",)
+    assert info.value.problems == (f"{PREFIX}_generic: changed since this tool wrote it",)
     assert intruder.read_text() == "user file"
     _split(tree, out, force=True)
     assert not intruder.exists()
@@ -72,9 +76,9 @@ def test_a_changed_file_needs_force(tree: BlasTree, tmp_path: Path) -> None:
     _split(tree, out)
     manifest = out / f"{PREFIX}_gfx942" / "artifact_manifest.txt"
     manifest.write_text(manifest.read_text() + "edited/stage\n")
-    with pytest.raises(ArtifactError, match="did not write") as info:
+    with pytest.raises(PackagingError, match="not written by kpack split") as info:
         _split(tree, out)
-    assert info.value.problems == (f"{PREFIX}_gfx942",)
+    assert info.value.problems == (f"{PREFIX}_gfx942: changed since this tool wrote it",)
     assert "edited/stage" in manifest.read_text()
 
 
@@ -86,10 +90,10 @@ def test_a_dir_from_another_tool_or_a_lost_record_needs_force(
     record = out / f".kpack-split-{PREFIX}.json"
     for damage in ("", "{not json", json.dumps({"format": "other", "names": {}})):
         record.write_text(damage)
-        with pytest.raises(ArtifactError, match="did not write"):
+        with pytest.raises(PackagingError, match="untrusted record of earlier outputs"):
             _split(tree, out)
     record.unlink()
-    with pytest.raises(ArtifactError, match="did not write"):
+    with pytest.raises(PackagingError, match="not written by kpack split"):
         _split(tree, out)
 
 
@@ -112,11 +116,11 @@ def test_a_failed_publish_puts_the_last_output_back(
     before = listing(out)
     record_bytes = (out / f".kpack-split-{PREFIX}.json").read_bytes()
 
-    def fail(path: Path, names: object) -> None:
-        raise OSError(28, "No space left on device", str(path))
+    def fail(tool: str, entries: object) -> bytes:
+        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(_output, "write_record", fail)
-    with pytest.raises(OSError, match="No space"):
+    monkeypatch.setattr(outputs_module, "record_bytes", fail)
+    with pytest.raises(PackagingError, match="No space"):
         _split(tree, out)
     assert listing(out) == before
     assert (out / f".kpack-split-{PREFIX}.json").read_bytes() == record_bytes
@@ -127,8 +131,9 @@ def test_error_lists_stay_short(tmp_path: Path) -> None:
     names = [f"x_lib_gfx90{i}" for i in range(8)]
     for name in names:
         (out / name).mkdir(parents=True)
-    staging = _output.Staging(out, force=False, record=_record.record_path(out, "x_lib"))
-    with staging, pytest.raises(ArtifactError) as info:
+    staging = _output.Staging(out, force=False, record=out / ".kpack-split-x_lib.json")
+    with staging, pytest.raises(RocmPackagingError) as info:
         staging.check_free(names)
-    assert info.value.problems == (*names[:3], "... and 5 more")
+    shown = tuple(f"{n}: not written by it" for n in names[:5])
+    assert info.value.problems == (*shown, "... and 3 more")
     assert len(info.value.message) < 100  # the path goes before it, the list after

@@ -6,10 +6,12 @@ TheRock's ``cmake/therock_artifacts.cmake`` runs this file directly::
         --output-dir artifacts/ --artifact-prefix P --clang-offload-bundler B
         [--split-databases ...] [--gpu-targets ...]
 
-and re-runs it into the same ``--output-dir`` on incremental builds: what the last run
-wrote is replaced, everything else left alone. ``--clang-offload-bundler`` is accepted with
-one notice (bundles are read in-process); ``--tmp-dir`` and ``--verbose`` work as in
-rocm-kpack. Every other ``kpack split-artifacts`` option works too.
+and re-runs it into the same ``--output-dir`` on incremental builds. As in rocm-kpack, the
+``<prefix>_<component>_<target>/`` dirs a run writes are replaced whoever wrote them (a build
+dir rocm-kpack populated included); nothing else in the output dir is touched or removed.
+``--clang-offload-bundler`` is accepted with one notice (bundles are read in-process);
+``--tmp-dir`` and ``--verbose`` work as in rocm-kpack. Every other ``kpack split-artifacts``
+option works too.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     add_version(p)
     add_verbosity(p)
     add_split_artifacts_arguments(p)
+    # rocm-kpack's rule for its output dir: the artifact dirs a run writes are its own, so a
+    # build dir it (or rocm-kpack) populated re-runs as written; nothing else there is touched
+    p.set_defaults(owns="named")
     return p
 
 

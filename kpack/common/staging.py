@@ -1,0 +1,182 @@
+"""Marked staging directories inside an output directory, and the debris of killed runs.
+
+Every tool builds its outputs in a staging directory inside the destination (one file
+system, so publishing is a rename), named ``.<tool>.staging-<pid>-<random>`` and holding a
+marker file that names the tool. While a run lives it holds an exclusive lock on that marker
+(``flock`` on POSIX, ``msvcrt.locking`` on Windows). A run killed with ``kill -9`` cannot
+remove its staging; the next run of the same tool into the same destination finds it by
+name *and* marker, takes the lock (proof that its owner is gone), removes it and prints one
+notice. Nothing else is ever recognised as debris: a directory with another name, a marker
+naming another tool, a symlink, or a staging whose lock is held (a run still working) stays.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpack.common.tempdirs import temp_dir_name
+from kpack.errors import PackagingError
+
+__all__ = ["MARKER", "Staging", "remove_debris", "staging"]
+
+log = logging.getLogger(__name__)
+
+MARKER = ".rocm-packaging-staging"
+_MARKER_MAX = 4096
+
+
+def _slug(tool: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in tool)
+
+
+def _prefix(tool: str) -> str:
+    return f".{_slug(tool)}.staging-"
+
+
+def _marker_text(tool: str) -> bytes:
+    return f"rocm-packaging staging of {tool}\n".encode()
+
+
+def _lock(fd: int) -> bool:
+    """Take the marker's exclusive lock without waiting; False while another holds it."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+@dataclass
+class Staging:
+    """A staging directory of ``tool`` in ``dest``; the marker's descriptor holds its lock."""
+
+    path: Path
+    fd: int
+
+    @classmethod
+    def make(cls, dest: Path, tool: str, *, purpose: str = "") -> Staging:
+        path = temp_dir_name(dest, _prefix(tool), f"-{purpose}" if purpose else "")
+        try:
+            path.mkdir(mode=0o700)
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(path / MARKER, flags, 0o600)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        try:
+            os.write(fd, _marker_text(tool))
+            _lock(fd)
+        except BaseException:
+            os.close(fd)
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        return cls(path, fd)
+
+    def remove(self) -> None:
+        """Remove the directory; the marker goes last, so its lock guards the removal."""
+        for entry in os.listdir(self.path) if os.path.isdir(self.path) else ():
+            if entry != MARKER:
+                target = self.path / entry
+                if os.path.isdir(target) and not os.path.islink(target):
+                    shutil.rmtree(target, ignore_errors=True)
+                else:
+                    with suppress(OSError):
+                        os.unlink(target)
+        with suppress(OSError):
+            os.close(self.fd)
+        with suppress(OSError):
+            os.unlink(self.path / MARKER)
+        with suppress(OSError):
+            os.rmdir(self.path)
+
+
+def _dead_staging(path: Path, tool: str) -> int | None:
+    """The locked marker's descriptor when ``path`` is a staging of ``tool`` whose run is
+    gone; None for anything else."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            return None
+        fd = os.open(path / MARKER, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        if os.read(fd, _MARKER_MAX) != _marker_text(tool) or not _lock(fd):
+            raise OSError("not a dead staging of this tool")
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def remove_debris(dest: Path, tool: str) -> list[Path]:
+    """Remove the stagings of ``tool`` in ``dest`` that killed runs left; returns them."""
+    try:
+        names = sorted(n for n in os.listdir(dest) if n.startswith(_prefix(tool)))
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        fd = _dead_staging(dest / name, tool)
+        if fd is not None:
+            Staging(dest / name, fd).remove()
+            removed.append(dest / name)
+    if removed:
+        log.warning(
+            "%s: removed %d staging director%s left by an interrupted run of %s",
+            dest,
+            len(removed),
+            "y" if len(removed) == 1 else "ies",
+            tool,
+        )
+    return removed
+
+
+@contextmanager
+def staging(dest: Path, tool: str) -> Iterator[Path]:
+    """A fresh staging directory of ``tool`` inside ``dest`` (made, with its parents, when
+    missing; those made go again when the block fails and they are empty). Debris of
+    ``tool``'s killed runs in ``dest`` is removed first. Yields the directory to build the
+    outputs in (a subdirectory, so the marker is never among them)."""
+    dest = Path(os.path.abspath(dest))
+    made = [d for d in (dest, *dest.parents) if not os.path.lexists(d)]
+    stage: Staging | None = None
+    try:
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+            remove_debris(dest, tool)
+            stage = Staging.make(dest, tool)
+            work = stage.path / "out"
+            work.mkdir()
+        except OSError as exc:
+            raise PackagingError(
+                f"output directory is not writable: {exc.strerror}", path=dest
+            ) from exc
+        yield work
+    except BaseException:
+        if stage is not None:
+            stage.remove()
+        for directory in made:  # innermost first
+            with suppress(OSError):
+                directory.rmdir()
+        raise
+    stage.remove()
