@@ -85,7 +85,10 @@ def _one_line_errors(hook: _Hook) -> _Hook:
     return run  # type: ignore[return-value]
 
 
+@functools.cache
 def _load_dist_info() -> ModuleType:
+    """The sdist's ``rocm_sdk/_dist_info.py``, loaded once per hook: one detection state, so
+    the metadata and _selection.json agree and a bad KFD node is warned about once."""
     spec = importlib.util.spec_from_file_location("_rocm_sdk_build_dist_info", DIST_INFO_PY)
     if spec is None or spec.loader is None:
         raise RuntimeError(f"cannot load {DIST_INFO_PY}")
