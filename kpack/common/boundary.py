@@ -2,7 +2,10 @@
 ``build-python-packages``, ``assemble-shards``).
 
 - A deliberate error (:class:`~kpack.errors.RocmPackagingError`) becomes one ``error: ...``
-  line on stderr and exit status 1.
+  line on stderr and exit status 1; a usage error (:class:`~kpack.errors.UsageError`: a bad
+  flag value, a path on the command line that cannot be used, options that exclude each
+  other, an argument argparse refuses) exits with status 2, as argparse, rocm-kpack and
+  TheRock's ``rocm-sdk`` do.
 - An ``OSError`` from the machine — a full disk, a quota, a read-only or missing
   destination, a file name too long for the file system — is not a bug either: one
   ``error: <file>: <reason>`` line, exit status 1.
@@ -25,9 +28,14 @@ from contextlib import contextmanager
 from types import FrameType
 
 from kpack.common import cancel
-from kpack.errors import RocmPackagingError
+from kpack.errors import RocmPackagingError, UsageError
 
-__all__ = ["Interrupted", "guarded", "os_error_line"]
+__all__ = ["EXIT_FAILURE", "EXIT_USAGE", "Interrupted", "guarded", "os_error_line"]
+
+#: The exit status of a failed run: bad input data, a failed write, a failed check.
+EXIT_FAILURE = 1
+#: The exit status of a usage error (argparse's own).
+EXIT_USAGE = 2
 
 _SIGNALS = tuple(
     s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None
@@ -112,10 +120,10 @@ def guarded(
     except RocmPackagingError as exc:
         text = str(exc).replace("\n  - ", "; ") if one_line else str(exc)
         print(f"error: {text}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILURE
     except OSError as exc:
         print(f"error: {os_error_line(exc)}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     except Interrupted as exc:
         return _interrupted(exc.signum)
     except KeyboardInterrupt:

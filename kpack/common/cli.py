@@ -11,6 +11,9 @@
   the flag are accepted too.
 - Sizes are decimal (kB, MB, GB: powers of 1000), as the reports and the live display show.
 - The last line of a run that writes is its absolute output path.
+- A usage error (an unknown flag, a value of the wrong type or out of its choices, a missing
+  argument) is one ``error:`` line and exit status 2 (:class:`Parser`, through the boundary
+  of :mod:`kpack.common.boundary`), as argparse has it.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ import sys
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+from kpack.errors import UsageError
 
 __all__ = [
     "DIST_NAME",
+    "Parser",
     "add_list_argument",
     "add_verbosity",
     "add_version",
@@ -56,6 +62,16 @@ def tool_version() -> str:
     except OSError:
         found = None
     return found.group(1) if found else "unknown"
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse`` whose errors (an unknown flag, a value of the wrong type or out of its
+    choices, a missing argument) are a :class:`~kpack.errors.UsageError`: one ``error:`` line
+    naming the command and the argument, without argparse's usage block; the boundary gives
+    it exit status 2. Subcommand parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 class _ShowVersion(argparse.Action):

@@ -5,9 +5,12 @@ A record is a claim, never an authority (:mod:`kpack.common.outputs` acts on it)
 by relative POSIX path below the output directory, every file, symlink and directory the
 last run published, each with a fingerprint:
 
-- a file: its size and the sha256 of its bytes (a size that differs short-cuts the
-  comparison; a matching size never decides alone);
-- a symlink: its target text (a symlink is never followed);
+- a file: its size, its inode number once in place and the sha256 of its bytes. A size or
+  inode that differs short-cuts the comparison; a match never decides alone. The inode ties
+  the claim to the file this tool made: a record planted ahead of time (in a tarball of a
+  ``dist/``, a shared workspace) cannot name the inode of a file the user puts there later,
+  even one whose bytes it knows (a wheel from PyPI);
+- a symlink: its target text and inode number (a symlink is never followed);
 - a directory: nothing; it is the tool's only while every entry in it is.
 
 One format for every tool (``"format": "rocm-packaging-output-record/2"``, plus the writing
@@ -60,13 +63,14 @@ class Entry:
     kind: str
     size: int = 0
     sha256: str = ""
+    inode: int = 0
     target: str = ""
 
     def as_json(self) -> dict[str, object]:
         if self.kind == "file":
-            return {"kind": "file", "size": self.size, "sha256": self.sha256}
+            return {"kind": "file", "size": self.size, "sha256": self.sha256, "inode": self.inode}
         if self.kind == "symlink":
-            return {"kind": "symlink", "target": self.target}
+            return {"kind": "symlink", "target": self.target, "inode": self.inode}
         return {"kind": "dir"}
 
 
@@ -97,12 +101,12 @@ def entry_of(path: Path, *, digest: bool = True) -> Entry | None:
     except FileNotFoundError:
         return None
     if is_link(st):
-        return Entry(kind="symlink", target=os.readlink(path))
+        return Entry(kind="symlink", target=os.readlink(path), inode=st.st_ino)
     if stat.S_ISDIR(st.st_mode):
         return Entry(kind="dir")
     if stat.S_ISREG(st.st_mode):
         sha = file_sha256(path) if digest else ""
-        return Entry(kind="file", size=st.st_size, sha256=sha)
+        return Entry(kind="file", size=st.st_size, sha256=sha, inode=st.st_ino)
     return None
 
 
@@ -164,20 +168,25 @@ def _entry(rel: object, value: object, source: Path) -> tuple[str, Entry]:
     kind = value.get("kind")
     if kind == "dir" and set(value) == {"kind"}:
         return name, Entry(kind="dir")
-    if kind == "symlink" and set(value) == {"kind", "target"}:
-        target = value["target"]
-        if isinstance(target, str) and target and "\0" not in target and len(target) <= 4096:
-            return name, Entry(kind="symlink", target=target)
-    if kind == "file" and set(value) == {"kind", "size", "sha256"}:
-        size, sha = value["size"], value["sha256"]
+    if kind == "symlink" and set(value) == {"kind", "target", "inode"}:
+        target, inode = value["target"], value["inode"]
         if (
-            type(size) is int
-            and size >= 0
+            isinstance(target, str)
+            and 0 < len(target) <= 4096
+            and "\0" not in target
+            and type(inode) is int
+            and 0 <= inode < 1 << 64
+        ):
+            return name, Entry(kind="symlink", target=target, inode=inode)
+    if kind == "file" and set(value) == {"kind", "size", "sha256", "inode"}:
+        size, sha, inode = value["size"], value["sha256"], value["inode"]
+        if (
+            all(type(n) is int and 0 <= n < 1 << 64 for n in (size, inode))
             and isinstance(sha, str)
             and len(sha) == 64
             and set(sha) <= _HEX
         ):
-            return name, Entry(kind="file", size=size, sha256=sha)
+            return name, Entry(kind="file", size=size, sha256=sha, inode=inode)
     raise _Bad(f"entry {name!r} is not a file, symlink or directory fingerprint")
 
 

@@ -29,7 +29,7 @@ import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from kpack.common.output_record import (
@@ -103,10 +103,12 @@ def _matches(path: Path, entry: Entry) -> bool:
     if now is None or now.kind != entry.kind:
         return False
     if now.kind == "symlink":
-        return now.target == entry.target
-    if now.kind == "file":  # a size that differs decides at once; a match is then hashed
+        return (now.target, now.inode) == (entry.target, entry.inode)
+    if now.kind == "file":  # size and inode decide "no" at once; a match is then hashed
+        if (now.size, now.inode) != (entry.size, entry.inode):
+            return False
         current = entry_of(path)
-        return now.size == entry.size and current is not None and current.sha256 == entry.sha256
+        return current is not None and current.sha256 == entry.sha256
     return True
 
 
@@ -237,6 +239,7 @@ class _Step:
     entries: dict[str, Entry]
     stale_files: list[str]
     stale_dirs: list[str]
+    carried: dict[str, Entry]  # recorded before, not written now, kept in the record
 
 
 def _plan(pub: Publication, tool: str, force: bool, owns: Owns) -> _Step:
@@ -250,9 +253,13 @@ def _plan(pub: Publication, tool: str, force: bool, owns: Owns) -> _Step:
         parts = PurePosixPath(rel).parts
         entries.update(("/".join(parts[:i]), Entry(kind="dir")) for i in range(1, len(parts)))
     files, dirs = ([], []) if owns == "named" else _stale(pub.dest, recorded, outputs)
+    carried: dict[str, Entry] = {}
     if owns == "named":  # what it recorded before and does not write now stays recorded
-        entries = {**{r: e for r, e in recorded.items() if r not in entries}, **entries}
-    return _Step(pub, recorded, entries, files, dirs)
+        under = tuple(f"{o}/" for o in outputs)
+        carried = {
+            r: e for r, e in recorded.items() if r not in entries and not r.startswith(under)
+        }
+    return _Step(pub, recorded, entries, files, dirs, carried)
 
 
 def _place(journal: _Journal, step: _Step, rel: str) -> None:
@@ -274,8 +281,13 @@ def _write_record(journal: _Journal, step: _Step, tool: str) -> None:
     if sub is not None:
         raise PackagingError("exists and is not a directory, where records go", path=dest / sub)
     journal.make_dirs(dest, str(PurePosixPath(rel).parent) if "/" in rel else "")
+    placed = {
+        rel: replace(entry, inode=os.lstat(dest / rel).st_ino) if entry.kind != "dir" else entry
+        for rel, entry in step.entries.items()
+        if rel not in step.carried
+    }
     new = journal.trash.path / "record.json"
-    new.write_bytes(record_bytes(tool, step.entries))
+    new.write_bytes(record_bytes(tool, {**step.carried, **placed}))
     final = dest / rel
     if os.path.lexists(final):
         if os.path.isdir(final) and not os.path.islink(final):

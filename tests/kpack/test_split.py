@@ -33,7 +33,7 @@ from transform_fixtures import synthetic, wrappers
 from build_tools.artifacts import THEROCK_MANIFEST_RELPATH, scan_artifacts
 from kpack.archive import KpackArchive
 from kpack.databases import load_handlers
-from kpack.errors import ArtifactError, RocmPackagingError, UsageError
+from kpack.errors import ArtifactError, PackagingError, RocmPackagingError, UsageError
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
 from tests.conftest import require
@@ -478,16 +478,16 @@ def test_existing_output_needs_force(tree: BlasTree, tmp_path: Path) -> None:
     (out / "blas_lib_generic").mkdir(parents=True)
     (out / "blas_lib_generic" / "stale.txt").write_text("old")
     (out / "unrelated").mkdir()
-    with pytest.raises(ArtifactError, match=r"already exist.*--force") as info:
+    with pytest.raises(PackagingError, match=r"not written by kpack split \(see --force\)") as info:
         split_artifact(tree.artifact, out, handlers=HANDLERS)
-    assert info.value.problems == ("blas_lib_generic",)
+    assert info.value.problems == ("blas_lib_generic: not written by it",)
     assert names_in(out) == ["blas_lib_generic", "unrelated"]
     # a per-target dir that exists is only known after extraction: still refused
     shutil.rmtree(out / "blas_lib_generic")
     (out / "blas_lib_gfx942").mkdir()
-    with pytest.raises(ArtifactError, match="already exist") as info:
+    with pytest.raises(PackagingError, match="in the way") as info:
         split_artifact(tree.artifact, out, handlers=HANDLERS)
-    assert info.value.problems == ("blas_lib_gfx942",)
+    assert info.value.problems == ("blas_lib_gfx942: not written by it",)
     assert names_in(out) == ["blas_lib_gfx942", "unrelated"]
     (out / "blas_lib_generic").mkdir()
     (out / "blas_lib_generic" / "stale.txt").write_text("old")
@@ -495,7 +495,7 @@ def test_existing_output_needs_force(tree: BlasTree, tmp_path: Path) -> None:
     assert not (out / "blas_lib_generic" / "stale.txt").exists()
     assert (out / "blas_lib_gfx942" / "artifact_manifest.txt").is_file()
     assert (out / "unrelated").is_dir()
-    assert not [p for p in out.iterdir() if p.name.startswith(".partial")]
+    assert not [p for p in out.iterdir() if ".staging-" in p.name]
 
 
 def test_prefix_rules(tree: BlasTree, tmp_path: Path) -> None:
@@ -794,7 +794,7 @@ def test_real_split_leaves_the_tree_untouched(real: tuple[Path, Path]) -> None:
 
 
 def _walk_partial(root: Path) -> Iterator[Path]:
-    yield from (p for p in root.rglob(".partial-*"))
+    yield from (p for p in root.rglob(".*.staging-*"))
 
 
 def test_no_partial_dirs_left(real: tuple[Path, Path]) -> None:
