@@ -382,3 +382,43 @@ def test_every_module_answers_help(module: str, tmp_path: Path) -> None:
     proc = run(["-m", module, "--help"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "usage:" in proc.stdout
+
+
+@pytest.mark.real
+@pytest.mark.compile
+def test_split_by_path_over_a_build_dir_rocm_kpack_populated(inputs: Inputs) -> None:
+    """TheRock's incremental build after a swap: the build dir's split artifacts were
+    written by rocm-kpack (same dir names, its own bytes, no record of ours). The CMake
+    command, unchanged (no ``--force``), replaces exactly the artifact dirs it writes, as
+    rocm-kpack's splitter does; nothing else in the output dir is touched."""
+    out = inputs.work / "out" / "swap-in"
+    assert run(split_by_path(inputs, out), inputs.work).returncode == 0
+    # what rocm-kpack leaves instead: no record, other bytes, a file ours never writes
+    for record in out.glob(".kpack-split-*"):
+        record.unlink()
+    manifest = out / "rand_lib_generic" / "artifact_manifest.txt"
+    manifest.write_text(manifest.read_text() + "rocm-kpack/stage\n")
+    (out / "rand_lib_gfx1030" / "leftover-of-rocm-kpack.txt").write_text("theirs")
+    (out / "other_lib_gfx1030").mkdir()
+    (out / "other_lib_gfx1030" / "keep.txt").write_text("another artifact")
+    (out / "notes.txt").write_text("a user's file")
+    generic = str(inputs.unsplit / "rand_lib_generic")
+    native = [
+        "-m", "kpack", "split-artifacts", "--artifact-dir", generic,
+        "--output-dir", str(out), "--artifact-prefix", "rand_lib",
+    ]  # fmt: skip
+    refused = run(native, inputs.work)  # our own CLI keeps its record rule
+    assert refused.returncode == 1 and "not written by kpack split" in refused.stderr
+    second = run(split_by_path(inputs, out), inputs.work)
+    assert second.returncode == 0, second.stderr
+    names = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert names == sorted(
+        ["notes.txt", "other_lib_gfx1030", "rand_lib_generic"]
+        + [f"rand_lib_{t}" for t in ROCRAND_TARGETS]
+    )
+    assert "rocm-kpack/stage" not in manifest.read_text()
+    assert not (out / "rand_lib_gfx1030" / "leftover-of-rocm-kpack.txt").exists()
+    assert (out / "other_lib_gfx1030" / "keep.txt").read_text() == "another artifact"
+    assert (out / "notes.txt").read_text() == "a user's file"
+    assert runtime_finds_gfx1030(out, ["rand_lib_generic", "rand_lib_gfx1030"])
+    assert run(split_by_path(inputs, out), inputs.work).returncode == 0  # and again
