@@ -195,7 +195,7 @@ def read_record(path: Path, tool: str, *, force: bool) -> dict[str, Entry]:
     trusted is an error naming it and how to recover; with ``force`` it is ignored."""
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no record (nor, maybe, its directory)
         return {}
     except OSError as exc:
         problem = f"cannot be read ({exc.strerror})"

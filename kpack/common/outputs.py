@@ -91,7 +91,7 @@ def _blocked(dest: Path, rel: str) -> str | None:
         sub = "/".join(parts[:i])
         try:
             st = os.lstat(dest / sub)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         if is_link(st) or not stat.S_ISDIR(st.st_mode):
             return sub
@@ -125,6 +125,13 @@ def _ours(dest: Path, rel: str, record: Mapping[str, Entry]) -> bool:
     return all(_ours(dest, child, record) for child in children)
 
 
+def _why(path: Path, recorded: bool) -> str:
+    if recorded:
+        return "changed since this tool wrote it"
+    kind = "a symlink" if os.path.islink(path) else "a directory" if path.is_dir() else "a file"
+    return f"{kind} not written by this tool"
+
+
 def _problems(
     dest: Path, outputs: Iterable[str], record: Mapping[str, Entry], owns: Owns
 ) -> list[str]:
@@ -135,8 +142,7 @@ def _problems(
             kind = "a symlink" if os.path.islink(dest / sub) else "not a directory"
             problems.setdefault(sub, f"{sub} exists and is {kind}")
         elif os.path.lexists(dest / rel) and owns != "named" and not _ours(dest, rel, record):
-            what = "changed since this tool wrote it" if rel in record else "not written by it"
-            problems.setdefault(rel, f"{rel}: {what}")
+            problems.setdefault(rel, f"{rel}: {_why(dest / rel, rel in record)}")
     return list(problems.values())
 
 

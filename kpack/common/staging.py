@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpack.common.tempdirs import temp_dir_name
+from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import PackagingError
 
 __all__ = ["MARKER", "Staging", "remove_debris", "staging"]
@@ -74,7 +74,7 @@ class Staging:
     def make(cls, dest: Path, tool: str, *, purpose: str = "") -> Staging:
         path = temp_dir_name(dest, _prefix(tool), f"-{purpose}" if purpose else "")
         try:
-            path.mkdir(mode=0o700)
+            make_temp_dir(path)
             flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
             fd = os.open(path / MARKER, flags, 0o600)
         except BaseException:

@@ -166,7 +166,7 @@ def test_missing_targets_against_family_flags(
     assert run(*argv) == 0
     assert "notice: no family flag given" in capsys.readouterr().err
     argv = (*argv[:-1], tmp_path / "out2")
-    assert run(*argv, "--linux-amdgpu-families", "gfx999X") == 1
+    assert run(*argv, "--linux-amdgpu-families", "gfx999X") == 2  # a usage error
     assert "unknown GPU family 'gfx999X'" in capsys.readouterr().err
 
 
@@ -182,7 +182,7 @@ def test_version_flag_must_match(tmp_path: Path, capsys: pytest.CaptureFixture[s
     a = make_shard(tmp_path / "a", ("gfx1200",))
     assert run("--input", a, "--output", tmp_path / "out", "--version", "7.99.0") == 1
     assert "--version 7.99.0 does not match the shards' 7.99.0.dev0" in capsys.readouterr().err
-    assert run("--input", a, "--output", tmp_path / "out", "--version", "x y") == 1
+    assert run("--input", a, "--output", tmp_path / "out", "--version", "x y") == 2
     assert "not a PEP 440 version" in capsys.readouterr().err
 
 
@@ -278,7 +278,7 @@ def test_a_file_it_did_not_write_is_replaced_only_with_force(
     assert run("-q", "--input", a, b, "--output", out) == 1
     assert capsys.readouterr().err == (
         f"error: {m}: cannot publish: 1 in the way, not written by assemble-shards "
-        f"(see --force)\n  - dist/{DEVICE_1201} was not written by this tool\n"
+        f"(see --force)\n  - dist/{DEVICE_1201}: a file not written by this tool\n"
     )
     assert _tree(m) == before
     assert run("-q", "--input", a, b, "--output", out, "--force") == 0
@@ -286,7 +286,7 @@ def test_a_file_it_did_not_write_is_replaced_only_with_force(
     assert (out / "old.whl").read_bytes() == b"stale"
     (m / "report.md").write_text("edited since")  # changed since: no longer its own
     assert run("-q", "--input", a, b, "--output", out) == 1
-    assert "  - report.md was not written by this tool\n" in capsys.readouterr().err
+    assert "  - report.md: changed since this tool wrote it\n" in capsys.readouterr().err
     assert (m / "report.md").read_text() == "edited since"
     assert run("-q", "--input", a, b, "--output", out, "--force") == 0
     assert (m / "report.md").read_bytes() != b"edited since"

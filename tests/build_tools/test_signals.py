@@ -84,8 +84,12 @@ def test_signal_during_the_split_cleans_up(
     )  # fmt: skip
     try:
         # apply spools the planned archives' kernels first, into
-        # DEST/.rocm-build-*/kpack-spool: signal once that has begun
-        _wait_for(lambda: any(dest.glob(".rocm-build-*/kpack-spool")), proc, "the split started")
+        # DEST/.build-python-packages.staging-*/out/kpack-spool: signal once that has begun
+        _wait_for(
+            lambda: any(dest.glob(".build-python-packages.staging-*/out/kpack-spool")),
+            proc,
+            "the split started",
+        )
         children = _descendants(proc.pid)
         if group:
             os.killpg(proc.pid, signum)
@@ -132,7 +136,7 @@ def test_signal_while_writing_packages_keeps_dist(tmp_path: Path) -> None:
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        building = lambda: any(p.name.startswith(".rocm-build-") for p in dest.iterdir())  # noqa: E731
+        building = lambda: any(".staging-" in p.name for p in dest.iterdir())  # noqa: E731
         _wait_for(building, proc, "the temp build dir appeared")
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)

@@ -42,13 +42,16 @@ def _fails(
     capsys: pytest.CaptureFixture[str],
     *needles: str,
     extra: tuple[str, ...] = (),
+    status: int = 1,
 ) -> str:
+    """One error line holding ``needles``, exit ``status`` (2 for a usage error), nothing
+    written."""
     outside = dest.parent
     before = _snapshot(outside)
     rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", "1.0", *extra])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert rc == 1, err
+    assert rc == status, err
     assert len(lines) == 1 and "Traceback" not in err, err
     for needle in needles:
         assert needle in err, err
@@ -167,10 +170,10 @@ def test_dest_inside_the_tree_or_a_stage_dir(
         before = _snapshot(tree)
         rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", "1.0"])
         err = capsys.readouterr().err
-        assert rc == 1 and "lies inside --artifact-dir" in err, err
+        assert rc == 2 and "lies inside --artifact-dir" in err, err  # a usage error
         assert _snapshot(tree) == before
     rc = main(["--artifact-dir", str(tree), "--dest-dir", str(tmp_path), "--version", "1.0"])
-    assert rc == 1 and "lies inside --dest-dir" in capsys.readouterr().err
+    assert rc == 2 and "lies inside --dest-dir" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -296,7 +299,7 @@ def test_source_date_epoch_beyond_2106(
     epoch: str,
 ) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
-    _fails(tree, tmp_path / "out", capsys, "SOURCE_DATE_EPOCH", "after 2106-02-07")
+    _fails(tree, tmp_path / "out", capsys, "SOURCE_DATE_EPOCH", "after 2106-02-07", status=2)
 
 
 # --- names ----------------------------------------------------------------------------------
@@ -391,7 +394,8 @@ def test_a_symlink_planted_at_an_output_is_refused_then_replaced_not_followed(
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "not written by build-python-packages (see --force)" in err, err
-    assert f"  - {planted} " in err, err
+    problem = "dist exists and is a symlink" if planted == "dist" else f"{planted}: a symlink"
+    assert f"  - {problem}" in err, err
     assert [p.name for p in dest.iterdir()] == [planted] and (dest / planted).is_symlink()
     assert main([*argv, "--force"]) == 0, capsys.readouterr().err
     assert sorted(p.name for p in dest.iterdir()) == [
@@ -408,8 +412,8 @@ def test_a_symlink_planted_at_an_output_is_refused_then_replaced_not_followed(
 @pytest.mark.parametrize(
     ("name", "problem"),
     [
-        ("report.json", "report.json is a directory"),
-        ("report.md", "report.md is a directory"),
+        ("report.json", "report.json: a directory not written by this tool"),
+        ("report.md", "report.md: a directory not written by this tool"),
         ("dist", "dist exists and is not a directory"),
     ],
 )

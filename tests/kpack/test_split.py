@@ -480,14 +480,14 @@ def test_existing_output_needs_force(tree: BlasTree, tmp_path: Path) -> None:
     (out / "unrelated").mkdir()
     with pytest.raises(PackagingError, match=r"not written by kpack split \(see --force\)") as info:
         split_artifact(tree.artifact, out, handlers=HANDLERS)
-    assert info.value.problems == ("blas_lib_generic: not written by it",)
+    assert info.value.problems == ("blas_lib_generic: a directory not written by this tool",)
     assert names_in(out) == ["blas_lib_generic", "unrelated"]
     # a per-target dir that exists is only known after extraction: still refused
     shutil.rmtree(out / "blas_lib_generic")
     (out / "blas_lib_gfx942").mkdir()
     with pytest.raises(PackagingError, match="in the way") as info:
         split_artifact(tree.artifact, out, handlers=HANDLERS)
-    assert info.value.problems == ("blas_lib_gfx942: not written by it",)
+    assert info.value.problems == ("blas_lib_gfx942: a directory not written by this tool",)
     assert names_in(out) == ["blas_lib_gfx942", "unrelated"]
     (out / "blas_lib_generic").mkdir()
     (out / "blas_lib_generic" / "stale.txt").write_text("old")

@@ -11,7 +11,7 @@ import pytest
 from test_split import HANDLERS, BlasTree, blas_tree, listing, names_in
 
 from kpack.common import outputs as outputs_module
-from kpack.errors import ArtifactError, PackagingError, RocmPackagingError
+from kpack.errors import PackagingError, RocmPackagingError
 from kpack.split import _output, split_artifact
 
 PREFIX = "blas_lib"
@@ -134,6 +134,6 @@ def test_error_lists_stay_short(tmp_path: Path) -> None:
     staging = _output.Staging(out, force=False, record=out / ".kpack-split-x_lib.json")
     with staging, pytest.raises(RocmPackagingError) as info:
         staging.check_free(names)
-    shown = tuple(f"{n}: not written by it" for n in names[:5])
+    shown = tuple(f"{n}: a directory not written by this tool" for n in names[:5])
     assert info.value.problems == (*shown, "... and 3 more")
     assert len(info.value.message) < 100  # the path goes before it, the list after

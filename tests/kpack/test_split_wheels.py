@@ -215,7 +215,7 @@ def test_module_main_rejects_unknown_wheel_type(
 ) -> None:
     out = tmp_path / "out"
     argv = ["--input", str(fat_wheel), "--output-dir", str(out), "--wheel-type", "jax-fat"]
-    assert spw.main(argv) == 1
+    assert spw.main(argv) == 2  # a usage error
     err = capsys.readouterr().err
     assert "unknown wheel type 'jax-fat'" in err and "torch-fat" in err
     assert not out.exists()
@@ -339,7 +339,7 @@ def test_existing_outputs_are_not_overwritten(fat_wheel: Path, tmp_path: Path) -
     (target / HOST).write_bytes(b"keep me")
     with pytest.raises(PackagingError, match="in the way, not written by kpack split-wheel") as e:
         spw.split_wheel(fat_wheel, target, _options(databases=("rocblas",)))
-    assert e.value.problems == (f"{HOST}: not written by it",)
+    assert e.value.problems == (f"{HOST}: a file not written by this tool",)
     assert sorted(os.listdir(target)) == [HOST] and (target / HOST).read_bytes() == b"keep me"
 
 

@@ -52,7 +52,9 @@ def test_the_next_run_removes_a_killed_runs_staging(
         proc.wait()
     left = _stagings(out)
     dirs = {p.parent for p in left + _stagings(reports)}
-    assert dirs == {out, reports} and sum(_size(p) for p in left) > 1_000_000  # the extracted input, the spools
+    assert (
+        dirs == {out, reports} and sum(_size(p) for p in left) > 1_000_000
+    )  # the extracted input, the spools
     run = subprocess.run(
         [sys.executable, "-m", "kpack", "split-wheel", *args], capture_output=True, text=True
     )

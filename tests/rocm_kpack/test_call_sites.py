@@ -335,7 +335,8 @@ def test_bulk_unbundle_of_gfx1250_as_written(
 ) -> None:
     """The exact rccl-translate line on a library without gfx1250 code: one error line
     naming the library and the architecture (rocm-kpack raises 'No code objects for
-    architecture ...'), exit 1, nothing written."""
+    architecture ...'), exit 2 (a --gfx-arch the file has no code for: a usage error),
+    nothing written."""
     lib = debian_package("librocrand1") / ROCRAND_LIB
     out = tmp_path / "unbundled"
     proc = run(
@@ -350,7 +351,7 @@ def test_bulk_unbundle_of_gfx1250_as_written(
         ],
         tmp_path,
     )
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "gfx1250" in lines[0] and str(lib) in lines[0]
     assert not out.exists()
