@@ -35,7 +35,6 @@ tree is written to ``OUTPUT.partial`` and then renamed, so two runs give identic
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import re
@@ -48,13 +47,14 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kpack.common.outputs import check_outputs, publish, record_beside, staging
 from kpack.errors import RocmPackagingError, UsageError
 from sample_tree.compile import (
     build_products,
     locate_compilers,
 )
 from sample_tree.debian_inputs import default_cache_dir, fetch_debs
-from sample_tree.layout import BASE, TreePlan, plan_tree
+from sample_tree.layout import TreePlan, plan_tree
 
 __all__ = ["DEB_PACKAGES", "DEFAULT_FAMILY", "main", "make_sample_tree"]
 
@@ -131,35 +131,8 @@ def write_tree(plan: TreePlan, root: Path) -> None:
         os.utime(dirpath, (FIXED_MTIME, FIXED_MTIME))
 
 
-def _is_sample_tree(path: Path) -> bool:
-    manifest = path / "base_lib_generic" / BASE / "share/therock/therock_manifest.json"
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and data.get("the_rock_commit") == "sample"
-
-
-def _check_output(output: Path) -> None:
-    if not (output.exists() or output.is_symlink()):
-        return
-    if output.is_symlink() or not output.is_dir():
-        raise UsageError("output exists and is not a directory", path=output)
-    if any(output.iterdir()) and not _is_sample_tree(output):
-        raise UsageError(
-            "refusing to replace a non-empty directory that is not a sample tree", path=output
-        )
-
-
-def _publish(partial: Path, output: Path) -> None:
-    if output.exists():
-        old = output.with_name(output.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        output.rename(old)
-        partial.rename(output)
-        shutil.rmtree(old)
-    else:
-        partial.rename(output)
+#: The sample tree's record of what it wrote, beside the tree (:mod:`kpack.common.outputs`).
+TOOL = "make-sample-tree"
 
 
 def make_sample_tree(
@@ -174,7 +147,8 @@ def make_sample_tree(
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*", family):
         raise UsageError(f"invalid family {family!r}: use letters, digits and '-' only")
     output = Path(output).absolute()
-    _check_output(output)
+    record = record_beside(output, TOOL)
+    check_outputs(output.parent, [output.name], record=record, tool=TOOL, force=False)
     cache = cache_dir or default_cache_dir()
     compilers = locate_compilers(need_apt=_debs_missing(cache))
     debs = fetch_debs(list(DEB_PACKAGES), cache)
@@ -182,15 +156,9 @@ def make_sample_tree(
     if kpack_split:
         log.info("kpack mode: --family %s is not used; fat binaries stay in _generic", family)
     plan = plan_tree(debs, products, family=family, kpack_split=kpack_split, edge_cases=edge_cases)
-    partial = output.with_name(output.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        write_tree(plan, partial)
-        _publish(partial, output)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+    with staging(output.parent, TOOL) as staged:
+        write_tree(plan, staged / output.name)
+        publish(output.parent, staged, [output.name], record=record, tool=TOOL, force=False)
     log.info("wrote %d artifacts, %d entries to %s", len(plan.stages), len(plan.entries), output)
     return output
 

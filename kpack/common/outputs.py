@@ -125,6 +125,18 @@ def _ours(dest: Path, rel: str, record: Mapping[str, Entry]) -> bool:
     return all(_ours(dest, child, record) for child in children)
 
 
+def _taken(path: Path) -> bool:
+    """Something is at ``path``; an empty real directory holds nothing and counts as free."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    if stat.S_ISDIR(st.st_mode) and not is_link(st):
+        with os.scandir(path) as it:
+            return next(it, None) is not None
+    return True
+
+
 def _why(path: Path, recorded: bool) -> str:
     if recorded:
         return "changed since this tool wrote it"
@@ -141,7 +153,7 @@ def _problems(
         if sub is not None:
             kind = "a symlink" if os.path.islink(dest / sub) else "not a directory"
             problems.setdefault(sub, f"{sub} exists and is {kind}")
-        elif os.path.lexists(dest / rel) and owns != "named" and not _ours(dest, rel, record):
+        elif _taken(dest / rel) and owns != "named" and not _ours(dest, rel, record):
             problems.setdefault(rel, f"{rel}: {_why(dest / rel, rel in record)}")
     return list(problems.values())
 

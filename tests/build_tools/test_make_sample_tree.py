@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kpack.errors import ToolError, UsageError
+from kpack.errors import PackagingError, ToolError, UsageError
 from sample_tree.make_sample_tree import DEB_PACKAGES, make_sample_tree
 
 from ..conftest import require
@@ -281,6 +281,6 @@ def test_rejects_bad_family_and_foreign_output(tmp_path: Path) -> None:
         make_sample_tree(tmp_path / "out", family="gfx90a_dcgpu")
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "keep.txt").write_text("x")
-    with pytest.raises(UsageError, match="refusing"):
+    with pytest.raises(PackagingError, match="mine: a directory not written by this tool"):
         make_sample_tree(tmp_path / "mine", cache_dir=tmp_path / "cache")
     assert (tmp_path / "mine" / "keep.txt").exists()

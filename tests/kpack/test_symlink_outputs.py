@@ -15,7 +15,7 @@ from kpack.archive import KernelInput, write_kpack
 from kpack.cli import main
 from kpack.common.safepath import Root, open_new
 from kpack.elf import plan_rpath_edit
-from kpack.errors import UnsafePathError, UsageError
+from kpack.errors import PackagingError, UnsafePathError
 from kpack.wheelfile import Member, write_wheel
 
 SPLIT_WHEEL = ["split-wheel", "--overlay-root", "torch/", "--device-package-prefix", "amd-torch"]
@@ -183,7 +183,7 @@ def test_make_sample_tree_refuses_a_symlinked_output(tmp_path: Path, outside: Pa
 
     out = tmp_path / "tree"
     out.symlink_to(outside.parent)
-    with pytest.raises(UsageError, match="output exists and is not a directory"):
+    with pytest.raises(PackagingError, match="tree: a symlink not written by this tool"):
         make_sample_tree(out, cache_dir=tmp_path / "cache")
     assert not (tmp_path / "cache").exists() and os.readlink(out) == str(outside.parent)
     _untouched(outside)
