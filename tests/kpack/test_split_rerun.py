@@ -131,6 +131,7 @@ def test_error_lists_stay_short(tmp_path: Path) -> None:
     names = [f"x_lib_gfx90{i}" for i in range(8)]
     for name in names:
         (out / name).mkdir(parents=True)
+        (out / name / "mine.txt").write_text("a user's")  # an empty dir would hold nothing
     staging = _output.Staging(out, force=False, record=out / ".kpack-split-x_lib.json")
     with staging, pytest.raises(RocmPackagingError) as info:
         staging.check_free(names)
