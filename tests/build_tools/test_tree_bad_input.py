@@ -216,8 +216,8 @@ def test_files_and_hidden_dirs_are_skipped_with_a_notice(
             '{"flags": {"KPACK_SPLIT_ARTIFACTS": true, "KPACK_SPLIT_ARTIFACTS": false}}',
             "duplicate key 'KPACK_SPLIT_ARTIFACTS'",
         ),
-        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-        ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        ("[" * 200_000 + "]" * 200_000, "nested too deeply"),
+        ('{"a": ' + "[" * 200_000 + "]" * 200_000 + "}", "nested too deeply"),
         ('{"a": 1' + "0" * 5000 + "}", "malformed JSON"),
         (b"\xff\xfe{}", "not UTF-8"),
     ],
@@ -233,7 +233,7 @@ def test_therock_manifest_json(
 @pytest.mark.parametrize(
     ("raw", "needle"),
     [
-        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ("[" * 200_000 + "]" * 200_000, "nested too deeply"),
         ('{"rocm-version": "7.0", "rocm-version": "7.1"}', "duplicate key 'rocm-version'"),
         ('{"rocm-version": 7}', "'rocm-version' must be a non-empty string"),
     ],
@@ -426,6 +426,7 @@ def test_an_output_path_held_by_the_wrong_kind_is_refused_before_anything_is_wri
         (dest / "dist").mkdir(parents=True)
         (dest / "dist" / "previous.whl").write_bytes(b"old")
         (dest / name).mkdir()
+        (dest / name / "mine.txt").write_text("a user's")  # an empty dir would hold nothing
     else:
         dest.mkdir()
         (dest / "dist").write_bytes(b"a file")

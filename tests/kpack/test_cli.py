@@ -122,7 +122,7 @@ def test_split_databases_option(
     rc, out, _ = split_cli(capsys, tree, tmp_path / "b", "--split-databases", "miopen", "rocblas")
     assert rc == 0 and "7 database files" in out
     rc, _, err = split_cli(capsys, tree, tmp_path / "c", "--split-databases", "rocfft")
-    assert rc == 1 and "--split-databases: invalid choice: 'rocfft'" in one_error_line(err)
+    assert rc == 2 and "--split-databases: invalid choice: 'rocfft'" in one_error_line(err)
 
 
 def test_gpu_targets_option(
@@ -156,7 +156,7 @@ def test_gpu_targets_option(
         "blas_lib_gfx90a:xnack-",
     ]
     rc, _, err = split_cli(capsys, tree, tmp_path / "c", "--gpu-targets", "gfx94X-dcgpu")
-    assert rc == 1 and "gfx94X-dcgpu" in one_error_line(err)
+    assert rc == 2 and "gfx94X-dcgpu" in one_error_line(err)
     assert not (tmp_path / "c").exists()
 
 
@@ -172,11 +172,11 @@ def test_compression_options(
     rc, _, err = split_cli(
         capsys, tree, tmp_path / "x", "--compression", "none", "--compression-level", "5"
     )
-    assert rc == 1 and "--compression-level applies to --compression zstd" in one_error_line(err)
+    assert rc == 2 and "--compression-level applies to --compression zstd" in one_error_line(err)
     rc, _, err = split_cli(capsys, tree, tmp_path / "y", "--compression-level", "23")
-    assert rc == 1 and "1..22" in one_error_line(err)
+    assert rc == 2 and "1..22" in one_error_line(err)
     rc, _, err = split_cli(capsys, tree, tmp_path / "z", "--compression", "lz4")
-    assert rc == 1 and "--compression: invalid choice: 'lz4'" in one_error_line(err)
+    assert rc == 2 and "--compression: invalid choice: 'lz4'" in one_error_line(err)
 
 
 def test_compression_level_is_honoured(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -230,15 +230,16 @@ def test_jobs_option(
     assert seen == [(1, 3), (2, 3)]  # three fat binaries get transformed
     assert listing(tmp_path / "one") == listing(tmp_path / "two")
     rc, _, err = split_cli(capsys, tree, tmp_path / "zero", "-j", "0")
-    assert rc == 1 and "jobs must be >= 1" in one_error_line(err)
+    assert rc == 2 and "jobs must be >= 1" in one_error_line(err)
 
 
 def test_force_option(capsys: pytest.CaptureFixture[str], tree: BlasTree, tmp_path: Path) -> None:
     (tmp_path / "blas_lib_generic").mkdir()
+    (tmp_path / "blas_lib_generic" / "mine.txt").write_text("a user's")
     rc, _, err = split_cli(capsys, tree, tmp_path)
     assert rc == 1
     line = one_error_line(err)
-    assert "already exist" in line and "--force" in line and "blas_lib_generic" in line
+    assert "in the way" in line and "--force" in line and "blas_lib_generic" in line
     rc, _, _ = split_cli(capsys, tree, tmp_path, "--force")
     assert rc == 0 and (tmp_path / "blas_lib_generic" / "artifact_manifest.txt").is_file()
 
@@ -252,7 +253,7 @@ def test_artifact_prefix_option(
         tmp_path / "a" / "rocblas_lib_gfx942" / BLAS / ".kpack" / "rocblas_lib_gfx942.kpack"
     ).is_file()
     rc, _, err = split_cli(capsys, tree, tmp_path / "b", "--artifact-prefix", "rocblas")
-    assert rc == 1 and "'rocblas' is not {name}_{component}" in one_error_line(err)
+    assert rc == 2 and "'rocblas' is not {name}_{component}" in one_error_line(err)
     rc, _, err = run_cli(
         capsys,
         "split-artifacts",
@@ -263,7 +264,7 @@ def test_artifact_prefix_option(
         "--artifact-prefix",
         "x_lib",
     )
-    assert rc == 1 and "--artifact-prefix applies to --artifact-dir only" in one_error_line(err)
+    assert rc == 2 and "--artifact-prefix applies to --artifact-dir only" in one_error_line(err)
 
 
 def test_batch_option(capsys: pytest.CaptureFixture[str], tree: BlasTree, tmp_path: Path) -> None:
@@ -307,7 +308,7 @@ def test_batch_option(capsys: pytest.CaptureFixture[str], tree: BlasTree, tmp_pa
         "--output-dir",
         tmp_path / "out3",
     )
-    assert rc == 1 and "not allowed with argument --artifact-dir" in one_error_line(err)
+    assert rc == 2 and "not allowed with argument --artifact-dir" in one_error_line(err)
 
 
 def test_corrupt_input_one_line_error_and_no_output(
@@ -351,7 +352,7 @@ def test_inspect_fat_binary_kpack_bundle_and_other(
     text = tmp_path / "notes.txt"
     text.write_text("hello")
     rc, _, err = run_cli(capsys, "inspect", text)
-    assert rc == 1 and "not an ELF or PE file, an offload bundle or a .kpack" in one_error_line(err)
+    assert rc == 2 and "not an ELF or PE file, an offload bundle or a .kpack" in one_error_line(err)
     rc, out, _ = run_cli(capsys, "inspect", "/bin/sh")
     assert rc == 0 and "no device code" in out
 
@@ -372,7 +373,7 @@ def test_extract(capsys: pytest.CaptureFixture[str], tree: BlasTree, tmp_path: P
     rc, _, err = run_cli(
         capsys, "extract", tree.miopen.path, "-o", tmp_path / "none", "--target", "gfx90a:xnack+"
     )
-    assert rc == 1 and "no code objects for target gfx90a:xnack+" in one_error_line(err)
+    assert rc == 2 and "no code objects for target gfx90a:xnack+" in one_error_line(err)
     kpack = tmp_path / "k.kpack"
     write_kpack(
         kpack,
@@ -407,7 +408,7 @@ def test_extract_refuses_a_transformed_binary(
     split_cli(capsys, tree, tmp_path / "out")
     generic = tmp_path / "out" / "blas_lib_generic" / BLAS / "lib/librocblas.so.5.1"
     rc, _, err = run_cli(capsys, "extract", generic, "-o", tmp_path / "x")
-    assert rc == 1 and "extract from those" in one_error_line(err)
+    assert rc == 2 and "extract from those" in one_error_line(err)
 
 
 # --- verify and resolve ------------------------------------------------------------------------
@@ -498,7 +499,7 @@ def test_resolve(capsys: pytest.CaptureFixture[str], installed: Path) -> None:
     rc, out, _ = run_cli(capsys, "resolve", lib, "--arch", "gfx1201", "--arch", "gfx1100")
     assert rc == 0 and "[gfx1100]" in out  # the second ISA (e.g. a generic) is tried next
     rc, _, err = run_cli(capsys, "resolve", lib, "--arch", "gfx942:bad")
-    assert rc == 1 and "--arch 'gfx942:bad' is not an agent ISA" in one_error_line(err)
+    assert rc == 2 and "--arch 'gfx942:bad' is not an agent ISA" in one_error_line(err)
 
 
 def test_resolve_honours_the_environment(
@@ -557,7 +558,7 @@ def test_rocm_kpack_command_line_as_therock_calls_it(
          "--output-dir", str(tmp_path / "x"), "--tmp-dir", str(tmp_path / "missing")],
         capture_output=True, text=True, cwd=REPO, check=False,
     )  # fmt: skip
-    assert proc.returncode == 1 and "--tmp-dir is not a directory" in one_error_line(proc.stderr)
+    assert proc.returncode == 2 and "--tmp-dir is not a directory" in one_error_line(proc.stderr)
 
 
 # --- every subcommand on bad input: one error line naming it, exit 1, nothing written ------
@@ -892,6 +893,20 @@ BAD_INPUTS = [
     (("bogus",), "kpack: argument command: invalid choice: 'bogus'"),
 ]
 
+#: The bad inputs whose bytes or tree are wrong (exit 1); every other one is a usage error
+#: (a flag value, a path on the command line that cannot be used: exit 2, as argparse's).
+DATA_ERRORS = frozenset(
+    {
+        "{in}/trunc.kpack: 50 bytes is too small for a .kpack header",
+        "{in}/missing: not an artifact dir (no artifact_manifest.txt)",
+        "{in}/afile: batch parent dir does not exist",
+        "{in}/junk: not a wheel",
+        "{in}/adir/x-1-py3-none-any.whl: cannot read: No such file or directory",
+        "{in}/dir-1-py3-none-any.whl: not an unpacked wheel",
+        "{in}/fifo-1-py3-none-any.whl: not a wheel: not a regular file",
+    }
+)
+
 
 @pytest.mark.parametrize(("argv", "needle"), BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
 def test_bad_input_is_one_error_line(
@@ -910,7 +925,7 @@ def test_bad_input_is_one_error_line(
         if not p.is_fifo() and not p.is_socket()
     )
     rc, out, err = run_cli(capsys, *(fill(a) for a in argv))
-    assert (rc, out) == (1, ""), err
+    assert (rc, out) == (1 if needle in DATA_ERRORS else 2, ""), err
     assert fill(needle) in one_error_line(err)
     after = sorted(
         (str(p), p.is_file() and p.read_bytes())

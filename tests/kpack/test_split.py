@@ -485,10 +485,12 @@ def test_existing_output_needs_force(tree: BlasTree, tmp_path: Path) -> None:
     # a per-target dir that exists is only known after extraction: still refused
     shutil.rmtree(out / "blas_lib_generic")
     (out / "blas_lib_gfx942").mkdir()
+    (out / "blas_lib_gfx942" / "mine.txt").write_text("a user's")
     with pytest.raises(PackagingError, match="in the way") as info:
         split_artifact(tree.artifact, out, handlers=HANDLERS)
     assert info.value.problems == ("blas_lib_gfx942: a directory not written by this tool",)
     assert names_in(out) == ["blas_lib_gfx942", "unrelated"]
+    assert (out / "blas_lib_gfx942" / "mine.txt").is_file()
     (out / "blas_lib_generic").mkdir()
     (out / "blas_lib_generic" / "stale.txt").write_text("old")
     split_artifact(tree.artifact, out, handlers=HANDLERS, force=True)
