@@ -29,6 +29,7 @@ import msgpack
 import zstandard
 
 from kpack.common import cancel
+from kpack.common.outfile import output_file
 from kpack.errors import ArchiveError
 
 MAGIC = b"KPAK"
@@ -298,14 +299,14 @@ def _atomic(path: Path, body: Callable[[BinaryIO], int]) -> int:
     except OSError as exc:
         raise ArchiveError(f"cannot create a temporary file: {exc}", path=path) from exc
     try:
-        with os.fdopen(fd, "wb") as out:
+        with output_file(fd, path) as out:
             size = body(out)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise ArchiveError(f"cannot write archive: {exc}", path=path) from exc
+        raise ArchiveError(f"cannot write archive: {exc.strerror or exc}", path=path) from exc
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from kpack.common.outfile import output_file
 from kpack.errors import RocmPackagingError, UnsafePathError
 
 __all__ = [
@@ -196,10 +197,11 @@ def open_new(path: str | os.PathLike[str], *, mode: int = 0o644) -> BinaryIO:
     or truncated (``O_CREAT | O_EXCL | O_NOFOLLOW``); it raises :class:`FileExistsError`.
     Every file written at a place someone else could have prepared goes through here; a file
     in a directory this process has just created, or one written to a temporary name and
-    renamed into place (:func:`os.replace` never follows a symlink), need not."""
+    renamed into place (:func:`os.replace` never follows a symlink), need not. A failed
+    write names ``path`` (:class:`kpack.common.outfile.OutputFile`)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags | getattr(os, "O_BINARY", 0), mode)
-    return os.fdopen(fd, "wb")
+    return output_file(fd, path)
 
 
 def output_dir_problem(path: str | os.PathLike[str]) -> str | None:

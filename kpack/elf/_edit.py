@@ -25,6 +25,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+from kpack.common.outfile import output_file
 from kpack.errors import ElfError
 
 __all__ = ["ElfEdit", "ElfSource", "root_path"]
@@ -174,7 +175,8 @@ class ElfEdit:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
         tmp = Path(tmp_name)
         try:
-            with os.fdopen(fd, "wb") as out, self._open_source() as src:
+            # a failed write names dest (the full disk is the output's, not the input's)
+            with output_file(fd, dest) as out, self._open_source() as src:
                 for region in self._regions:
                     self._write_region(src, out, region)
                 out.truncate(self.size)

@@ -25,6 +25,7 @@ from kpack.archive import (
 )
 from kpack.bundle import BundleSink, CodeObjectRef
 from kpack.common import cancel
+from kpack.common.outfile import output_file
 from kpack.databases import base_arch
 from kpack.errors import BundleError
 from kpack.split._frames import FrameWorkers
@@ -74,7 +75,8 @@ class _Spool:
         self.level = level
         self._ranges: dict[Location, tuple[int, int]] = {}
         self._started: set[Location] = set()
-        self._out = open(path, "wb")  # noqa: SIM115 - closed by __exit__
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+        self._out = output_file(os.open(path, flags, 0o644), path)  # closed by __exit__
         self._workers = (
             FrameWorkers(self._out, level, threads, self._ranges)
             if level is not None and threads > 1

@@ -38,6 +38,7 @@ from typing import Any, BinaryIO
 
 from kpack import hipfmt
 from kpack.bundle import BundleSink
+from kpack.common.outfile import output_file
 from kpack.errors import PeError, TransformError
 from kpack.hipfmt import HIPK, PE_FATBIN, PE_MARKER, WRAPPER
 from kpack.pe.image import (
@@ -363,7 +364,7 @@ def write_pe_transform(plan: PeTransformPlan, dest: Path) -> None:
     dest = Path(dest)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     try:
-        with os.fdopen(fd, "wb") as out:
+        with output_file(fd, dest) as out:  # a failed write names dest
             for chunk in plan.iter_chunks():
                 out.write(chunk)
         os.chmod(tmp, plan.source.stat().st_mode & 0o7777)

@@ -87,7 +87,9 @@ DEFAULT_LIMITS = Limits()
 
 @contextmanager
 def _zip_errors(path: Path, member: str | None = None) -> Iterator[None]:
-    """Turn whatever a damaged zip makes ``zipfile`` raise into one :class:`PackagingError`."""
+    """Turn whatever a damaged zip makes ``zipfile`` raise into one :class:`PackagingError`
+    naming the wheel. An ``OSError`` naming a file is a failed write of that output (a full
+    disk): it passes unchanged, so the input is never blamed for it."""
     where = f" (member {member!r})" if member else ""
     try:
         yield
@@ -104,9 +106,12 @@ def _zip_errors(path: Path, member: str | None = None) -> Iterator[None]:
         else:
             what = type(exc).__name__
         raise PackagingError(f"damaged wheel{where}: {what}: {exc}", path=path) from None
-    except OSError as exc:  # bz2 and friends report bad data as OSError
-        if exc.filename is not None:
+    except OSError as exc:
+        if exc.filename is not None:  # a failed write names its output (kpack.common.outfile)
             raise
+        if exc.errno is not None:  # the machine failed reading the wheel (EIO): not damage
+            raise PackagingError(f"cannot read{where}: {exc.strerror}", path=path) from None
+        # bz2 and friends report bad data as OSError
         raise PackagingError(f"damaged wheel{where}: {exc}", path=path) from None
 
 

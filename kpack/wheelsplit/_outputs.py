@@ -16,6 +16,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from kpack.common.safepath import open_new
 from kpack.errors import PackagingError
 from kpack.split import HostContent, host_source
 from kpack.wheelfile import (
@@ -162,7 +163,7 @@ def unpack_wheels(directory: Path) -> None:
             for info in archive.infolist():
                 path = dest / info.filename
                 path.parent.mkdir(parents=True, exist_ok=True)
-                with archive.open(info) as src, open(path, "xb") as out:
+                with archive.open(info) as src, open_new(path) as out:  # names path on ENOSPC
                     shutil.copyfileobj(src, out, 1 << 20)
                 path.chmod(0o755 if (info.external_attr >> 16) & stat.S_IXUSR else 0o644)
         wheel.unlink()
