@@ -62,6 +62,7 @@ from build_tools.shards import (
 )
 from build_tools.shards.report import REPORT_JSON, parse_version, shown
 from kpack.common.cli import (
+    Parser,
     add_list_argument,
     add_verbosity,
     add_version,
@@ -70,7 +71,6 @@ from kpack.common.cli import (
     output_line,
 )
 from kpack.errors import UsageError
-from kpack.wheelsplit import Parser
 
 __all__ = [
     "AssemblyPlan",
@@ -89,7 +89,7 @@ log = logging.getLogger("assemble_shards")
 
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The command line; a usage error (an unknown flag, a missing argument) is one
-    ``error:`` line and exit status 1, as every bad input (:class:`kpack.wheelsplit.Parser`)."""
+    ``error:`` line and exit status 2 (:class:`kpack.common.cli.Parser`)."""
     p = Parser(
         prog="assemble-shards",
         description="Merge the dist directories of target-sharded kpack-split builds into one.",

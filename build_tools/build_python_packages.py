@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kpack.common.cli import (
+    Parser,
     add_list_argument,
     add_verbosity,
     add_version,
@@ -35,15 +35,15 @@ from kpack.common.cli import (
     output_line,
 )
 from kpack.common.jsonfile import load_json_object
-from kpack.errors import ArtifactError, UsageError
+from kpack.errors import ManifestError, UsageError
 from kpack.targets import is_isa_target
 
 if TYPE_CHECKING:
     from build_tools.build import Built
     from build_tools.options import BuildOptions
     from build_tools.pipeline import Planned
-    from build_tools.plan import BuildPlan
     from build_tools.progress import Progress
+    from build_tools.targets import FamilyTable
 
 __all__ = ["main"]
 
@@ -51,7 +51,7 @@ log = logging.getLogger("build_python_packages")
 
 
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="build-python-packages",
         description="Build the rocm / rocm-sdk-* Python packages from a TheRock artifact tree.",
     )
@@ -155,10 +155,13 @@ def _version(args: argparse.Namespace) -> str:
         return canonical_version(args.version.strip())
     if args.version_file is None:
         raise UsageError("--version is required (or --version-file pointing at version.json)")
-    data = load_json_object(args.version_file, error=UsageError)
+    if not args.version_file.is_file():
+        raise UsageError("--version-file is not a file", path=args.version_file)
+    # what the file holds is input data: an error there is not a usage error (exit status 1)
+    data = load_json_object(args.version_file, error=ManifestError)
     base = data.get("rocm-version")
     if not isinstance(base, str) or not base.strip():
-        raise UsageError(
+        raise ManifestError(
             f"'rocm-version' must be a non-empty string, got {base!r}", path=args.version_file
         )
     return canonical_version(f"{base.strip()}.dev0")
@@ -199,12 +202,11 @@ def _check_dirs_apart(artifact_dir: Path, dest_dir: Path) -> None:
         )
 
 
-def _options(args: argparse.Namespace) -> BuildOptions:
+def _options(args: argparse.Namespace, table: FamilyTable) -> BuildOptions:
     from build_tools.options import BuildOptions, default_platform_tag, source_date_epoch
-    from build_tools.targets import load_family_table, parse_family_list, parse_targets_cmake
+    from build_tools.targets import parse_family_list
 
     _check_dirs_apart(args.artifact_dir, args.dest_dir)
-    table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
     linux = parse_family_list(args.linux_amdgpu_families)
     windows = parse_family_list(args.windows_amdgpu_families)
     shard = parse_family_list(args.targets)
@@ -246,19 +248,23 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, progress: Progress) -> int:
     from build_tools.build import apply_plan
+    from build_tools.families import check_families_in_tree, check_legacy_families
     from build_tools.payload import Edited
     from build_tools.pipeline import plan_packages
+    from build_tools.targets import load_family_table, parse_targets_cmake
 
     def notice(line: str) -> None:
         if not args.quiet:
             print(f"notice: {line}", file=sys.stderr)
 
-    options = _options(args)
+    table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
+    options = _options(args, table)
     planned = plan_packages(options, say=progress.phase, notice=notice)
-    plan = planned.plan
-    if not planned.catalog.kpack_split:  # kpack-split mode checks its targets while planning
-        _check_families_in_tree(options, plan.families, planned.catalog.root)
-        _check_legacy_families(plan, planned.catalog.root)
+    plan, catalog = planned.plan, planned.catalog
+    if not catalog.kpack_split:  # kpack-split mode checks its targets while planning
+        linux, windows = options.linux_families, options.windows_families
+        check_families_in_tree(linux, windows, plan.families, catalog.root)
+        check_legacy_families(plan, catalog, table)
     edits = sum(isinstance(f.what, Edited) for p in plan.packages for f in p.payload)
     progress.phase(
         f"planned {len(plan.packages)} packages, {edits} binary edits, "
@@ -277,62 +283,6 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
         _print_built(built, options.dest_dir)
     print(output_line(out))
     return 0
-
-
-def _check_families_in_tree(options: BuildOptions, families: Sequence[str], tree: Path) -> None:
-    """Legacy mode: each family a flag names must be one the tree has (a family the tree
-    lacks would be dropped from the ``rocm`` sdist without a word)."""
-    for flag, given in (
-        ("--linux-amdgpu-families", options.linux_families),
-        ("--windows-amdgpu-families", options.windows_families),
-    ):
-        missing = [f for f in given if f not in families]
-        if missing:
-            has = ", ".join(families) or "none"
-            raise UsageError(
-                f"{flag}: {', '.join(missing)} not in the artifact tree (its GPU families: {has})",
-                path=tree,
-            )
-
-
-#: The family labels the ``rocm`` sdist's selector tries for a GPU (``gfx94X-dcgpu``,
-#: ``gfx90a-dcgpu``): a processor, or its name with the last digit an ``X``, plus a suffix.
-_SELECTABLE_FAMILY_RE = re.compile(r"gfx[0-9a-f]+X?-(?:all|dgpu|igpu|dcgpu)")
-
-
-def _check_legacy_families(plan: BuildPlan, tree: Path) -> None:
-    """Legacy mode, several families: the selector installs one family's libraries wheel
-    for the GPU it finds, so every label must be one a GPU can select, and every family
-    must ship the same libraries (a family without one would break the code built against
-    the set). One error naming the labels or the families and their differences."""
-    from build_tools.manifests import PackageKind
-
-    families = plan.families
-    if len(families) < 2:
-        return
-    lost = [f for f in families if not is_isa_target(f) and not _SELECTABLE_FAMILY_RE.fullmatch(f)]
-    if lost:
-        known = ", ".join(f for f in families if f not in lost)
-        raise ArtifactError(
-            f"GPU family labels no GPU can select next to {known}: "
-            f"{', '.join(lost)} (the rocm selector picks a family by the GPU's target: "
-            "gfx942 -> gfx94X-dcgpu or gfx942; rename their artifacts or build them apart)",
-            path=tree,
-        )
-    sonames = {f: set[str]() for f in families}
-    for pkg in plan.runtime:
-        if pkg.spec.kind is PackageKind.LIBRARIES and pkg.family in sonames:
-            sonames[pkg.family] = {
-                f.elf.soname for f in pkg.layout.files.values() if f.elf and f.elf.soname
-            }
-    every = set.intersection(*sonames.values())
-    extra = [f"{f}: {', '.join(sorted(s - every))}" for f, s in sonames.items() if s - every]
-    if extra:
-        raise ArtifactError(
-            "GPU families ship different library sets (only some families have these)",
-            path=tree,
-            problems=extra,
-        )
 
 
 def _print_dry_run(planned: Planned) -> None:

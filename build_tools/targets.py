@@ -131,7 +131,9 @@ MAX_TARGETS_CMAKE_BYTES = 1 << 20
 
 def _read_targets_cmake(path: Path) -> str:
     """The text of a regular file of at most :data:`MAX_TARGETS_CMAKE_BYTES` (a FIFO or a
-    device is refused without blocking on it)."""
+    device is refused without blocking on it). A path that cannot be read is a usage error
+    (exit status 2); a file that is not TheRock's targets file, like every error in its
+    text below, is a :class:`ManifestError` (bad input data, exit status 1)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
         with open(os.open(path, flags), "rb") as handle:
@@ -141,24 +143,24 @@ def _read_targets_cmake(path: Path) -> str:
     except OSError as exc:
         raise UsageError(f"cannot read targets CMake file: {exc.strerror}", path=path) from None
     if len(data) > MAX_TARGETS_CMAKE_BYTES:
-        raise UsageError(
+        raise ManifestError(
             f"targets CMake file is larger than {MAX_TARGETS_CMAKE_BYTES} bytes", path=path
         )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"targets CMake file is not UTF-8 text: {exc}", path=path) from None
+        raise ManifestError(f"targets CMake file is not UTF-8 text: {exc}", path=path) from None
 
 
 def _call_families(call: CMakeCall, path: Path) -> tuple[str, tuple[str, ...]]:
     """(target, its families) of one ``therock_add_amdgpu_target`` call."""
     if len(call.args) < 2:
-        raise UsageError(
+        raise ManifestError(
             f"line {call.line}: {_ADD_TARGET}() needs a gfx target and a product name", path=path
         )
     target = call.args[0]
     if not _SINGLE_RE.fullmatch(target):
-        raise UsageError(f"line {call.line}: {target!r} is not a gfx target (gfxNNN)", path=path)
+        raise ManifestError(f"line {call.line}: {target!r} is not a gfx target (gfxNNN)", path=path)
     section = None
     families = []
     for arg in call.args[2:]:
@@ -166,7 +168,7 @@ def _call_families(call: CMakeCall, path: Path) -> tuple[str, tuple[str, ...]]:
             section = arg
         elif section == "FAMILY":
             if not _FAMILY_NAME_RE.fullmatch(arg):
-                raise UsageError(
+                raise ManifestError(
                     f"line {call.line}: family name {arg!r} of {target} is not a name "
                     "(letters, digits, '.', '_', '-'): it becomes part of package and "
                     "directory names",
@@ -186,12 +188,12 @@ def parse_targets_cmake(path: Path) -> FamilyTable:
     text = _read_targets_cmake(path)
     families: dict[str, set[str]] = {}
     declared: dict[str, int] = {}
-    for call in cmake_calls(text, source=path, error=UsageError):
+    for call in cmake_calls(text, source=path, error=ManifestError):
         if call.name != _ADD_TARGET:
             continue
         target, names = _call_families(call, path)
         if target in declared:
-            raise UsageError(
+            raise ManifestError(
                 f"line {call.line}: AMDGPU target {target} already declared on line "
                 f"{declared[target]}",
                 path=path,
@@ -200,7 +202,7 @@ def parse_targets_cmake(path: Path) -> FamilyTable:
         for family in (target, *names):
             families.setdefault(family, set()).add(target)
     if not families:
-        raise UsageError(f"no {_ADD_TARGET}(...) calls found", path=path)
+        raise ManifestError(f"no {_ADD_TARGET}(...) calls found", path=path)
     return FamilyTable(
         families={k: tuple(sorted(v)) for k, v in sorted(families.items())}, source=str(path)
     )

@@ -4,7 +4,7 @@ Thin layer: argparse, logging setup and printing; the conventions every tool sha
 (``-V``, ``-q``/``-v``, list flags) come from :mod:`kpack.common.cli`. The work lives in
 :mod:`kpack.split`, :mod:`kpack.resolve`, :mod:`kpack.bundle`, :mod:`kpack.archive` and
 :mod:`kpack.transform`. Any :class:`~kpack.errors.RocmPackagingError` becomes one
-``error: ...`` line on stderr and exit status 1.
+``error: ...`` line on stderr and exit status 1 (2 for a usage error).
 """
 
 from __future__ import annotations
@@ -19,9 +19,14 @@ from kpack.archive import DEFAULT_LEVEL
 from kpack.cli._inspect import cmd_extract, cmd_inspect
 from kpack.cli._split import cmd_resolve, cmd_split, cmd_split_wheel, cmd_verify
 from kpack.common.boundary import guarded
-from kpack.common.cli import add_list_argument, add_verbosity, add_version, configure_logging
+from kpack.common.cli import (
+    Parser,
+    add_list_argument,
+    add_verbosity,
+    add_version,
+    configure_logging,
+)
 from kpack.databases import handler_names
-from kpack.wheelsplit import Parser
 from kpack.wheelsplit import add_arguments as add_split_wheel_arguments
 
 __all__ = ["add_split_artifacts_arguments", "main"]

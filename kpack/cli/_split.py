@@ -16,7 +16,7 @@ from pathlib import Path
 from kpack.archive import DEFAULT_LEVEL, Scheme
 from kpack.cli._args import _agent_isa, _input_dir, _input_file, _mb, _output_dir
 from kpack.databases import load_handlers
-from kpack.errors import UsageError
+from kpack.errors import ArchiveError, UsageError
 from kpack.resolve import resolve_binary
 from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
 
@@ -143,8 +143,8 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         else:
             print(f"{lookup.key} -> not found: {lookup.reason}")
     missing = resolution.missing
-    if missing:
-        raise UsageError(
+    if missing:  # an answer about the archives, not a usage error: exit status 1
+        raise ArchiveError(
             f"{len(missing)} of {len(resolution.lookups)} kernels not found for "
             f"{', '.join(resolution.arches)}",
             path=args.binary,

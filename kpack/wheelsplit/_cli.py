@@ -5,24 +5,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import NoReturn
 
 from kpack.archive import DEFAULT_LEVEL
-from kpack.common.cli import add_verbosity, add_version
+from kpack.common.cli import Parser, add_verbosity, add_version
 from kpack.databases import handler_names
-from kpack.errors import UsageError
 
+#: ``Parser``: one ``error:`` line and exit status 2 for a usage error (kpack.common.cli).
 __all__ = ["Parser", "add_arguments"]
-
-
-class Parser(argparse.ArgumentParser):
-    """``argparse`` whose errors (an unknown flag, a value of the wrong type or out of its
-    choices, a missing argument) are a :class:`UsageError`: one ``error:`` line naming the
-    command and the argument, exit status 1, like every other bad input. Subcommand
-    parsers are of this class too."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

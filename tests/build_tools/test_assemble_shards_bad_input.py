@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from build_tools.assemble_shards import main
-from build_tools.shards import write
 from build_tools.shards.archives import archive_problems
 from build_tools.shards.scan import _classify
+from kpack.common import staging as staging_mod
 from kpack.common.tempdirs import make_temp_dir
 
 from .test_assemble_shards import TAG, VERSION, make_shard
@@ -54,13 +54,19 @@ def _error_line(err: str) -> str:
     return lines[0]
 
 
-def _fails(root: Path, argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    """Run the CLI on ``argv``: status 1, one error line holding ``needles``, and nothing
-    under ``root`` changed."""
+def _fails(
+    root: Path,
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    *needles: str,
+    status: int = 1,
+) -> str:
+    """Run the CLI on ``argv``: exit ``status`` (1; 2 for a usage error), one error line
+    holding ``needles``, and nothing under ``root`` changed."""
     before = _snapshot(root)
     rc = main(argv)
     err = capsys.readouterr().err
-    assert rc == 1, err
+    assert rc == status, err
     _error_line(err)
     for needle in needles:
         assert needle in err, err
@@ -241,7 +247,7 @@ def test_a_version_flag_over_the_digit_limit(
 ) -> None:
     a, b = shards
     argv = _argv(a, b, tmp_path / "out", "--version", HUGE_VERSION)
-    err = _fails(tmp_path, argv, capsys, "error: --version '1.0.dev999")
+    err = _fails(tmp_path, argv, capsys, "error: --version '1.0.dev999", status=2)
     assert "is not a PEP 440 version" in err and len(err) < 300
 
 
@@ -266,23 +272,24 @@ USAGE_CASES: dict[str, tuple[list[str], str]] = {
 
 
 @pytest.mark.parametrize("case", sorted(USAGE_CASES))
-def test_a_usage_error_is_one_line_and_exit_1(
+def test_a_usage_error_is_one_line_and_exit_2(
     case: str, shards: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """Not argparse's usage block and exit status 2: the project's one ``error:`` line."""
+    """Not argparse's usage block: the project's one ``error:`` line, and argparse's exit
+    status 2."""
     a, b = shards
     extra, line = USAGE_CASES[case]
     before = _snapshot(tmp_path)
     proc = _run_cli([*_argv(a, b, tmp_path / "out"), *extra])
-    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", line + "\n")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", line + "\n")
     assert _snapshot(tmp_path) == before
 
 
-def test_a_missing_required_flag_is_one_line_and_exit_1(
+def test_a_missing_required_flag_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     needle = "error: assemble-shards: the following arguments are required: --input, --output"
-    err = _fails(tmp_path, ["-q"], capsys, needle)
+    err = _fails(tmp_path, ["-q"], capsys, needle, status=2)
     assert err.count("\n") == 1 and "usage:" not in err
 
 
@@ -347,7 +354,7 @@ def test_output_inside_a_shard(
 ) -> None:
     a, b = shards
     out = a / "merged"
-    _fails(tmp_path, _argv(a, b, out), capsys, f"--output {out} is inside the shard {a}")
+    _fails(tmp_path, _argv(a, b, out), capsys, f"--output {out} is inside the shard {a}", status=2)
 
 
 def test_index_inside_a_shard(
@@ -356,7 +363,7 @@ def test_index_inside_a_shard(
     a, b = shards
     index = b / "simple"
     argv = _argv(a, b, tmp_path / "out", "--index", index)
-    _fails(tmp_path, argv, capsys, f"--index {index} is inside the shard {b}")
+    _fails(tmp_path, argv, capsys, f"--index {index} is inside the shard {b}", status=2)
 
 
 def test_output_beside_a_shard_would_replace_its_report(
@@ -365,7 +372,7 @@ def test_output_beside_a_shard_would_replace_its_report(
     a, b = shards
     out = a.parent / "merged"  # its report.json would be a's report.json
     needle = f"--output {out} is beside the shard {a}: the merged report.json would be written"
-    _fails(tmp_path, _argv(a, b, out), capsys, needle)
+    _fails(tmp_path, _argv(a, b, out), capsys, needle, status=2)
 
 
 def test_the_report_place_is_a_directory(
@@ -375,7 +382,7 @@ def test_the_report_place_is_a_directory(
     (tmp_path / "m" / "report.md").mkdir(parents=True)
     needle = f"{tmp_path / 'm' / 'report.md'}: is a directory, where the merged report goes"
     argv = _argv(a, b, tmp_path / "m" / "dist", "--index", tmp_path / "index")
-    _fails(tmp_path, argv, capsys, needle)
+    _fails(tmp_path, argv, capsys, needle, status=2)
 
 
 def test_planted_symlinks_at_the_report_places_are_never_followed(
@@ -397,7 +404,7 @@ def test_planted_symlinks_at_the_report_places_are_never_followed(
         link.symlink_to(victim)
     needle = f"error: {out.parent}: cannot publish: 3 in the way, not written by assemble-shards"
     err = _fails(tmp_path, ["-q", *_argv(a, b, out)], capsys, needle)
-    assert f"  - dist/{DEVICE} was not written by this tool\n" in err
+    assert f"  - dist/{DEVICE}: a symlink not written by this tool\n" in err
     assert main(["-q", *_argv(a, b, out), "--force"]) == 0, capsys.readouterr().err
     assert victim.read_bytes() == b"precious\n"
     for link in planted:  # not an output's place: left alone
@@ -541,7 +548,7 @@ def test_targets_cmake_not_a_regular_file(
     before = _snapshot(tmp_path)
     families = ("--targets-cmake", cmake, "--linux-amdgpu-families", "gfx120X-all")
     proc = _run_cli(_argv(a, b, tmp_path / "out", *families))
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr  # a path on the command line that cannot be used
     line = _error_line(proc.stderr)
     reason = (
         "cannot read targets CMake file: Is a directory"
@@ -571,7 +578,7 @@ def test_interrupted_right_after_a_temp_dir_appears(
             raise KeyboardInterrupt
         return made
 
-    monkeypatch.setattr(write, "make_temp_dir", make_then_interrupt)
+    monkeypatch.setattr(staging_mod, "make_temp_dir", make_then_interrupt)
     a, b = shards
     before = _snapshot(tmp_path)
     argv = _argv(a, b, tmp_path / "new" / "dist", "--index", tmp_path / "new2" / "index")

@@ -1,4 +1,5 @@
-"""Every bad input: one clear error naming the file, exit 1, nothing left in the destination."""
+"""Every bad input: one clear error naming the file, exit 1 (2 for a usage error: a bad flag
+value), nothing left in the destination."""
 
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ def _run(tree: Path, dest: Path, *extra: str) -> int:
     return main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", "1.0", *extra])
 
 
-def _assert_failed(rc: int, dest: Path, capsys: pytest.CaptureFixture[str], *needles: str) -> None:
+def _assert_failed(
+    rc: int, dest: Path, capsys: pytest.CaptureFixture[str], *needles: str, status: int = 1
+) -> None:
     err = capsys.readouterr().err
-    assert rc == 1
+    assert rc == status, err
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, err
     for needle in needles:
@@ -95,14 +98,14 @@ def test_unknown_family_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     tree = _tree(tmp_path / "tree")
     dest = tmp_path / "out"
     rc = _run(tree, dest, "--linux-amdgpu-families", "gfx94X-dcgpu,gfx999X-nope")
-    _assert_failed(rc, dest, capsys, "gfx999X-nope")
+    _assert_failed(rc, dest, capsys, "gfx999X-nope", status=2)
 
 
 def test_bad_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tree = _tree(tmp_path / "tree")
     dest = tmp_path / "out"
     rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", "7.x-beta!"])
-    _assert_failed(rc, dest, capsys, "7.x-beta!")
+    _assert_failed(rc, dest, capsys, "7.x-beta!", status=2)
 
 
 def test_version_past_the_digit_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,7 +114,7 @@ def test_version_past_the_digit_limit(tmp_path: Path, capsys: pytest.CaptureFixt
     dest = tmp_path / "out"
     version = "1.0.dev" + "9" * 5000
     rc = main(["--artifact-dir", str(tree), "--dest-dir", str(dest), "--version", version])
-    _assert_failed(rc, dest, capsys, "is not a valid PEP 440 version")
+    _assert_failed(rc, dest, capsys, "is not a valid PEP 440 version", status=2)
 
 
 def test_unwritable_destination(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

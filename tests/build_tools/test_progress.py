@@ -60,7 +60,7 @@ def test_quiet_prints_errors_and_the_output_path_only(tmp_path: Path) -> None:
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert proc.stdout == f"{tmp_path / 'out' / 'dist'}\n"
     proc = _build(tree, tree / "inside", "-q")
-    assert proc.returncode == 1 and proc.stderr.startswith("error: ")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ")  # a usage error
 
 
 def test_a_terminal_gets_a_live_display(tmp_path: Path) -> None:

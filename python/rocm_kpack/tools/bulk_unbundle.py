@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # run as a file: make the package importable by n
     import rocm_kpack  # noqa: F401  (puts kpack on the path in a checkout)
 
 from kpack.common.boundary import guarded
-from kpack.common.cli import add_verbosity, add_version, configure_logging, output_line
+from kpack.common.cli import Parser, add_verbosity, add_version, configure_logging, output_line
 from kpack.errors import UsageError
 from kpack.split import unbundle_binary
 from kpack.targets import is_target_id
@@ -34,9 +34,7 @@ PROG = "python -m rocm_kpack.tools.bulk_unbundle"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=PROG, description="Extract device code objects from fat binaries."
-    )
+    p = Parser(prog=PROG, description="Extract device code objects from fat binaries.")
     add_version(p)
     add_verbosity(p)
     p.add_argument("files", nargs="+", type=Path, help="fat binaries or offload-bundle files")
@@ -69,6 +67,10 @@ def _run(argv: Sequence[str] | None) -> int:
         parser.error("--output-dir requires exactly one input file")
     if args.gfx_arch is not None and (":" in args.gfx_arch or not is_target_id(args.gfx_arch)):
         raise UsageError(f"--gfx-arch {args.gfx_arch!r} is not a base architecture (gfx1250)")
+    for file in args.files:  # a path on the command line that cannot be read: a usage error
+        if not file.is_file():
+            what = "not a regular file" if file.exists() else "no such file"
+            raise UsageError(what, path=file)
     if args.clang_offload_bundler is not None:
         print(
             f"notice: --clang-offload-bundler {args.clang_offload_bundler} is not needed and "

@@ -22,7 +22,7 @@ if __package__ in (None, ""):  # run as a file: make the package importable by n
     import rocm_kpack  # noqa: F401  (puts kpack on the path in a checkout)
 
 from kpack.common.boundary import guarded
-from kpack.common.cli import add_verbosity, add_version, configure_logging, output_line
+from kpack.common.cli import Parser, add_verbosity, add_version, configure_logging, output_line
 from kpack.errors import UsageError
 from kpack.split import load_recombine_config, recombine_artifacts
 
@@ -32,9 +32,7 @@ PROG = "python -m rocm_kpack.tools.recombine_artifacts"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=PROG, description="Recombine split artifacts into package groups."
-    )
+    p = Parser(prog=PROG, description="Recombine split artifacts into package groups.")
     add_version(p)
     add_verbosity(p)
     p.add_argument(

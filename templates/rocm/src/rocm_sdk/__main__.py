@@ -161,10 +161,15 @@ EXPANSION_NOTE = (
 _SHOWN_ERROR = 300
 
 
+#: The exit status of a usage error: argparse's, and TheRock's ``rocm-sdk`` (argparse) has it.
+EXIT_USAGE = 2
+
+
 class _Parser(argparse.ArgumentParser):
     """A usage error (an unknown command or flag, a missing or extra argument) is one
-    ``rocm-sdk: error:`` line and exit status 1, like every other error of the command;
-    argparse would print its usage block and exit 2. Subcommand parsers are of this class."""
+    ``rocm-sdk: error:`` line and exit status 2, as argparse and TheRock's ``rocm-sdk`` exit
+    (without argparse's usage block); every other error of the command exits 1. Subcommand
+    parsers are of this class."""
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("rocm-sdk").strip()
@@ -172,7 +177,7 @@ class _Parser(argparse.ArgumentParser):
         if len(shown) > _SHOWN_ERROR:
             shown = f"{shown[:_SHOWN_ERROR]}... ({len(shown)} characters)"
         where = f"{command}: " if command else ""
-        self.exit(1, f"rocm-sdk: error: {where}{shown} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"rocm-sdk: error: {where}{shown} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
