@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import stat
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -47,17 +48,14 @@ def _marker_text(tool: str) -> bytes:
 def _lock(fd: int) -> bool:
     """Take the marker's exclusive lock without waiting; False while another holds it."""
     try:
-        import fcntl
-    except ImportError:  # Windows
-        import msvcrt
+        if sys.platform == "win32":
+            import msvcrt
 
-        try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        else:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return False
     return True
