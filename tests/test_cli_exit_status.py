@@ -178,6 +178,34 @@ CODE_USAGE_ERRORS: list[tuple[tuple[str, ...], str]] = [
         "--output-dir requires exactly one input file",
     ),
     (("-m", "rocm_kpack.tools.bulk_unbundle", "{tmp}/missing.so"), "no such file"),
+    (
+        ("kpack", "split-artifacts", "--artifact-dir", "{tmp}/missing", "--output-dir", "{tmp}/o"),
+        "--artifact-dir is not a directory",
+    ),
+    (
+        (
+            "kpack",
+            "split-artifacts",
+            "--batch-artifact-parent-dir",
+            "{tmp}/f",
+            "--output-dir",
+            "{tmp}/o",
+        ),
+        "--batch-artifact-parent-dir is not a directory",
+    ),
+    (
+        (
+            "kpack",
+            "split-wheel",
+            "--input",
+            "{tmp}/missing-1-py3-none-any.whl",
+            "--output-dir",
+            "{tmp}/o",
+            "--wheel-type",
+            "torch-fat",
+        ),
+        "--input: no such file or directory",
+    ),
 ]
 
 

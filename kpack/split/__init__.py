@@ -199,6 +199,8 @@ def _split_one(
     artifact_dir: Path, output_dir: Path, prefix: str | None, options: SplitOptions
 ) -> SplitResult:
     if not (artifact_dir / "artifact_manifest.txt").is_file():
+        if not artifact_dir.is_dir():  # the path given is not there: a usage error
+            raise UsageError("--artifact-dir is not a directory", path=artifact_dir)
         raise ArtifactError("not an artifact dir (no artifact_manifest.txt)", path=artifact_dir)
     prefix = check_prefix(prefix if prefix is not None else prefix_of(artifact_dir.name))
     out = output_dir.absolute()
@@ -226,7 +228,7 @@ def batch_inputs(parent_dir: Path) -> list[Path]:
     not split, as in rocm-kpack.
     """
     if not parent_dir.is_dir():
-        raise ArtifactError("batch parent dir does not exist", path=parent_dir)
+        raise UsageError("--batch-artifact-parent-dir is not a directory", path=parent_dir)
     chosen: list[Path] = []
     problems: list[str] = []
     for child in sorted(parent_dir.iterdir(), key=lambda p: p.name):

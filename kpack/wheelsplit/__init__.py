@@ -352,6 +352,8 @@ def run(args: argparse.Namespace) -> int:
     _compat_options(args)
     options = resolve_options(args)
     report_dir = report_dir_for(args.output_dir, options.report_dir)
+    if not os.path.exists(args.input):  # a path on the command line that is not there
+        raise UsageError("--input: no such file or directory", path=args.input)
     for flag, path in (("--output-dir", args.output_dir), ("--report-dir", report_dir)):
         problem = output_dir_problem(path)
         if problem is not None:

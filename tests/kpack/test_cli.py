@@ -630,11 +630,11 @@ BAD_INPUTS = [
     ),
     (
         ("split-artifacts", "--artifact-dir", "{in}/missing", "--output-dir", "{out}"),
-        "{in}/missing: not an artifact dir (no artifact_manifest.txt)",
+        "{in}/missing: --artifact-dir is not a directory",
     ),
     (
         ("split-artifacts", "--batch-artifact-parent-dir", "{in}/afile", "--output-dir", "{out}"),
-        "{in}/afile: batch parent dir does not exist",
+        "{in}/afile: --batch-artifact-parent-dir is not a directory",
     ),
     (
         (
@@ -662,7 +662,7 @@ BAD_INPUTS = [
             "--device-package-prefix",
             "amd-torch",
         ),
-        "{in}/adir/x-1-py3-none-any.whl: cannot read: No such file or directory",
+        "{in}/adir/x-1-py3-none-any.whl: --input: no such file or directory",
     ),
     (
         (
@@ -898,10 +898,7 @@ BAD_INPUTS = [
 DATA_ERRORS = frozenset(
     {
         "{in}/trunc.kpack: 50 bytes is too small for a .kpack header",
-        "{in}/missing: not an artifact dir (no artifact_manifest.txt)",
-        "{in}/afile: batch parent dir does not exist",
         "{in}/junk: not a wheel",
-        "{in}/adir/x-1-py3-none-any.whl: cannot read: No such file or directory",
         "{in}/dir-1-py3-none-any.whl: not an unpacked wheel",
         "{in}/fifo-1-py3-none-any.whl: not a wheel: not a regular file",
     }
