@@ -209,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except RocmPackagingError as exc:
         print(f"make_sample_tree: error: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, UsageError) else 1  # argparse's status for a usage error
     print(f"wrote {args.mode} sample tree to {root} in {time.monotonic() - start:.1f} s")
     return 0
 

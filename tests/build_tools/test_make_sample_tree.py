@@ -284,3 +284,10 @@ def test_rejects_bad_family_and_foreign_output(tmp_path: Path) -> None:
     with pytest.raises(PackagingError, match="mine: a directory not written by this tool"):
         make_sample_tree(tmp_path / "mine", cache_dir=tmp_path / "cache")
     assert (tmp_path / "mine" / "keep.txt").exists()
+
+
+def test_a_usage_error_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sample_tree.make_sample_tree import main
+
+    assert main(["--output", str(tmp_path / "out"), "--family", "gfx90a_dcgpu"]) == 2
+    assert "invalid family" in capsys.readouterr().err and not (tmp_path / "out").exists()
