@@ -33,6 +33,7 @@ from pathlib import Path, PurePosixPath
 
 from kpack.artifact.names import read_manifest
 from kpack.common.jsonfile import load_json_object
+from kpack.common.outputs import Owns
 from kpack.common.safepath import Root, safe_component
 from kpack.errors import ArtifactError, UsageError, shown_list
 from kpack.split._output import Staging, write_manifest
@@ -232,9 +233,9 @@ def _write_group(members: Sequence[ShardArtifact], dest: Path) -> None:
     write_manifest(dest, {s for art in members for s in art.stages})
 
 
-def _publish(plan: _Plan, output_dir: Path, force: bool) -> list[Path]:
+def _publish(plan: _Plan, output_dir: Path, force: bool, owns: Owns) -> list[Path]:
     record = output_dir / f".kpack-recombine-{plan.prefix}.json"
-    staging = Staging(output_dir, force=force, record=record)
+    staging = Staging(output_dir, force=force, record=record, owns=owns)
     names = [f"{plan.prefix}_{GENERIC}", *(f"{plan.prefix}_{g.name}" for g, _ in plan.groups)]
     with staging:
         staging.check_free(names)
@@ -251,6 +252,7 @@ def recombine_artifacts(
     *,
     component: str | None = None,
     force: bool = False,
+    owns: Owns = "recorded",
 ) -> RecombineResult:
     """Recombine (see the module docstring); one prefix only with ``component``."""
     shards_dir, output_dir = Path(shards_dir), Path(output_dir)
@@ -259,5 +261,5 @@ def recombine_artifacts(
     plans, missing = _plans(collect_shards(shards_dir), config, component)
     outputs: list[Path] = []
     for plan in plans:
-        outputs += _publish(plan, output_dir, force)
+        outputs += _publish(plan, output_dir, force, owns)
     return RecombineResult(output_dir, tuple(outputs), tuple(missing))

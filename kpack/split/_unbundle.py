@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.bundle import iter_bundles
+from kpack.common.outputs import Owns
 from kpack.common.safepath import Root, safe_component
 from kpack.errors import ArtifactError, BundleError, UsageError
 from kpack.hipfmt import identify
@@ -90,6 +91,7 @@ def unbundle_binary(
     gfx_arch: str | None = None,
     force: bool = False,
     record: bool = True,
+    owns: Owns = "recorded",
 ) -> UnbundleResult:
     """Write ``path``'s code objects into ``output_dir`` (see the module docstring); without
     ``record`` (a scratch dir) nothing is recorded beside it.
@@ -113,7 +115,7 @@ def unbundle_binary(
             safe_component(name, what="code object file name", source=path, error=BundleError)
         kept = output_dir.parent / f".{output_dir.name}.kpack-unbundle.json"
         staging = Staging(
-            output_dir, force=force, protected=[path], record=kept if record else None
+            output_dir, force=force, protected=[path], record=kept if record else None, owns=owns
         )
         with staging:
             root = Root(staging.root, error=ArtifactError)

@@ -6,9 +6,10 @@ TheRock's ``comm-libs/rccl-translate/CMakeLists.txt`` runs::
     python -m rocm_kpack.tools.bulk_unbundle --gfx-arch gfx1250 --output-dir D <librccl>
 
 Without ``--output-dir`` each input ``F`` goes to ``F.unbundled`` (rocm-kpack's default).
-A re-run replaces what the last run wrote and leaves other files alone; a file this tool
-did not write is replaced only with ``--force``. ``--clang-offload-bundler`` (older
-rocm-kpack) is accepted with one notice: bundles are read in-process.
+As in rocm-kpack, the code-object files a run writes are replaced whoever wrote them (a
+build dir rocm-kpack populated included); no other file is touched or removed.
+``--force`` is accepted and changes nothing. ``--clang-offload-bundler`` (older rocm-kpack)
+is accepted with one notice: bundles are read in-process.
 """
 
 from __future__ import annotations
@@ -49,7 +50,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ARCH",
         help="only code objects for this base architecture (gfx1250 also keeps gfx1250:...)",
     )
-    p.add_argument("--force", action="store_true", help="replace files this tool did not write")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="accepted for rocm-kpack's command line (the files it writes are always replaced)",
+    )
     p.add_argument(
         "--clang-offload-bundler",
         type=Path,
@@ -79,7 +84,9 @@ def _run(argv: Sequence[str] | None) -> int:
         )
     for file in args.files:
         dest = args.output_dir or file.with_suffix(".unbundled")
-        result = unbundle_binary(file, dest, gfx_arch=args.gfx_arch, force=args.force)
+        result = unbundle_binary(  # rocm-kpack's rule: the files it writes are its own
+            file, dest, gfx_arch=args.gfx_arch, force=args.force, owns="named"
+        )
         if not args.quiet:
             print(f"Unbundled {dest}: {', '.join(result.names)}")
         print(output_line(dest))

@@ -6,8 +6,9 @@ TheRock's RFC0008 (``docs/rfcs/RFC0008-Multi-Arch-Packaging.md``) gives::
     python -m rocm_kpack.tools.recombine_artifacts --input-shards-dir /split
         --config packaging-config.json --output-dir /recombined
 
-The config is rocm-kpack's (``primary_shard``, ``architecture_groups``). A re-run
-replaces what the last run wrote for each component and leaves other files alone.
+The config is rocm-kpack's (``primary_shard``, ``architecture_groups``). As in rocm-kpack,
+the artifact dirs a run writes are replaced whoever wrote them; no other entry of the output
+dir is touched or removed.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def _run(argv: Sequence[str] | None) -> int:
         args.output_dir,
         component=args.component,
         force=args.force,
+        owns="named",  # rocm-kpack's rule: the artifact dirs it writes are its own
     )
     if not args.quiet:
         for path in result.outputs:
