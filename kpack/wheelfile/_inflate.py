@@ -17,12 +17,16 @@ Asked to (``streams``), it also describes a deflated member's stream for reuse
 (:class:`~kpack.wheelfile._reuse.DeflateStream`: where it lies in the archive, the sha256 of
 its compressed bytes) and, with ``blocks``, where each of its deflate blocks starts, found
 by zlib's inflate run in ``Z_BLOCK`` steps instead of ISA-L's (about 1.8x the time; only
-worth it for a member that will be edited, see :mod:`kpack.wheelfile._reuse`).
+worth it for a member that will be edited, see :mod:`kpack.wheelfile._reuse`). That index
+is bounded by the member's size, not its block count: a stream with far more blocks than
+bytes to show for them is inflated without one, and its member is copied whole or
+compressed anew, never spliced (:class:`~kpack.wheelfile._zstream.BlockInflater`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import queue
 import struct
 import threading
@@ -39,6 +43,8 @@ from kpack.wheelfile._reuse import DeflateStream
 from kpack.wheelfile._zstream import ZlibLibrary, zlib_library
 
 __all__ = ["member_chunks", "read_ahead", "starts_with"]
+
+log = logging.getLogger(__name__)
 
 _RAW_CHUNK = 1 << 20
 #: The stubs declare ``isal_zlib.error`` as an instance; it is the exception class.
@@ -136,7 +142,7 @@ def _indexed(
 
     with archive.open(raw) as src:
         try:
-            for data in inflater.run(pieces(), chunk, block_crcs=True):
+            for data in inflater.run(pieces(), chunk, block_crcs=True, bounded=True):
                 crc = zlib.crc32(data, crc)
                 yield data
         except PackagingError as exc:
@@ -146,6 +152,10 @@ def _indexed(
     if crc != info.CRC:
         raise zipfile.BadZipFile(f"Bad CRC-32 for file {info.filename!r}")
     stream = _stream(archive, info, offset, raw_hash.digest())
+    if not inflater.indexed:  # too many blocks for its bytes: copied whole, never spliced
+        log.debug("%s: blocks not indexed (more than its bytes allow)", info.filename)
+        streams.append(stream)
+        return
     starts = tuple(out for out, _ in inflater.blocks)
     bits = tuple(bit for _, bit in inflater.blocks)
     streams.append(stream.with_blocks(starts, bits, tuple(inflater.crcs)))

@@ -67,7 +67,9 @@ class DeflateStream:
     """A deflated member of an input archive: where its raw stream lies, the CRC-32 of its
     bytes (``crc``), the sha256 of the compressed bytes (``raw_digest``), and, when indexed,
     the output offset (``starts``), bit offset (``bits``) and output CRC-32 (``crcs``) of
-    every block, the final one last."""
+    every entry, the last one through the stream's end. An entry is a block, or a run of
+    consecutive blocks where the stream has more than its bytes justify (the index is
+    bounded by the member's size, :class:`~kpack.wheelfile._zstream.BlockInflater`)."""
 
     archive: Path
     offset: int

@@ -18,10 +18,26 @@ from collections.abc import Iterable, Iterator
 
 from kpack.errors import PackagingError
 
-__all__ = ["BlockInflater", "ZlibLibrary", "zlib_library"]
+__all__ = [
+    "INDEX_BASE",
+    "INDEX_SPACING",
+    "STOP_BASE",
+    "STOP_SPACING",
+    "BlockInflater",
+    "ZlibLibrary",
+    "zlib_library",
+]
 
-_Z_OK, _Z_STREAM_END, _Z_BLOCK = 0, 1, 5
+_Z_OK, _Z_STREAM_END, _Z_BUF_ERROR = 0, 1, -5
+_Z_NO_FLUSH, _Z_BLOCK = 0, 5
 _BEFORE_HEADER, _AFTER_LAST = 128, 64  # data_type flags at a stop
+
+#: A bounded index (:class:`BlockInflater`) is exact up to ``INDEX_BASE`` entries more than
+#: one per ``INDEX_SPACING`` bytes of output; then its entries are at least that far apart.
+INDEX_BASE, INDEX_SPACING = 4096, 4 << 10
+#: A bounded index stops at up to ``STOP_BASE`` blocks more than one per ``STOP_SPACING``
+#: bytes of output (zlib at memLevel 1 writes one per 200-300 bytes); then it is given up.
+STOP_BASE, STOP_SPACING = 1 << 16, 128
 
 
 class _ZStream(ctypes.Structure):
@@ -65,7 +81,16 @@ class BlockInflater:
     :meth:`run` yields the output and records, for every block, the output offset and the
     bit offset in the input where it starts (:attr:`blocks`, the first one included), and
     where the final block starts (:attr:`last`) and the stream ends (:attr:`end`), in bits;
-    with ``block_crcs``, also the CRC-32 of every block's output (:attr:`crcs`).
+    with ``block_crcs``, also the CRC-32 of every entry's output (:attr:`crcs`).
+
+    With ``bounded`` the index grows with the output, not with the block count (a valid
+    stream may hold millions of empty blocks, 10 bits each): it is exact up to
+    :data:`INDEX_BASE` entries more than one per :data:`INDEX_SPACING` bytes of output, and
+    past that an entry is a run of blocks at least that long (any block boundary is as good
+    a place to copy from). Each block still costs one stop in Python, so past
+    :data:`STOP_BASE` stops more than one per :data:`STOP_SPACING` bytes, the rest of the
+    stream is inflated in one go and the index is given up (:attr:`indexed` is false,
+    :attr:`blocks` and :attr:`crcs` empty, :attr:`last` and :attr:`end` unknown).
     """
 
     def __init__(self, zlib: ZlibLibrary) -> None:
@@ -75,6 +100,7 @@ class BlockInflater:
         self.last = 0
         self.end = -1
         self.consumed = 0  # input bytes used, once the stream has ended
+        self.indexed = True
 
     def run(
         self,
@@ -83,6 +109,7 @@ class BlockInflater:
         buffer: ctypes.Array[ctypes.c_char] | None = None,
         *,
         block_crcs: bool = False,
+        bounded: bool = False,
     ) -> Iterator[bytes]:
         """Inflate the pieces of ``raw`` in order; yield output pieces of at most
         ``out_size`` bytes (made in ``buffer`` if given, which must hold as many). Input
@@ -98,48 +125,85 @@ class BlockInflater:
             raise ValueError("the output buffer is smaller than out_size")
         out_addr = ctypes.addressof(out)
         view = memoryview(out).cast("B")
-        pieces = iter(raw)
+        inflate, ref = lib.inflate, ctypes.byref(stream)
+        pieces = (piece for piece in raw if piece)
         held = b""  # keeps the input piece zlib reads from alive
+        exhausted = False  # no input left: zlib may still hold output for what it has read
+        flush = _Z_BLOCK
+        index = _Index(self, bounded)
         filled = 0
-        block_crc = 0
         try:
             while True:
-                if stream.avail_in == 0 and self.end < 0:  # past the last block: no input needed
-                    held = next(pieces, b"")
-                    if not held:
-                        raise PackagingError("the deflate stream ends before its end block")
+                if stream.avail_in == 0 and not exhausted and self.end < 0:
+                    held = next(pieces, b"")  # none is needed past the last block
+                    exhausted = not held
                     stream.next_in = ctypes.cast(ctypes.c_char_p(held), ctypes.c_void_p).value
                     stream.avail_in = len(held)
                 stream.next_out = out_addr + filled
                 stream.avail_out = out_size - filled
-                ret = lib.inflate(ctypes.byref(stream), _Z_BLOCK)
+                ret = inflate(ref, flush)
+                before, filled = filled, out_size - stream.avail_out
+                if ret == _Z_BUF_ERROR and exhausted:  # no progress, and no input to make it
+                    raise PackagingError("the deflate stream ends before its end block")
                 if ret not in (_Z_OK, _Z_STREAM_END):
                     raise PackagingError(f"the deflate stream does not decode (zlib {ret})")
-                before, filled = filled, out_size - stream.avail_out
-                if block_crcs:  # one call never crosses a block boundary (Z_BLOCK)
-                    block_crc = zlib.crc32(view[before:filled], block_crc)
+                if block_crcs and filled > before and flush == _Z_BLOCK:
+                    index.crc = zlib.crc32(view[before:filled], index.crc)  # within one block
                 if ret == _Z_STREAM_END:
-                    if self.end < 0:  # pragma: no cover - zlib stops after the last block first
+                    if self.end < 0 and flush == _Z_BLOCK:  # pragma: no cover - zlib stops first
                         raise PackagingError("zlib ended the stream without stopping at its end")
                     self.consumed = stream.total_in
                     if filled:
                         yield ctypes.string_at(out_addr, filled)
                     return
-                if stream.data_type & _BEFORE_HEADER:
-                    position = stream.total_in * 8 - (stream.data_type & 7)
-                    if stream.data_type & _AFTER_LAST:  # the final block is done: the end
-                        self.end = position
-                        self.last = self.blocks[-1][1]
-                        self.crcs.append(block_crc)
-                    elif position != self.blocks[-1][1]:
-                        self.blocks.append((stream.total_out, position))
-                        self.crcs.append(block_crc)
-                        block_crc = 0
+                data_type = stream.data_type
+                if data_type & _BEFORE_HEADER and flush == _Z_BLOCK:
+                    position = stream.total_in * 8 - (data_type & 7)
+                    if not index.stop(position, stream.total_out, data_type & _AFTER_LAST):
+                        flush = _Z_NO_FLUSH  # the rest in one go, unindexed
                 if filled == out_size:
                     yield ctypes.string_at(out_addr, filled)
                     filled = 0
         finally:
             lib.inflateEnd(ctypes.byref(stream))
+
+
+class _Index:
+    """What :meth:`BlockInflater.run` records at each stop, within its bounds."""
+
+    def __init__(self, owner: BlockInflater, bounded: bool) -> None:
+        self._owner = owner
+        self._bounded = bounded
+        self._spacing = 0  # exact, until the index has more entries than its bound
+        self._stops = 0
+        self._start = 0  # bit offset of the block being inflated
+        self.crc = 0  # of the output since the last entry
+
+    def stop(self, position: int, total_out: int, after_last: int) -> bool:
+        """Record a stop at bit ``position`` with ``total_out`` bytes out; whether to go on
+        stopping at blocks (``False``: the index is given up)."""
+        owner = self._owner
+        if after_last:  # the final block is done: the end
+            owner.end, owner.last = position, self._start
+            owner.crcs.append(self.crc)
+            return True
+        self._start = position
+        blocks = owner.blocks
+        last_out, last_bit = blocks[-1]
+        if position != last_bit and total_out - last_out >= self._spacing:
+            blocks.append((total_out, position))
+            owner.crcs.append(self.crc)
+            self.crc = 0
+            if self._bounded and len(blocks) > INDEX_BASE + total_out // INDEX_SPACING:
+                self._spacing = INDEX_SPACING
+        elif total_out == last_out and last_bit % 2 and not position % 2:
+            blocks[-1] = (last_out, position)  # empty blocks between: an even offset is better
+        self._stops += 1
+        if self._bounded and self._stops > STOP_BASE + total_out // STOP_SPACING:
+            owner.indexed = False
+            owner.blocks, owner.crcs = [], []
+            return False
+        return True
 
 
 @functools.cache

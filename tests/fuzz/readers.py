@@ -4,7 +4,8 @@ ELF and the host-binary transform start from a gcc-built fat binary with real of
 bundles and from the machine's own executables; bundles from plain and CCOB v1-v3 (zstd,
 zlib) encodings; ``.kpack`` archives from our writer in both schemes; wheels from our
 wheel writer; the devel tarball from a tar like the ones we ship; JSON and YAML from the
-manifests the tools read; TheRock's targets CMake file.
+manifests the tools read; TheRock's targets CMake file; raw deflate streams for the block
+index of a wheel's large members (:mod:`.deflate_reader`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from kpack.errors import PackagingError, RocmPackagingError
 
+from .deflate_reader import DEFLATE_INDEX
 from .harness import Reader
 
 REPO = Path(__file__).resolve().parents[2]
@@ -771,6 +773,7 @@ READERS: Sequence[Reader] = (
     Reader("bundle", _run_bundle, (RocmPackagingError,), _bundle_seeds, tokens=_BUNDLE_TOKENS),
     Reader("kpack", _run_kpack, (RocmPackagingError,), _kpack_seeds, tokens=_KPACK_TOKENS),
     Reader("wheel", _run_wheel, (RocmPackagingError,), _wheel_seeds, tokens=_WHEEL_TOKENS),
+    DEFLATE_INDEX,
     Reader(
         "wheel-members",
         _run_wheel_members,
