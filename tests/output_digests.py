@@ -49,23 +49,20 @@ def _run(*args: str | Path) -> None:
 
 
 #: the tools' output records (``.build-python-packages.json``, ``.kpack-split-<prefix>.json``)
-#: hold each output's mtime, the time of the run: digested with the mtimes blanked
+#: hold each output's inode number, different in every run: digested with the inodes blanked
 _RECORD = re.compile(r"\.(build-python-packages|kpack-split-.+)\.json")
-_FINGERPRINT_MTIME = re.compile(r"^(f:\d+):\d+:")
 
 
-def _without_mtimes(value: object) -> object:
+def _without_inodes(value: object) -> object:
     if isinstance(value, dict):
-        return {k: 0 if k == "mtime_ns" else _without_mtimes(v) for k, v in value.items()}
-    if isinstance(value, str):
-        return _FINGERPRINT_MTIME.sub(r"\1:*:", value)
+        return {k: 0 if k == "inode" else _without_inodes(v) for k, v in value.items()}
     return value
 
 
 def _content(path: Path) -> bytes:
-    if not _RECORD.fullmatch(path.name):
+    if not _RECORD.fullmatch(path.name) and path.parent.name != ".kpack-split-wheel":
         return path.read_bytes()
-    record = _without_mtimes(json.loads(path.read_text(encoding="utf-8")))
+    record = _without_inodes(json.loads(path.read_text(encoding="utf-8")))
     return json.dumps(record, sort_keys=True).encode()
 
 
