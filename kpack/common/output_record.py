@@ -45,11 +45,14 @@ __all__ = [
     "read_record",
     "record_bytes",
     "staged_entries",
+    "write_record_file",
 ]
 
 log = logging.getLogger(__name__)
 
 FORMAT = "rocm-packaging-output-record/2"
+#: A record's permission bits: writable by the user who ran the tool only.
+RECORD_MODE = 0o644
 #: Files a record lists are hashed in this many threads (hashlib releases the GIL).
 _HASH_THREADS = 2
 _CHUNK = 1 << 20
@@ -98,7 +101,7 @@ def entry_of(path: Path, *, digest: bool = True) -> Entry | None:
     sha256 empty (the caller hashes later, or compares sizes first)."""
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except OSError:  # missing, or a name the system cannot look up: nothing of ours
         return None
     if is_link(st):
         return Entry(kind="symlink", target=os.readlink(path), inode=st.st_ino)
@@ -190,6 +193,30 @@ def _entry(rel: object, value: object, source: Path) -> tuple[str, Entry]:
     raise _Bad(f"entry {name!r} is not a file, symlink or directory fingerprint")
 
 
+def _untrusted(st: os.stat_result) -> str:
+    """Why a record file with this status is no claim of this user's: not a regular file,
+    or (on POSIX) another user's or writable by others — a record in a shared directory
+    speaks only for the user running the tool, who wrote it read-only for everyone else."""
+    if not stat.S_ISREG(st.st_mode) or is_link(st):
+        return "not a regular file"
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"owned by another user (uid {st.st_uid})"
+    if hasattr(os, "geteuid") and st.st_mode & 0o022:
+        return "writable by other users"
+    return ""
+
+
+def write_record_file(path: Path, data: bytes) -> None:
+    """A new record at ``path`` (which must not exist), readable by all, writable by its
+    owner only whatever the umask, as :func:`read_record` requires."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_BINARY", 0), RECORD_MODE)
+    with open(fd, "wb") as handle:
+        if hasattr(os, "fchmod"):
+            os.fchmod(handle.fileno(), RECORD_MODE)
+        handle.write(data)
+
+
 def read_record(path: Path, tool: str, *, force: bool) -> dict[str, Entry]:
     """The entries ``tool`` recorded at ``path`` (no record: none). A record that cannot be
     trusted is an error naming it and how to recover; with ``force`` it is ignored."""
@@ -200,7 +227,7 @@ def read_record(path: Path, tool: str, *, force: bool) -> dict[str, Entry]:
     except OSError as exc:
         problem = f"cannot be read ({exc.strerror})"
     else:
-        problem = "" if stat.S_ISREG(st.st_mode) and not is_link(st) else "not a regular file"
+        problem = _untrusted(st)
     try:
         if problem:
             raise _Bad(problem)

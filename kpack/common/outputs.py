@@ -26,22 +26,25 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import stat
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import suppress
+import threading
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from kpack.common.output_claims import OWNS, Owns, blocked_parent, is_ours, problems_in_the_way
 from kpack.common.output_record import (
     Entry,
-    entry_of,
     is_link,
     read_record,
     record_bytes,
     staged_entries,
+    write_record_file,
 )
 from kpack.common.safepath import safe_relpath
-from kpack.common.staging import Staging, staging
+from kpack.common.staging import Staging, refuse_symlinked, staging
 from kpack.errors import PackagingError, shown_list
 
 __all__ = [
@@ -55,11 +58,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: What a run may replace: ``"recorded"`` — only what its record proves it wrote (the rule
-#: above); ``"named"`` — its named outputs whatever is there (rocm-kpack's own rule for the
-#: artifact dirs it writes; nothing else is touched and nothing stale removed).
-Owns = str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,83 +79,6 @@ def record_beside(directory: Path, tool: str) -> str:
     return f".{tool.replace(' ', '-')}.{name}.json"
 
 
-# --- looking without following -------------------------------------------------------------
-
-
-def _blocked(dest: Path, rel: str) -> str | None:
-    """The first proper parent of ``rel`` that exists but is not a real directory."""
-    parts = PurePosixPath(rel).parts[:-1]
-    for i in range(1, len(parts) + 1):
-        sub = "/".join(parts[:i])
-        try:
-            st = os.lstat(dest / sub)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        if is_link(st) or not stat.S_ISDIR(st.st_mode):
-            return sub
-    return None
-
-
-def _matches(path: Path, entry: Entry) -> bool:
-    now = entry_of(path, digest=False)
-    if now is None or now.kind != entry.kind:
-        return False
-    if now.kind == "symlink":
-        return (now.target, now.inode) == (entry.target, entry.inode)
-    if now.kind == "file":  # size and inode decide "no" at once; a match is then hashed
-        if (now.size, now.inode) != (entry.size, entry.inode):
-            return False
-        current = entry_of(path)
-        return current is not None and current.sha256 == entry.sha256
-    return True
-
-
-def _ours(dest: Path, rel: str, record: Mapping[str, Entry]) -> bool:
-    """``dest/rel`` (its parents real directories) is still what the record says, and, for a
-    directory, so is everything in it."""
-    entry = record.get(rel)
-    if entry is None or _blocked(dest, rel) is not None or not _matches(dest / rel, entry):
-        return False
-    if entry.kind != "dir":
-        return True
-    with os.scandir(dest / rel) as it:
-        children = [f"{rel}/{e.name}" for e in it]
-    return all(_ours(dest, child, record) for child in children)
-
-
-def _taken(path: Path) -> bool:
-    """Something is at ``path``; an empty real directory holds nothing and counts as free."""
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    if stat.S_ISDIR(st.st_mode) and not is_link(st):
-        with os.scandir(path) as it:
-            return next(it, None) is not None
-    return True
-
-
-def _why(path: Path, recorded: bool) -> str:
-    if recorded:
-        return "changed since this tool wrote it"
-    kind = "a symlink" if os.path.islink(path) else "a directory" if path.is_dir() else "a file"
-    return f"{kind} not written by this tool"
-
-
-def _problems(
-    dest: Path, outputs: Iterable[str], record: Mapping[str, Entry], owns: Owns
-) -> list[str]:
-    problems: dict[str, str] = {}
-    for rel in outputs:
-        sub = _blocked(dest, rel)
-        if sub is not None:
-            kind = "a symlink" if os.path.islink(dest / sub) else "not a directory"
-            problems.setdefault(sub, f"{sub} exists and is {kind}")
-        elif _taken(dest / rel) and owns != "named" and not _ours(dest, rel, record):
-            problems.setdefault(rel, f"{rel}: {_why(dest / rel, rel in record)}")
-    return list(problems.values())
-
-
 def _checked_names(outputs: Iterable[str], where: Path) -> tuple[str, ...]:
     return tuple(safe_relpath(rel, what="output name", source=where).as_posix() for rel in outputs)
 
@@ -177,7 +98,7 @@ def check_outputs(
     names = _checked_names(outputs, dest)
     trusting = force or owns == "named"  # by name, the record decides nothing
     recorded = read_record(dest / record, tool, force=trusting) if record else {}
-    problems = _problems(dest, names, recorded, owns)
+    problems = problems_in_the_way(dest, names, recorded, owns)
     if problems and not force:
         raise PackagingError(
             f"cannot publish: {len(problems)} in the way, not written by {tool} (see --force)",
@@ -231,23 +152,31 @@ def _stale(
 ) -> tuple[list[str], list[str]]:
     """Recorded entries this run does not write again: the files and symlinks still the
     tool's (to remove), and the directories (removed later, only if empty)."""
-    kept = set(outputs)
+    written = set(outputs)
+    kept = set(written)
     for rel in outputs:
-        kept.update("/".join(PurePosixPath(rel).parts[:i]) for i in range(1, rel.count("/") + 1))
-
-    def replaced(rel: str) -> bool:
-        return rel in kept or any(rel.startswith(f"{o}/") for o in outputs)
-
-    stale = [rel for rel in record if not replaced(rel)]
+        kept.update(_parents(rel))
+    stale = [rel for rel in record if rel not in kept and not _under(rel, written)]
     files, dirs = [], []
     for rel in stale:
         if record[rel].kind == "dir":
             dirs.append(rel)
-        elif _ours(dest, rel, record):
+        elif is_ours(dest, rel, record):
             files.append(rel)
         elif os.path.lexists(dest / rel):
             log.warning("%s: changed since this tool wrote it; left alone", dest / rel)
     return files, sorted(dirs, key=lambda r: -r.count("/"))
+
+
+def _parents(rel: str) -> list[str]:
+    """``a``, ``a/b`` for ``a/b/c``: the proper parents of a relative path."""
+    parts = rel.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _under(rel: str, outputs: Collection[str]) -> bool:
+    """``rel`` lies inside one of ``outputs`` (a set look-up per parent, not a scan)."""
+    return any(parent in outputs for parent in _parents(rel))
 
 
 @dataclass(frozen=True)
@@ -261,6 +190,7 @@ class _Step:
 
 
 def _plan(pub: Publication, tool: str, force: bool, owns: Owns) -> _Step:
+    refuse_symlinked(pub.dest)
     outputs = _checked_names(pub.outputs, pub.dest)
     record = _checked_names([pub.record], pub.dest)[0] if pub.record else None
     check_outputs(pub.dest, outputs, record=record, tool=tool, force=force, owns=owns)
@@ -268,21 +198,18 @@ def _plan(pub: Publication, tool: str, force: bool, owns: Owns) -> _Step:
     recorded = read_record(pub.dest / record, tool, force=trusting) if record else {}
     entries = staged_entries(pub.staged, outputs)
     for rel in outputs:  # the parents of an output the tool made are its own directories
-        parts = PurePosixPath(rel).parts
-        entries.update(("/".join(parts[:i]), Entry(kind="dir")) for i in range(1, len(parts)))
+        entries.update((parent, Entry(kind="dir")) for parent in _parents(rel))
     files, dirs = ([], []) if owns == "named" else _stale(pub.dest, recorded, outputs)
     carried: dict[str, Entry] = {}
     if owns == "named":  # what it recorded before and does not write now stays recorded
-        under = tuple(f"{o}/" for o in outputs)
-        carried = {
-            r: e for r, e in recorded.items() if r not in entries and not r.startswith(under)
-        }
+        written = set(outputs)
+        carried = {r: e for r, e in recorded.items() if r not in entries and not _under(r, written)}
     return _Step(pub, recorded, entries, files, dirs, carried)
 
 
 def _place(journal: _Journal, step: _Step, rel: str) -> None:
     dest = step.pub.dest
-    sub = _blocked(dest, rel)
+    sub = blocked_parent(dest, rel)
     if sub is not None:  # only with force or ownership by name: checked before
         journal.discard(dest / sub)
     journal.make_dirs(dest, str(PurePosixPath(rel).parent) if "/" in rel else "")
@@ -295,7 +222,7 @@ def _write_record(journal: _Journal, step: _Step, tool: str) -> None:
     dest, rel = step.pub.dest, step.pub.record
     if rel is None:
         return
-    sub = _blocked(dest, rel)
+    sub = blocked_parent(dest, rel)
     if sub is not None:
         raise PackagingError("exists and is not a directory, where records go", path=dest / sub)
     journal.make_dirs(dest, str(PurePosixPath(rel).parent) if "/" in rel else "")
@@ -305,7 +232,7 @@ def _write_record(journal: _Journal, step: _Step, tool: str) -> None:
         if rel not in step.carried
     }
     new = journal.trash.path / "record.json"
-    new.write_bytes(record_bytes(tool, {**step.carried, **placed}))
+    write_record_file(new, record_bytes(tool, {**step.carried, **placed}))
     final = dest / rel
     if os.path.lexists(final):
         if os.path.isdir(final) and not os.path.islink(final):
@@ -327,12 +254,27 @@ def _remove_empty(dest: Path, dirs: Sequence[str]) -> None:
     """Stale recorded directories, deepest first, each only if empty and still a real
     directory whose parents are real directories."""
     for rel in dirs:
-        if _blocked(dest, rel) is not None:
+        if blocked_parent(dest, rel) is not None:
             continue
         with suppress(OSError):
             st = os.lstat(dest / rel)
             if stat.S_ISDIR(st.st_mode) and not is_link(st):
                 os.rmdir(dest / rel)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """A second Ctrl-C or SIGTERM waits until the rollback is done (then acts as usual)."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def publish_all(
@@ -341,6 +283,8 @@ def publish_all(
     """Publish into several destinations as one step: every destination is checked (and
     every record read) before anything moves, and a failure in one takes back those
     published before it."""
+    if owns not in OWNS:
+        raise ValueError(f"owns must be one of {OWNS}, not {owns!r}")
     steps = [_plan(pub, tool, force, owns) for pub in publications]
     done: list[_Journal] = []
     dest = publications[0].dest if publications else Path()
@@ -359,8 +303,9 @@ def publish_all(
             done.append(_Journal(trash, made=made))
             _apply(done[-1], step, tool)
     except BaseException as exc:
-        for journal in reversed(done):
-            journal.undo()
+        with _signals_held():
+            for journal in reversed(done):
+                journal.undo()
         if isinstance(exc, OSError):
             raise PackagingError(f"cannot publish the outputs: {exc.strerror}", path=dest) from exc
         raise

@@ -72,6 +72,10 @@ def _check_text(value: object, what: str, source: _Source, error: _ErrorType) ->
         raise error(f"{what} {value!r} contains control character {bad!r}", path=source)
     if "\\" in value:
         raise error(f"{what} {value!r} contains a backslash", path=source)
+    try:
+        _encoded_len(value)
+    except UnicodeEncodeError:  # a lone surrogate no file system name decodes to
+        raise error(f"{what} {value!r} is not valid text", path=source) from None
     return value
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import PackagingError
 
-__all__ = ["MARKER", "Staging", "remove_debris", "staging"]
+__all__ = ["MARKER", "Staging", "refuse_symlinked", "remove_debris", "staging"]
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,19 @@ def remove_debris(dest: Path, tool: str) -> list[Path]:
     return removed
 
 
+def refuse_symlinked(dest: Path) -> None:
+    """An output directory that is a symlink (or reparse point) is refused: a planted link
+    would send every output, the record and the staging elsewhere."""
+    try:
+        st = os.lstat(dest)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISLNK(st.st_mode) or getattr(st, "st_file_attributes", 0) & getattr(
+        stat, "FILE_ATTRIBUTE_REPARSE_POINT", 0
+    ):
+        raise PackagingError("output directory is a symlink; give the real directory", path=dest)
+
+
 @contextmanager
 def staging(dest: Path, tool: str) -> Iterator[Path]:
     """A fresh staging directory of ``tool`` inside ``dest`` (made, with its parents, when
@@ -156,6 +169,7 @@ def staging(dest: Path, tool: str) -> Iterator[Path]:
     ``tool``'s killed runs in ``dest`` is removed first. Yields the directory to build the
     outputs in (a subdirectory, so the marker is never among them)."""
     dest = Path(os.path.abspath(dest))
+    refuse_symlinked(dest)
     made = [d for d in (dest, *dest.parents) if not os.path.lexists(d)]
     stage: Staging | None = None
     try:
