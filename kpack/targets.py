@@ -3,9 +3,18 @@
 A target id as LLVM writes it is a processor — ``gfx`` and hex digits (``gfx90a``), that
 processor's ``-strict`` variant (``gfx1250-strict``, ELF mach 0x0eb) or an LLVM generic target
 (``gfx9-4-generic``) — then ``:feature+`` / ``:feature-`` parts
-(``gfx942:sramecc+:xnack-``). A target id read from input bytes (a bundle triple, a ``.kpack``
-TOC, an artifact directory name) becomes part of archive, file and directory names, so only
-these spellings are accepted: never ``/``, ``..``, ``\\``, spaces or control characters.
+(``gfx942:sramecc+:xnack-``). A feature is named in lower-case letters (the target-id
+features LLVM defines are ``sramecc`` and ``xnack``) and appears at most once, in any order
+(LLVM AMDGPUUsage, "Target ID"; clang's ``parseTargetID``).
+
+A target id read from input bytes (a bundle triple, a ``.kpack`` TOC, an artifact directory
+name) becomes part of archive, file and directory names, so only these spellings, of at most
+:data:`MAX_TARGET_ID` characters, are accepted: never ``/``, ``..``, ``\\``, ``_`` (the
+runtime takes ``<P>_<target>.kpack`` apart at the last ``_``), spaces or control characters.
+
+The installed runtime (``templates/rocm/src/rocm_sdk/_kpack.py``, which cannot import this
+module) accepts exactly the same target ids; ``tests/templates/test_tpl_target_grammar.py``
+feeds both one table.
 
 - :func:`is_target_id`: the spelling a bundle or ``.kpack`` archive may carry (what both the
   archive writer and its reader accept);
@@ -30,23 +39,31 @@ __all__ = [
 ]
 
 MAX_TARGET_ID = 64
-_TARGET_ID_RE = re.compile(r"gfx[0-9a-z]+(?:-[0-9a-z]+)*(?::[A-Za-z0-9_]+[+-])*")
-_ISA_RE = re.compile(
-    r"(gfx[0-9a-f]+(?:-strict)?|gfx[0-9]+(-[0-9]+)?-generic)(:[A-Za-z0-9_-]+[+-])*"
-)
+_FEATURES = r"(?::[a-z]+[+-])*"
+_TARGET_ID_RE = re.compile(r"gfx[0-9a-z]+(?:-[0-9a-z]+)*" + _FEATURES)
+_ISA_RE = re.compile(r"(?:gfx[0-9a-f]+(?:-strict)?|gfx[0-9]+(?:-[0-9]+)?-generic)" + _FEATURES)
 _GENERIC_RE = re.compile(r"gfx[0-9]+(?:-[0-9]+)?-generic")
 _PROCESSOR_RE = re.compile(r"gfx[0-9a-f]+")
 
 
 def is_target_id(value: str) -> bool:
-    """True for ``gfx90a``, ``gfx942:sramecc+:xnack-``, ``gfx9-4-generic``; False otherwise."""
-    return len(value) <= MAX_TARGET_ID and _TARGET_ID_RE.fullmatch(value) is not None
+    """True for ``gfx90a``, ``gfx942:sramecc+:xnack-``, ``gfx9-4-generic``; False otherwise
+    (``gfx942:XNACK+``, ``gfx942:xnack+:xnack-``, ``gfx942:sram-ecc+``)."""
+    return _spelled(value, _TARGET_ID_RE)
 
 
 def is_isa_target(value: str) -> bool:
     """``gfx`` + hex digits (with an optional ``-strict``: ``gfx1250-strict``) or an LLVM
-    generic target (``gfx9-4-generic``), optionally ``:feature+`` / ``:feature-`` parts."""
-    return _ISA_RE.fullmatch(value) is not None
+    generic target (``gfx9-4-generic``), optionally ``:feature+`` / ``:feature-`` parts: a
+    target id (:func:`is_target_id`) with a stricter processor."""
+    return _spelled(value, _ISA_RE)
+
+
+def _spelled(value: str, pattern: re.Pattern[str]) -> bool:
+    if len(value) > MAX_TARGET_ID or pattern.fullmatch(value) is None:
+        return False
+    names = [feature[:-1] for feature in target_features(value)]
+    return len(names) == len(set(names))
 
 
 def is_processor(value: str) -> bool:

@@ -47,7 +47,10 @@ HIPK_MAGIC = 0x4B504948
 MARKER_WINDOW = 64 << 10  # the C loader unpacks the marker from a 64 KiB window
 MAX_WRAPPER_BYTES = 64 << 20
 _WRAPPER = struct.Struct("<IIQQ")
+#: A target id (kpack.targets' grammar, which this runtime cannot import; a test feeds both
+#: one table): a processor, then ``:feature+`` / ``:feature-`` parts, each feature once.
 _TARGET = re.compile(r"gfx[0-9a-z]+(?:-[0-9a-z]+)*(?::[a-z]+[+-])*")
+_MAX_TARGET_ID = 64
 
 
 class KpackError(ValueError):
@@ -63,8 +66,12 @@ class KpackError(ValueError):
 
 
 def is_target_id(text: str) -> bool:
-    """``gfx942``, ``gfx90a:xnack+``, ``gfx9-4-generic:sramecc-`` ..."""
-    return _TARGET.fullmatch(text) is not None
+    """``gfx942``, ``gfx90a:xnack+``, ``gfx9-4-generic:sramecc-`` ... (at most 64 characters;
+    not ``gfx942:XNACK+``, ``gfx942:xnack+:xnack-``)."""
+    if len(text) > _MAX_TARGET_ID or _TARGET.fullmatch(text) is None:
+        return False
+    names = [feature[:-1] for feature in text.split(":")[1:]]
+    return len(names) == len(set(names))
 
 
 def base_target(target: str) -> str:
