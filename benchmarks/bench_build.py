@@ -117,10 +117,10 @@ for i, group in enumerate(inputs):
 def _input_listing(tree: Path, out: Path) -> tuple[Path, int]:
     """The input files the build packages, grouped per package, as a JSON listing."""
     from build_tools.artifacts import scan_artifacts
-    from build_tools.assemble import plan_build
     from build_tools.manifests import load_manifests
     from build_tools.options import BuildOptions
     from build_tools.payload import Copied, Edited
+    from build_tools.plan import plan_build
 
     opts = BuildOptions(artifact_dir=tree, dest_dir=out, version=VERSION, nonce="")
     plan = plan_build(scan_artifacts(tree), load_manifests(), opts)

@@ -218,9 +218,9 @@ def _print_plan(plan: AssemblyPlan, shards: int, index: Path | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from build_tools._cli import guarded_main
+    from kpack.common.boundary import guarded
 
-    return guarded_main(run, argv)
+    return guarded(run, argv)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from kpack.wheelfile import (
 from .devel import write_devel_tar
 from .kpack_split import spool_planned_archives
 from .payload import PayloadFile
-from .plan import BuildPlan, PackagePlan, PlanKind
+from .plan import BuildPlan, DistKind, PlannedPackage
 from .progress import Progress
 from .report import REPORT_JSON, REPORT_MD, make_legacy_report, make_report, render_markdown
 
@@ -51,54 +51,60 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Built:
-    plan: PackagePlan
-    path: Path  # relative to dest-dir
+    """One package written: ``path`` is relative to ``--dest-dir``."""
+
+    package: PlannedPackage
+    path: Path
     size: int
 
 
 Archives = Mapping[str, SpooledArchive]
 
 
+@dataclass(frozen=True, kw_only=True)
+class _WriteJob:
+    """What writing each package of one build reads: the plan, the staging directory
+    (``tmp``), the spooled archives by key and the progress display."""
+
+    plan: BuildPlan
+    tmp: Path
+    archives: Archives
+    progress: Progress | None
+
+
 def _member(file: PayloadFile, archives: Archives) -> Member:
     return Member(arcname=file.arcname, source=file.content(archives), executable=file.executable)
 
 
-def _entry_points(plan: PackagePlan) -> bytes | None:
-    if not plan.entry_points:
+def _entry_points(pkg: PlannedPackage) -> bytes | None:
+    if not pkg.entry_points:
         return None
-    lines = ["[console_scripts]"] + [f"{n} = {t}" for n, t in sorted(plan.entry_points)]
+    lines = ["[console_scripts]"] + [f"{n} = {t}" for n, t in sorted(pkg.entry_points)]
     return ("\n".join(lines) + "\n").encode()
 
 
-def _devel_member(plan: BuildPlan, pkg: PackagePlan, work: Path) -> Member:
+def _devel_member(plan: BuildPlan, pkg: PlannedPackage, work: Path) -> Member:
     opts = plan.options
     tar_path = work / Path(pkg.devel_tar_name).name
     write_devel_tar(tar_path, pkg.devel_tar, epoch=opts.epoch, xz=opts.devel_tarball_compression)
     return Member(arcname=pkg.devel_tar_name, source=tar_path)
 
 
-def _write_package(
-    plan: BuildPlan,
-    pkg: PackagePlan,
-    out_dir: Path,
-    work: Path,
-    archives: Archives,
-    progress: Progress | None,
-) -> Path:
-    opts = plan.options
+def _write_package(job: _WriteJob, pkg: PlannedPackage, out_dir: Path, work: Path) -> Path:
+    opts = job.plan.options
     out_dir.mkdir(parents=True, exist_ok=True)
-    if pkg.kind is PlanKind.SELECTOR:
+    if pkg.kind is DistKind.SELECTOR:
         return write_sdist(
             out_dir,
             dist_name=pkg.dist_name,
             version=opts.version,
-            files=[_member(f, archives) for f in pkg.payload],
+            files=[_member(f, job.archives) for f in pkg.payload],
             pkg_info=pkg.metadata,
             epoch=opts.epoch,
         )
-    members = [_member(f, archives) for f in pkg.payload]
+    members = [_member(f, job.archives) for f in pkg.payload]
     if pkg.devel_tar:
-        members.append(_devel_member(plan, pkg, work))
+        members.append(_devel_member(job.plan, pkg, work))
     result = write_wheel(
         out_dir,
         dist_name=pkg.dist_name,
@@ -110,28 +116,26 @@ def _write_package(
         compression=opts.wheel_compression,
         epoch=opts.epoch,
         jobs=opts.jobs,
-        progress=progress,
+        progress=job.progress,
     )
     return result.path
 
 
-def _stage_package(
-    plan: BuildPlan, pkg: PackagePlan, stage: Path, work: Path, archives: Archives
-) -> None:
+def _stage_package(job: _WriteJob, pkg: PlannedPackage, stage: Path, work: Path) -> None:
     """``--no-build-packages``: lay the package's files out in a directory instead."""
     for file in pkg.payload:
         target = stage / file.arcname
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("wb") as out:
-            for chunk in file.iter_chunks(archives):
+            for chunk in file.iter_chunks(job.archives):
                 out.write(chunk)
         target.chmod(0o755 if file.executable else 0o644)
     if pkg.devel_tar:
-        member = _devel_member(plan, pkg, work)
+        member = _devel_member(job.plan, pkg, work)
         target = stage / member.arcname
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(member.source), target)
-    name = "PKG-INFO" if pkg.kind is PlanKind.SELECTOR else "METADATA"
+    name = "PKG-INFO" if pkg.kind is DistKind.SELECTOR else "METADATA"
     (stage / name).write_bytes(pkg.metadata)
 
 
@@ -143,7 +147,7 @@ def _planned_outputs(plan: BuildPlan) -> list[str]:
         return [_stage_name(p) for p in plan.packages]
     paths = [REPORT_JSON, REPORT_MD]
     for pkg in plan.packages:
-        if pkg.kind is PlanKind.SELECTOR:
+        if pkg.kind is DistKind.SELECTOR:
             name = f"{normalize_dist_name(pkg.dist_name)}-{normalize_version(opts.version)}.tar.gz"
         else:
             name = wheel_filename(pkg.dist_name, opts.version, opts.wheel_tag)
@@ -151,24 +155,22 @@ def _planned_outputs(plan: BuildPlan) -> list[str]:
     return paths
 
 
-def _write_one(
-    plan: BuildPlan, pkg: PackagePlan, tmp: Path, archives: Archives, progress: Progress | None
-) -> Built:
-    work = Path(tempfile.mkdtemp(prefix="work-", dir=tmp))
-    if plan.options.build_packages:
-        out_root = tmp / "dist"
+def _write_one(job: _WriteJob, pkg: PlannedPackage) -> Built:
+    work = Path(tempfile.mkdtemp(prefix="work-", dir=job.tmp))
+    if job.plan.options.build_packages:
+        out_root = job.tmp / "dist"
         start = time.monotonic()
-        path = _write_package(plan, pkg, out_root / pkg.subdir, work, archives, progress)
+        path = _write_package(job, pkg, out_root / pkg.subdir, work)
         size = path.stat().st_size
         cancel.check()  # no "wrote" line once the build is cancelled
-        if progress is not None:
-            progress.package_done(path.name, size, time.monotonic() - start)
+        if job.progress is not None:
+            job.progress.package_done(path.name, size, time.monotonic() - start)
         return Built(pkg, Path("dist") / path.relative_to(out_root), size)
-    _stage_package(plan, pkg, tmp / "stage" / _stage_name(pkg), work, archives)
+    _stage_package(job, pkg, job.tmp / "stage" / _stage_name(pkg), work)
     return Built(pkg, Path(_stage_name(pkg)), 0)
 
 
-def _stage_name(pkg: PackagePlan) -> str:
+def _stage_name(pkg: PlannedPackage) -> str:
     return pkg.dist_name + (f"-{pkg.family}" if pkg.subdir else "")
 
 
@@ -176,18 +178,20 @@ def _write_report(plan: BuildPlan, built: list[Built], tmp: Path) -> None:
     """``tmp/report.json`` and ``tmp/report.md``, published next to ``dist/``."""
     if plan.catalog.kpack_split:
         generic = [
-            (b.plan.kind.value, tmp / b.path)
+            (b.package.kind.value, tmp / b.path)
             for b in built
-            if b.plan.kind in (PlanKind.CORE, PlanKind.LIBRARIES)
+            if b.package.kind in (DistKind.CORE, DistKind.LIBRARIES)
         ]
         devices = [
-            (b.plan.family or "", tmp / b.path) for b in built if b.plan.kind is PlanKind.DEVICE
+            (b.package.family or "", tmp / b.path)
+            for b in built
+            if b.package.kind is DistKind.DEVICE
         ]
         report = make_report(plan.options.version, generic, devices)
     else:
         report = make_legacy_report(
             plan.options.version,
-            [(b.plan.kind.value, b.plan.family or "", tmp / b.path) for b in built],
+            [(b.package.kind.value, b.package.family or "", tmp / b.path) for b in built],
         )
     (tmp / REPORT_JSON).write_text(report.to_json(), encoding="utf-8")
     (tmp / REPORT_MD).write_text(render_markdown(report), encoding="utf-8")
@@ -221,12 +225,10 @@ def _apply_plan(plan: BuildPlan, progress: Progress | None, *, force: bool) -> l
         order = sorted(range(len(packages)), key=lambda i: -packages[i].input_bytes)
         if progress is not None:
             progress.set_total(sum(p.input_bytes for p in packages))
+        job = _WriteJob(plan=plan, tmp=tmp, archives=archives, progress=progress)
         pool = ThreadPoolExecutor(max_workers=min(2, plan.options.jobs))
         try:
-            futures = {
-                i: pool.submit(_write_one, plan, packages[i], tmp, archives, progress)
-                for i in order
-            }
+            futures = {i: pool.submit(_write_one, job, packages[i]) for i in order}
             built = [cancel.result(futures[i]) for i in range(len(packages))]
         except BaseException:  # a failure or a signal: packages not started yet never start,
             cancel.cancel()  # and the ones being written stop at their next chunk

@@ -18,7 +18,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,9 +39,10 @@ from kpack.errors import ManifestError, UsageError
 from kpack.targets import is_isa_target
 
 if TYPE_CHECKING:
+    from build_tools.artifacts import Catalog
     from build_tools.build import Built
     from build_tools.options import BuildOptions
-    from build_tools.pipeline import Planned
+    from build_tools.plan import BuildPlan
     from build_tools.progress import Progress
     from build_tools.targets import FamilyTable
 
@@ -247,10 +248,9 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, progress: Progress) -> int:
+    """The builder's data path, top to bottom: scan → plan → apply → report."""
     from build_tools.build import apply_plan
-    from build_tools.families import check_families_in_tree, check_legacy_families
-    from build_tools.payload import Edited
-    from build_tools.pipeline import plan_packages
+    from build_tools.plan import plan_packages
     from build_tools.targets import load_family_table, parse_targets_cmake
 
     def notice(line: str) -> None:
@@ -259,25 +259,15 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
 
     table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
     options = _options(args, table)
-    planned = plan_packages(options, say=progress.phase, notice=notice)
-    plan, catalog = planned.plan, planned.catalog
-    if not catalog.kpack_split:  # kpack-split mode checks its targets while planning
-        linux, windows = options.linux_families, options.windows_families
-        check_families_in_tree(linux, windows, plan.families, catalog.root)
-        check_legacy_families(plan, catalog, table)
-    edits = sum(isinstance(f.what, Edited) for p in plan.packages for f in p.payload)
-    progress.phase(
-        f"planned {len(plan.packages)} packages, {edits} binary edits, "
-        f"{format_size(sum(p.input_bytes for p in plan.packages))} of input"
-    )
-    for line in plan.notices:
-        notice(line)
+    catalog = _scan(options, progress, notice)
+    plan = plan_packages(catalog, options, table, say=progress.phase, notice=notice)
+    _print_planned(plan, progress, notice)
     out = options.dest_dir / "dist" if options.build_packages else options.dest_dir
     if args.dry_run:
-        _print_dry_run(planned)
+        _print_dry_run(plan)
         print(f"nothing written (dry run); the packages would go to {output_line(out)}")
         return 0
-    built = apply_plan(plan, progress=progress, force=args.force)
+    built = apply_plan(plan, progress=progress, force=args.force)  # the report beside dist/
     progress.phase("done")
     if not args.quiet:
         _print_built(built, options.dest_dir)
@@ -285,21 +275,46 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
     return 0
 
 
-def _print_dry_run(planned: Planned) -> None:
-    split = planned.split
+def _scan(options: BuildOptions, progress: Progress, notice: Callable[[str], None]) -> Catalog:
+    from build_tools.artifacts import scan_artifacts
+
+    progress.phase(f"scanning {options.artifact_dir}")
+    catalog = scan_artifacts(options.artifact_dir)
+    for line in catalog.notices:
+        notice(line)
+    mode = "kpack-split" if catalog.kpack_split else "legacy"
+    progress.phase(f"{len(catalog.artifacts)} artifacts, {mode} mode")
+    return catalog
+
+
+def _print_planned(plan: BuildPlan, progress: Progress, notice: Callable[[str], None]) -> None:
+    from build_tools.payload import Edited
+
+    edits = sum(isinstance(f.what, Edited) for p in plan.packages for f in p.payload)
+    progress.phase(
+        f"planned {len(plan.packages)} packages, {edits} binary edits, "
+        f"{format_size(sum(p.input_bytes for p in plan.packages))} of input"
+    )
+    for line in plan.notices:
+        notice(line)
+
+
+def _print_dry_run(plan: BuildPlan) -> None:
+    split = plan.split
     if split is not None and split.splits:
         print("\n".join(split.describe()))
         print()
     rows = [("package", "family", "files", "input size")] + [
         (p.dist_name, p.family or "-", str(p.file_count), format_size(p.input_bytes))
-        for p in planned.plan.packages
+        for p in plan.packages
     ]
     print(_table(rows))
 
 
 def _print_built(built: Sequence[Built], dest: Path) -> None:
     rows = [("package", "file", "files", "size")] + [
-        (b.plan.dist_name, str(b.path), str(b.plan.file_count), format_size(b.size)) for b in built
+        (b.package.dist_name, str(b.path), str(b.package.file_count), format_size(b.size))
+        for b in built
     ]
     print(_table(rows))
     report = dest / "report.md"
@@ -309,9 +324,9 @@ def _print_built(built: Sequence[Built], dest: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from build_tools._cli import guarded_main
+    from kpack.common.boundary import guarded
 
-    return guarded_main(run, argv)
+    return guarded(run, argv)
 
 
 if __name__ == "__main__":

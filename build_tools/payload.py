@@ -5,7 +5,7 @@ A payload file's content is exactly one :data:`Content`: a copy of an input file
 device-code transform (a :class:`~kpack.transform.PlannedBinary`, ELF or PE), or both
 composed; streamed, never materialised), literal bytes
 (:class:`Literal`: rendered templates, launcher stubs), or a ``.kpack`` archive that apply
-spools before the packages (:class:`PlannedArchive`, found by key among apply's archives).
+spools before the packages (:class:`Spooled`, found by key among apply's archives).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = [
     "Edited",
     "Literal",
     "PayloadFile",
-    "PlannedArchive",
+    "Spooled",
     "TarEntry",
     "TarKind",
 ]
@@ -65,14 +65,14 @@ class Literal:
 
 
 @dataclass(frozen=True)
-class PlannedArchive:
+class Spooled:
     """A ``.kpack`` archive the plan holds by key; apply spools it before the packages."""
 
     key: str
 
 
 #: What one payload file contains: exactly one of these.
-Content = Copied | Edited | Literal | PlannedArchive
+Content = Copied | Edited | Literal | Spooled
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class PayloadFile:
     def planned_archive(cls, arcname: str, key: str, *, size: int) -> PayloadFile:
         """``size`` is the archive's uncompressed kernel bytes (its real size is known once
         apply has spooled its kernels)."""
-        return cls(arcname, size, PlannedArchive(key))
+        return cls(arcname, size, Spooled(key))
 
     @property
     def input_path(self) -> Path | None:
@@ -117,7 +117,7 @@ class PayloadFile:
             return what.data
         if isinstance(what, Edited):
             return Generated(what.edit.size, what.edit.iter_chunks)
-        if isinstance(what, PlannedArchive):
+        if isinstance(what, Spooled):
             if archives is None or what.key not in archives:
                 raise PackagingError("planned archive was not spooled", path=self.arcname)
             return archives[what.key].source()
@@ -131,7 +131,7 @@ class PayloadFile:
             return io.BytesIO(what.data)
         if isinstance(what, Edited):
             return what.edit.open()
-        if isinstance(what, PlannedArchive):
+        if isinstance(what, Spooled):
             raise PackagingError("a planned archive has no stream before apply", path=self.arcname)
         return what.path.open("rb")
 

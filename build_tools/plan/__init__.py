@@ -1,45 +1,35 @@
-"""Plan a whole build: which packages, which files, which edits — nothing is written.
+"""What the builder plans: which packages, from which files, in which layout, with which
+RPATHs and metadata — nothing is written.
 
-Stages: select artifacts per package -> merge into a namespace -> re-layout (§6) ->
-derive RPATHs and plan ELF edits (§7) -> devel members (§8) -> rendered files. The
-result is a frozen :class:`BuildPlan` that ``--dry-run`` prints and ``apply`` writes.
+:func:`plan_packages` takes the scanned tree (:mod:`build_tools.artifacts`) to a checked
+:class:`BuildPlan`, which ``--dry-run`` prints and :func:`build_tools.build.apply_plan`
+writes. Its stages, each a function of the values before it:
 
-This face re-exports its parts: the plan's values and package names (``_model``), the
-runtime packages laid out (``_runtime``), their payloads with the ELF edits
-(``_payload``), the devel tree (``_devel``) and the checked library registry
-(``_registry``).
+- ``_pipeline``: split-plan the fat artifacts (:mod:`build_tools.kpack_split`), plan, check;
+- ``_scopes``: the whole build, one scope (kpack) or one per family (legacy);
+- ``_runtime``: each runtime package's artifacts selected (``_globs``), merged into one
+  namespace (``_namespace``) and laid out without symlinks (``_layout``, §6);
+- ``_payload``: its files, with RPATHs derived (``_rpath``, §7) and ELF edits planned;
+- ``_devel``: the devel tarball's members (§8);
+- ``_context``, ``_registry``, ``_egg_info``: the template variables, the checked library
+  registry, the ``rocm`` sdist's requirements;
+- ``_packages``: one complete :class:`PlannedPackage` per wheel (and the sdist);
+- ``_checks``, ``_families``: what a plan must pass before apply;
+- ``_model``: the values (:class:`PlanInputs`, :class:`RuntimePackage`,
+  :class:`PlannedPackage`, :class:`BuildPlan`) and package names.
 """
 
 from __future__ import annotations
 
-from ._devel import devel_members, devel_namespace
-from ._model import (
-    BuildPlan,
-    PackagePlan,
-    PlanKind,
-    RuntimePackage,
-    dist_name,
-    platform_name,
-    pure_name,
-)
-from ._payload import launcher_for, runtime_payload
-from ._registry import library_registry
-from ._runtime import device_targets, needs_elf_scan, plan_runtime
+from ._model import BuildPlan, DistKind, PlannedPackage, RuntimePackage
+from ._pipeline import plan_packages
+from ._scopes import plan_build
 
 __all__ = [
     "BuildPlan",
-    "PackagePlan",
-    "PlanKind",
+    "DistKind",
+    "PlannedPackage",
     "RuntimePackage",
-    "devel_members",
-    "devel_namespace",
-    "device_targets",
-    "dist_name",
-    "launcher_for",
-    "library_registry",
-    "needs_elf_scan",
-    "plan_runtime",
-    "platform_name",
-    "pure_name",
-    "runtime_payload",
+    "plan_build",
+    "plan_packages",
 ]

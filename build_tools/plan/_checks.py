@@ -1,4 +1,7 @@
-"""Completeness guards of a kpack-split build (``packages.md`` §16)."""
+"""The checks a build passes before anything is written: the tree against the options
+(targets present, no symlinks in a Windows tree), and the planned packages (installable
+member names, Windows names, the packages a kpack-split build requires: ``packages.md``
+§16). Each names every problem at once."""
 
 from __future__ import annotations
 
@@ -9,10 +12,11 @@ from kpack.errors import ArtifactError, PackagingError
 from kpack.generic_targets import generic_table
 from kpack.targets import base_target
 
-from .artifacts import Catalog, EntryKind
-from .options import BuildOptions
-from .payload import PayloadFile, TarKind
-from .plan import PackagePlan, PlanKind, device_targets
+from ..artifacts import Catalog, EntryKind
+from ..options import BuildOptions
+from ..payload import PayloadFile, TarKind
+from ._model import DistKind, PlannedPackage
+from ._runtime import device_targets
 
 __all__ = [
     "check_member_names",
@@ -46,7 +50,7 @@ def check_targets_present(catalog: Catalog, options: BuildOptions) -> None:
 
 
 def check_required_packages(
-    catalog: Catalog, options: BuildOptions, plans: Sequence[PackagePlan]
+    catalog: Catalog, options: BuildOptions, plans: Sequence[PlannedPackage]
 ) -> None:
     """The plan must hold the sdist, core, libraries, a device wheel per expected target
     (of this shard) and devel when any dev artifact exists."""
@@ -57,7 +61,7 @@ def check_required_packages(
     expected = {base_target(t) for t in (*options.linux_targets, *options.windows_targets)}
     if options.targets:
         expected &= set(options.targets)
-    devices = {p.family for p in plans if p.kind is PlanKind.DEVICE and p.family}
+    devices = {p.family for p in plans if p.kind is DistKind.DEVICE and p.family}
     served = set(generic_table().served_processors(devices))
     missing += [f"device-{t}" for t in sorted(expected - served)]
     if missing:
@@ -67,7 +71,7 @@ def check_required_packages(
         )
 
 
-def check_windows_names(plans: Sequence[PackagePlan]) -> None:
+def check_windows_names(plans: Sequence[PlannedPackage]) -> None:
     """In a Windows package set, every member name must be creatable on Windows.
 
     A ``.kpack`` archive for a feature-qualified target (``blas_lib_gfx90a:xnack+.kpack``)
@@ -89,7 +93,7 @@ def check_windows_names(plans: Sequence[PackagePlan]) -> None:
         )
 
 
-def _member_names(plan: PackagePlan) -> list[str]:
+def _member_names(plan: PlannedPackage) -> list[str]:
     """Every name one package installs: its files and its devel tarball's members."""
     return [*(f.arcname for f in plan.payload), *(e.arcname for e in plan.devel_tar)]
 
@@ -101,7 +105,7 @@ def _source(file: PayloadFile | None) -> str:
     return f" (from {shown_name(str(path))})" if path is not None else ""
 
 
-def check_member_names(plans: Sequence[PackagePlan], *, windows: bool) -> None:
+def check_member_names(plans: Sequence[PlannedPackage], *, windows: bool) -> None:
     """Every name a package installs, in the wheel or in its devel tarball (and a tarball
     symlink's target), must be valid UTF-8: a wheel cannot carry another name, and
     ``rocm-sdk init`` could not create it. In a Windows package set, no two names of one

@@ -17,9 +17,9 @@ from kpack.generic_targets import generic_table
 from kpack.owners import owner_table
 from kpack.targets import base_target
 
-from .manifests import ConsoleScript, Manifests, PackageKind, PackageSpec
-from .options import BuildOptions
-from .plan import RuntimePackage, library_registry
+from ..manifests import ConsoleScript, PackageKind, PackageSpec
+from ._model import PlanInputs, RuntimePackage
+from ._registry import library_registry
 
 __all__ = ["TemplateContext", "template_context"]
 
@@ -55,7 +55,7 @@ def _built_scripts(runtime: Sequence[RuntimePackage], *, windows: bool) -> list[
     return sorted(dict.fromkeys(scripts), key=lambda s: s.name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TemplateContext:
     """The variables shared by every template of one scope (one family, or all); the
     names are the templates' (``templates/README.md``)."""
@@ -107,18 +107,18 @@ class TemplateContext:
 
 
 def template_context(
-    options: BuildOptions,
-    manifests: Manifests,
+    inputs: PlanInputs,
     runtime: Sequence[RuntimePackage],
     families: Sequence[str],
-    default_family: str | None,
     *,
-    kpack: bool = False,
     specs: Sequence[PackageSpec] = (),
 ) -> TemplateContext:
-    """Template variables. ``specs`` are the packages this build declares (default: the
-    runtime packages plus devel); in kpack mode they come from the whole tree, not from a
-    ``--targets`` shard, so generic outputs are identical for every shard."""
+    """Template variables of a scope whose packages are ``runtime`` and whose families are
+    ``families`` (the first is its default). ``specs`` are the packages this build declares
+    (default: the runtime packages plus devel); in kpack mode they come from the whole tree,
+    not from a ``--targets`` shard, so generic outputs are identical for every shard."""
+    options, manifests = inputs.options, inputs.manifests
+    kpack = inputs.catalog.kpack_split
     if not specs:
         devel = [s for s in manifests.for_mode(kpack).values() if s.kind is PackageKind.DEVEL]
         specs = [*{p.spec.logical: p.spec for p in runtime}.values(), *devel]
@@ -135,7 +135,7 @@ def template_context(
         version=options.version,
         nonce=options.nonce,
         kpack_mode=kpack,
-        default_target_family=default_family,
+        default_target_family=families[0] if families else None,
         available_target_families=tuple(sorted(families)),
         linux_target_families=tuple(sorted(linux)),
         windows_target_families=tuple(sorted(windows)),

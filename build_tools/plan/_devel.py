@@ -15,10 +15,9 @@ from kpack.elf import ElfInfo
 
 from ..artifacts import Artifact, Catalog, EntryKind
 from ..manifests import PackageSpec
-from ..namespace import Namespace, merge
 from ..payload import PayloadFile, TarEntry, TarKind
-from ..rpath import PackageFiles, derive_rpath
 from ._model import RuntimePackage
+from ._namespace import Namespace, merge
 from ._payload import (
     EDITABLE,
     original_rpath,
@@ -27,6 +26,7 @@ from ._payload import (
     shipped_content,
     unedited,
 )
+from ._rpath import PackageFiles, derive_rpath
 from ._runtime import selected_targets
 
 __all__ = ["devel_members", "devel_namespace"]

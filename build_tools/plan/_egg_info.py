@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .template_context import TemplateContext
+from ._context import TemplateContext
 
 __all__ = ["EGG_INFO", "Requirements", "default_requirements", "egg_info_files", "requires_txt"]
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from build_tools.artifacts import Catalog
-from build_tools.manifests import PackageKind
-from build_tools.plan import BuildPlan
-from build_tools.targets import FamilyTable
 from kpack.errors import ArtifactError, UsageError
 from kpack.generic_targets import generic_table
 from kpack.targets import base_target
+
+from ..artifacts import Catalog
+from ..manifests import PackageKind
+from ..targets import FamilyTable
+from ._model import BuildPlan
 
 __all__ = ["check_families_in_tree", "check_legacy_families", "selectable_by"]
 

@@ -16,15 +16,15 @@ from pathlib import Path
 from kpack.artifact.planned import PlannedContent
 from kpack.elf import ElfInfo, FileKind
 
-from .artifacts import Entry, EntryKind
-from .namespace import Namespace
+from ..artifacts import Entry, EntryKind
+from ._namespace import Namespace
 
 __all__ = ["LaidOutFile", "RuntimeLayout", "layout_device", "layout_runtime"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LaidOutFile:
     """What ships at one relpath of a runtime package."""
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from kpack.errors import ArtifactError
 
-from .artifacts import Artifact, Entry, EntryKind
-from .globs import GlobSet
+from ..artifacts import Artifact, Entry, EntryKind
+from ._globs import GlobSet
 
 __all__ = ["Namespace", "merge"]
 

@@ -10,31 +10,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-from kpack.elf import ElfInfo
 from kpack.generic_targets import generic_table
 
-from .artifacts import Catalog
-from .egg_info import default_requirements, egg_info_files
-from .manifests import Manifests, PackageKind
-from .options import BuildOptions
-from .payload import PayloadFile, TarEntry, TarKind
-from .plan import (
-    PackagePlan,
-    PlanKind,
+from ..launcher import LauncherTemplate
+from ..manifests import PackageKind
+from ..payload import PayloadFile, TarEntry, TarKind
+from ..render import render_file, render_tree
+from ._context import TemplateContext
+from ._devel import devel_members, devel_namespace
+from ._egg_info import default_requirements, egg_info_files
+from ._model import (
+    DistKind,
+    PlanInputs,
+    PlannedPackage,
     RuntimePackage,
-    devel_members,
-    devel_namespace,
     dist_name,
-    needs_elf_scan,
     platform_name,
     pure_name,
-    runtime_payload,
 )
-from .render import render_file, render_tree
-from .template_context import TemplateContext
+from ._payload import runtime_payload
 
 __all__ = ["devel_plan", "device_plan", "meta_plan", "runtime_plan"]
 
@@ -79,9 +74,9 @@ def runtime_plan(
     pkg: RuntimePackage,
     ctx: TemplateContext,
     search: Sequence[RuntimePackage],
-    launcher: Any,
+    launcher: LauncherTemplate | None,
     subdir: str,
-) -> PackagePlan:
+) -> PlannedPackage:
     payload = runtime_payload(pkg, search, launcher)
     payload += _platform_init(pkg.platform)
     if pkg.pure is not None:
@@ -89,9 +84,9 @@ def runtime_plan(
     scripts = tuple(
         (s.name, f"{pkg.pure}._cli:{s.func}") for s in ctx.scripts if s.package == pkg.spec.logical
     )
-    return PackagePlan(
+    return PlannedPackage(
         logical=pkg.spec.logical,
-        kind=PlanKind.of(pkg.spec.kind),
+        kind=DistKind.of(pkg.spec.kind),
         dist_name=pkg.dist_name,
         family=pkg.family,
         subdir=subdir,
@@ -103,35 +98,30 @@ def runtime_plan(
 
 
 def devel_plan(
-    catalog: Catalog,
-    manifests: Manifests,
-    options: BuildOptions,
+    inputs: PlanInputs,
     ctx: TemplateContext,
     scope: Sequence[RuntimePackage],
     family: str | None,
     subdir: str,
-    elf: dict[Path, ElfInfo | None],
-) -> PackagePlan | None:
-    spec = next((s for s in manifests.packages.values() if s.kind is PackageKind.DEVEL), None)
+) -> PlannedPackage | None:
+    packages = inputs.manifests.packages.values()
+    spec = next((s for s in packages if s.kind is PackageKind.DEVEL), None)
     if spec is None:
         return None
-    ns = devel_namespace(catalog, spec, family, scope)
-    elf.update(
-        catalog.facts.scan(
-            (e.source for e in ns if needs_elf_scan(e) and e.source not in elf), jobs=options.jobs
-        )
-    )
+    options = inputs.options
+    ns = devel_namespace(inputs.catalog, spec, family, scope)
+    inputs.scan_elf(ns)
     dist = dist_name(spec, family)
     platform = platform_name(dist, options.nonce)
-    members = devel_members(ns, scope, platform, elf)
+    members = devel_members(ns, scope, platform, inputs.elf)
     for init in _platform_init(platform):
         members.append(TarEntry(TarKind.FILE, file=init))
     pure = pure_name(spec, family) or "rocm_sdk_devel"
     suffix = ".tar.xz" if options.devel_tarball_compression else ".tar"
     payload = _pure_files(ctx, "devel", pure, spec.logical, family)
-    return PackagePlan(
+    return PlannedPackage(
         logical=spec.logical,
-        kind=PlanKind.DEVEL,
+        kind=DistKind.DEVEL,
         dist_name=dist,
         family=family,
         subdir=subdir,
@@ -143,7 +133,7 @@ def devel_plan(
     )
 
 
-def meta_plan(ctx: TemplateContext, family: str | None, subdir: str) -> PackagePlan:
+def meta_plan(ctx: TemplateContext, family: str | None, subdir: str) -> PlannedPackage:
     variables = ctx.variables("meta", family)
     files = [
         PayloadFile.literal(rel, data, executable=exe)
@@ -171,9 +161,9 @@ def meta_plan(ctx: TemplateContext, family: str | None, subdir: str) -> PackageP
     )
     egg_info = egg_info_files(pkg_info, reqs, [f.arcname for f in files])
     files += [PayloadFile.literal(name, data) for name, data in egg_info.items()]
-    return PackagePlan(
+    return PlannedPackage(
         logical="meta",
-        kind=PlanKind.SELECTOR,
+        kind=DistKind.SELECTOR,
         dist_name="rocm",
         family=family,
         subdir=subdir,
@@ -194,8 +184,11 @@ def _owner_keys(target: str | None, ctx: TemplateContext) -> list[str]:
 
 
 def device_plan(
-    pkg: RuntimePackage, ctx: TemplateContext, search: Sequence[RuntimePackage], launcher: Any
-) -> PackagePlan:
+    pkg: RuntimePackage,
+    ctx: TemplateContext,
+    search: Sequence[RuntimePackage],
+    launcher: LauncherTemplate | None,
+) -> PlannedPackage:
     """A device wheel: files overlaying the libraries platform package, no __init__.py,
     plus ``.devel_links/<T>.json`` for the devel tree (§10). It requires the libraries and
     the device wheels of its :func:`_owner_keys`."""
@@ -211,9 +204,9 @@ def device_plan(
     )
     requires = [f"rocm-sdk-libraries=={version}"]
     requires += [f"{dist_name(pkg.spec, key)}=={version}" for key in _owner_keys(pkg.family, ctx)]
-    return PackagePlan(
+    return PlannedPackage(
         logical=pkg.spec.logical,
-        kind=PlanKind.DEVICE,
+        kind=DistKind.DEVICE,
         dist_name=pkg.dist_name,
         family=pkg.family,
         subdir="",

@@ -19,8 +19,8 @@ from kpack.transform import PlannedBinary, TransformPlan
 
 from ..launcher import LauncherTemplate, compile_launcher
 from ..payload import PayloadFile
-from ..rpath import derive_rpath
 from ._model import RuntimePackage
+from ._rpath import derive_rpath
 
 __all__ = [
     "EDITABLE",

@@ -1,55 +1,43 @@
-"""The builder's pipeline, top to bottom: what ``build-python-packages`` does, without its
-command line.
+"""Plan a build, top to bottom, from its scanned tree: nothing is written.
 
-scan the artifact tree → (kpack-split mode) plan the split of fat artifacts, check archive
-references and targets → plan every package → check member names, required packages and
-Windows names → apply: write every package (:func:`build_tools.build.apply_plan`, the only
-writer). Everything before apply is a value; ``--dry-run`` stops there.
+(kpack-split mode) plan the split of fat artifacts, check archive references and targets →
+plan every package → check member names, required packages and Windows names → (legacy
+mode) check the GPU families. The result is the :class:`BuildPlan` that ``--dry-run``
+prints and :func:`build_tools.build.apply_plan` writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from build_tools.artifacts import Catalog, scan_artifacts
-from build_tools.assemble import plan_build
-from build_tools.guards import (
+from kpack.errors import UsageError
+
+from ..artifacts import Catalog
+from ..kpack_split import KpackSplitPlan, check_archive_references, plan_fat_splits
+from ..manifests import Manifests, load_manifests
+from ..options import BuildOptions
+from ..targets import FamilyTable
+from ._checks import (
     check_member_names,
     check_no_symlinks,
     check_required_packages,
     check_targets_present,
     check_windows_names,
 )
-from build_tools.kpack_split import KpackSplitPlan, check_archive_references, plan_fat_splits
-from build_tools.manifests import Manifests, load_manifests
-from build_tools.options import BuildOptions
-from build_tools.plan import BuildPlan
-from kpack.errors import UsageError
+from ._families import check_families_in_tree, check_legacy_families
+from ._model import BuildPlan
+from ._scopes import plan_build
 
-__all__ = ["Planned", "plan_packages"]
+__all__ = ["plan_packages"]
 
 Say = Callable[[str], None]
 
 
-@dataclass(frozen=True)
-class Planned:
-    """Every package planned and checked, nothing written."""
-
-    catalog: Catalog
-    split: KpackSplitPlan | None  # the fat artifacts' split (kpack-split mode)
-    plan: BuildPlan
-
-
-def plan_packages(options: BuildOptions, *, say: Say, notice: Say) -> Planned:
-    """Scan, split-plan and plan; every guard runs before anything is written. ``say``
-    reports each phase, ``notice`` each notice of the scan."""
-    say(f"scanning {options.artifact_dir}")
-    catalog = scan_artifacts(options.artifact_dir)
-    for line in catalog.notices:
-        notice(line)
-    mode = "kpack-split" if catalog.kpack_split else "legacy"
-    say(f"{len(catalog.artifacts)} artifacts, {mode} mode")
+def plan_packages(
+    catalog: Catalog, options: BuildOptions, table: FamilyTable, *, say: Say, notice: Say
+) -> BuildPlan:
+    """Split-plan and plan the scanned ``catalog``; every check runs before anything is
+    written. ``say`` reports each phase, ``notice`` each notice of the split."""
     manifests = load_manifests()
     if options.targets and not catalog.kpack_split:
         raise UsageError("--targets applies to kpack-split trees only", path=catalog.manifest_path)
@@ -67,7 +55,12 @@ def plan_packages(options: BuildOptions, *, say: Say, notice: Say) -> Planned:
         check_required_packages(catalog, options, plan.packages)
     if options.windows:
         check_windows_names(plan.packages)
-    return Planned(catalog, split, plan)
+    if not catalog.kpack_split:  # kpack-split mode checked its targets in _plan_split
+        check_families_in_tree(
+            options.linux_families, options.windows_families, plan.families, catalog.root
+        )
+        check_legacy_families(plan, catalog, table)
+    return plan
 
 
 def _plan_split(

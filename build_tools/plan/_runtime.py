@@ -11,23 +11,19 @@ scanned on the way, once per input file.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
-from kpack.artifact.planned import PlannedArchive
-from kpack.elf import ElfInfo
 from kpack.errors import ArtifactError, PackagingError
 from kpack.owners import owner_table
 from kpack.targets import base_target
 
-from ..artifacts import Artifact, Catalog, Entry, EntryKind
-from ..globs import GlobSet
-from ..layout import layout_device, layout_runtime
-from ..manifests import Manifests, PackageKind, PackageSpec
-from ..namespace import Namespace, merge
-from ..options import BuildOptions
-from ._model import RuntimePackage, dist_name, platform_name, pure_name
+from ..artifacts import Artifact, Catalog, EntryKind
+from ..manifests import PackageKind, PackageSpec
+from ._globs import GlobSet
+from ._layout import layout_device, layout_runtime
+from ._model import PlanInputs, RuntimePackage, dist_name, platform_name, pure_name
+from ._namespace import Namespace, merge
 
-__all__ = ["device_targets", "needs_elf_scan", "plan_runtime", "selected_targets"]
+__all__ = ["device_targets", "plan_runtime", "selected_targets"]
 
 
 def selected_targets(
@@ -90,37 +86,21 @@ def _check_shared_owner(catalog: Catalog, spec: PackageSpec, isa: Sequence[str])
 
 
 def _runtime_package(
-    catalog: Catalog,
-    spec: PackageSpec,
-    family: str | None,
-    options: BuildOptions,
-    elf: dict[Path, ElfInfo | None],
-    platform: str | None = None,
+    inputs: PlanInputs, spec: PackageSpec, family: str | None, platform: str | None = None
 ) -> RuntimePackage:
-    ns = _runtime_namespace(catalog, spec, family)
-    elf.update(
-        catalog.facts.scan(
-            (e.source for e in ns if needs_elf_scan(e) and e.source not in elf),
-            jobs=options.jobs,
-        )
-    )
+    ns = _runtime_namespace(inputs.catalog, spec, family)
+    inputs.scan_elf(ns)
     dist = dist_name(spec, family)
-    device = spec.kind is PackageKind.DEVICE
+    layout = layout_device if spec.kind is PackageKind.DEVICE else layout_runtime
     return RuntimePackage(
         spec=spec,
         family=family,
         dist_name=dist,
         pure=pure_name(spec, family),
-        platform=platform or platform_name(dist, options.nonce),
+        platform=platform or platform_name(dist, inputs.options.nonce),
         namespace=ns,
-        layout=layout_device(ns, elf) if device else layout_runtime(ns, elf),
+        layout=layout(ns, inputs.elf),
     )
-
-
-def needs_elf_scan(entry: Entry) -> bool:
-    """A regular file whose ELF facts the plan needs (a planned archive is no ELF file;
-    a planned transform keeps its input's dynamic section, so the input is scanned)."""
-    return entry.kind is EntryKind.FILE and not isinstance(entry.planned, PlannedArchive)
 
 
 def _families(catalog: Catalog) -> tuple[str, ...]:
@@ -147,14 +127,11 @@ def _check_device_overlay(device: RuntimePackage, owners: dict[str, str]) -> Non
 
 
 def _plan_devices(
-    catalog: Catalog,
-    spec: PackageSpec,
-    libraries: RuntimePackage | None,
-    options: BuildOptions,
-    elf: dict[Path, ElfInfo | None],
+    inputs: PlanInputs, spec: PackageSpec, libraries: RuntimePackage | None
 ) -> list[RuntimePackage]:
     if libraries is None:
         raise PackagingError("kpack-split mode: no rocm-sdk-libraries package to overlay")
+    catalog, options = inputs.catalog, inputs.options
     owners = {r: libraries.dist_name for r in [*libraries.layout.files, *libraries.layout.aliases]}
     wanted = device_targets(catalog)
     if options.targets:
@@ -169,28 +146,24 @@ def _plan_devices(
         wanted = tuple(t for t in wanted if t in shard)
     devices = []
     for target in wanted:
-        device = _runtime_package(catalog, spec, target, options, elf, platform=libraries.platform)
+        device = _runtime_package(inputs, spec, target, platform=libraries.platform)
         _check_device_overlay(device, owners)
         devices.append(device)
     return devices
 
 
-def plan_runtime(
-    catalog: Catalog,
-    manifests: Manifests,
-    options: BuildOptions,
-    elf: dict[Path, ElfInfo | None],
-) -> tuple[list[RuntimePackage], list[str]]:
+def plan_runtime(inputs: PlanInputs) -> tuple[list[RuntimePackage], list[str]]:
     """Lay out core, profiler, libraries (one per family, or one arch-neutral) and devices."""
+    catalog = inputs.catalog
     notices: list[str] = []
     shared: list[RuntimePackage] = []
     per_family: list[RuntimePackage] = []
-    specs = manifests.for_mode(catalog.kpack_split)
+    specs = inputs.manifests.for_mode(catalog.kpack_split)
     for spec in specs.values():
         if spec.kind in (PackageKind.CORE, PackageKind.PROFILER) or (
             spec.kind is PackageKind.LIBRARIES and catalog.kpack_split
         ):
-            pkg = _runtime_package(catalog, spec, None, options, elf)
+            pkg = _runtime_package(inputs, spec, None)
             if not pkg.layout.files and spec.kind is not PackageKind.LIBRARIES:
                 if spec.required:
                     raise PackagingError(f"refusing to build an empty {pkg.dist_name} package")
@@ -199,12 +172,12 @@ def plan_runtime(
             shared.append(pkg)
         elif spec.kind is PackageKind.LIBRARIES:
             for family in _families(catalog):
-                pkg = _runtime_package(catalog, spec, family, options, elf)
+                pkg = _runtime_package(inputs, spec, family)
                 if pkg.layout.files:
                     per_family.append(pkg)
                 else:
                     notices.append(f"{pkg.dist_name}: no matching artifacts; not built")
     if catalog.kpack_split and "device" in specs:
         libraries = next((p for p in shared if p.spec.kind is PackageKind.LIBRARIES), None)
-        per_family += _plan_devices(catalog, specs["device"], libraries, options, elf)
+        per_family += _plan_devices(inputs, specs["device"], libraries)
     return shared + per_family, notices

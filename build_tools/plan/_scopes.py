@@ -9,62 +9,41 @@ with its own devel package and sdist. Everything here is a function of the plan'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
-from kpack.elf import ElfInfo
+from ..artifacts import Catalog
+from ..kpack_split import KpackSplitPlan
+from ..manifests import Manifests, PackageKind
+from ..options import BuildOptions
+from ._context import template_context
+from ._model import BuildPlan, PlanInputs, PlannedPackage, RuntimePackage
+from ._packages import devel_plan, device_plan, meta_plan, runtime_plan
+from ._payload import launcher_for
+from ._runtime import device_targets, plan_runtime
 
-from .artifacts import Catalog
-from .kpack_split import KpackSplitPlan
-from .manifests import Manifests, PackageKind
-from .options import BuildOptions
-from .package_plans import devel_plan, device_plan, meta_plan, runtime_plan
-from .plan import BuildPlan, PackagePlan, RuntimePackage, device_targets, launcher_for, plan_runtime
-from .template_context import TemplateContext, template_context
-
-__all__ = ["TemplateContext", "plan_build"]
+__all__ = ["plan_build"]
 
 
-def _plan_kpack(
-    catalog: Catalog,
-    manifests: Manifests,
-    options: BuildOptions,
-    runtime: Sequence[RuntimePackage],
-    elf: dict[Path, ElfInfo | None],
-) -> list[PackagePlan]:
+def _plan_kpack(inputs: PlanInputs, runtime: Sequence[RuntimePackage]) -> list[PlannedPackage]:
     launcher = launcher_for(runtime)
     shared = [p for p in runtime if p.spec.kind is not PackageKind.DEVICE]
     devices = [p for p in runtime if p.spec.kind is PackageKind.DEVICE]
-    targets = device_targets(catalog)
+    targets = device_targets(inputs.catalog)
     declared = [p.spec for p in shared]
-    mode_specs = manifests.for_mode(True)
+    mode_specs = inputs.manifests.for_mode(True)
     if targets and "device" in mode_specs:
         declared.append(mode_specs["device"])
     declared += [s for s in mode_specs.values() if s.kind is PackageKind.DEVEL]
-    ctx = template_context(
-        options,
-        manifests,
-        shared,
-        targets,
-        targets[0] if targets else None,
-        kpack=True,
-        specs=declared,
-    )
+    ctx = template_context(inputs, shared, targets, specs=declared)
     plans = [runtime_plan(p, ctx, shared, launcher, "") for p in shared]
     plans += [device_plan(d, ctx, shared, launcher) for d in devices]
-    devel = devel_plan(catalog, manifests, options, ctx, shared, None, "", elf)
+    devel = devel_plan(inputs, ctx, shared, None, "")
     if devel is not None:
         plans.append(devel)
     plans.append(meta_plan(ctx, None, ""))
     return plans
 
 
-def _plan_legacy(
-    catalog: Catalog,
-    manifests: Manifests,
-    options: BuildOptions,
-    runtime: Sequence[RuntimePackage],
-    elf: dict[Path, ElfInfo | None],
-) -> list[PackagePlan]:
+def _plan_legacy(inputs: PlanInputs, runtime: Sequence[RuntimePackage]) -> list[PlannedPackage]:
     launcher = launcher_for(runtime)
     shared = [p for p in runtime if p.family is None]
     families = tuple(sorted({p.family for p in runtime if p.family is not None}))
@@ -74,17 +53,15 @@ def _plan_legacy(
         if families
         else [(None, shared)]
     )
-    plans: list[PackagePlan] = []
-    base_ctx = template_context(
-        options, manifests, runtime, families, families[0] if families else None
-    )
+    plans: list[PlannedPackage] = []
+    base_ctx = template_context(inputs, runtime, families)
     for pkg in runtime:
         scope = shared + ([pkg] if pkg.family is not None else [])
         plans.append(runtime_plan(pkg, base_ctx, scope, launcher, ""))
     for family, scope in scopes:
         subdir = family if multi and family else ""
-        ctx = template_context(options, manifests, scope, [family] if family else [], family)
-        devel = devel_plan(catalog, manifests, options, ctx, scope, family, subdir, elf)
+        ctx = template_context(inputs, scope, [family] if family else [])
+        devel = devel_plan(inputs, ctx, scope, family, subdir)
         if devel is not None:
             plans.append(devel)
         plans.append(meta_plan(ctx, family, subdir))
@@ -99,14 +76,20 @@ def plan_build(
 ) -> BuildPlan:
     """The whole build; ``split`` is the kpack split planned into ``catalog`` (if any),
     whose archives apply writes before the packages."""
-    elf: dict[Path, ElfInfo | None] = {}
-    runtime, notices = plan_runtime(catalog, manifests, options, elf)
+    inputs = PlanInputs(catalog=catalog, manifests=manifests, options=options)
+    runtime, notices = plan_runtime(inputs)
     if catalog.kpack_split:
-        plans = _plan_kpack(catalog, manifests, options, runtime, elf)
+        plans = _plan_kpack(inputs, runtime)
         families = device_targets(catalog)
     else:
-        plans = _plan_legacy(catalog, manifests, options, runtime, elf)
+        plans = _plan_legacy(inputs, runtime)
         families = tuple(sorted({p.family for p in runtime if p.family is not None}))
     return BuildPlan(
-        options, catalog, families, tuple(runtime), tuple(plans), tuple(notices), split
+        options=options,
+        catalog=catalog,
+        families=families,
+        runtime=tuple(runtime),
+        packages=tuple(plans),
+        notices=tuple(notices),
+        split=split,
     )

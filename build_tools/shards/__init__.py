@@ -7,14 +7,14 @@ hold, and only :func:`write_assembly` writes it, all or nothing.
 
 This face re-exports its parts: the shards as read and the dist names (``scan``), a
 shard's ``report.json`` parsed and checked (``report``), the reports merged (``merge``),
-the cross-shard checks and the plan (``plan``), the writer and its undo (``write``) and
-every archive of a shard read and checked in full (``archives``).
+the cross-shard checks and the assembly planned (``assembly``), the writer and its undo
+(``write``) and every archive of a shard read and checked in full (``archives``).
 """
 
 from __future__ import annotations
 
 from .archives import archive_problems
-from .plan import AssemblyPlan, plan_assembly
+from .assembly import AssemblyPlan, plan_assembly
 from .report import parse_report
 from .scan import DistFile, Kind, Shard, scan_shards
 from .write import write_assembly

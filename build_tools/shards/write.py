@@ -25,7 +25,7 @@ from kpack.common.boundary import os_error_line
 from kpack.common.outputs import Publication, publish_all, record_beside, staging
 from kpack.errors import PackagingError, UsageError
 
-from .plan import AssemblyPlan
+from .assembly import AssemblyPlan
 from .report import REPORT_JSON, REPORT_MD
 
 __all__ = ["TOOL", "write_assembly"]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from build_tools.globs import GlobSet, compile_glob
+from build_tools.plan._globs import GlobSet, compile_glob
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from build_tools.artifacts import scan_artifacts
-from build_tools.layout import layout_runtime
-from build_tools.namespace import merge
+from build_tools.plan._layout import layout_runtime
+from build_tools.plan._namespace import merge
 from kpack.elf import ElfInfo, FileKind
 
 from .treeutil import add_artifact, write_manifest

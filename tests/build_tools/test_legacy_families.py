@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from build_tools.build_python_packages import main
-from build_tools.families import selectable_by
+from build_tools.plan._families import selectable_by
 from build_tools.targets import load_family_table
 
 from .treeutil import add_artifact, write_manifest

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from build_tools.manifests import LibraryEntry, load_manifests
-from build_tools.plan import library_registry
+from build_tools.plan._registry import library_registry
 from kpack.errors import ManifestError
 
 # PyTorch's generated _rocm_init.py preloads these on Linux (TheRock's

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from build_tools.artifacts import EntryKind, scan_artifacts
-from build_tools.globs import GlobSet
-from build_tools.namespace import merge
+from build_tools.plan._globs import GlobSet
+from build_tools.plan._namespace import merge
 from kpack.errors import ArtifactError
 
 from .treeutil import add_artifact, write_manifest

@@ -6,28 +6,28 @@ import dataclasses
 
 import pytest
 
-from build_tools.assemble import TemplateContext
 from build_tools.manifests import PackageKind
-from build_tools.plan import PlanKind
+from build_tools.plan import DistKind
+from build_tools.plan._context import TemplateContext
 
 
-def test_plan_kinds_cover_every_manifest_kind() -> None:
-    assert {PlanKind.of(k) for k in PackageKind} | {PlanKind.SELECTOR} == set(PlanKind)
+def test_dist_kinds_cover_every_manifest_kind() -> None:
+    assert {DistKind.of(k) for k in PackageKind} | {DistKind.SELECTOR} == set(DistKind)
 
 
 def test_the_template_context_is_frozen_and_scoped_per_package() -> None:
     ctx = TemplateContext(
-        "7.0",
-        "",
-        True,
-        None,
-        ("gfx942",),
-        ("gfx942",),
-        (),
-        (),
-        (),
-        (),
-        {"gfx9-4-generic": ("gfx942",)},
+        version="7.0",
+        nonce="",
+        kpack_mode=True,
+        default_target_family=None,
+        available_target_families=("gfx942",),
+        linux_target_families=("gfx942",),
+        windows_target_families=(),
+        packages=(),
+        libraries=(),
+        scripts=(),
+        generic_targets={"gfx9-4-generic": ("gfx942",)},
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         ctx.version = "8.0"  # type: ignore[misc]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import posixpath
 
-from build_tools.rpath import PackageFiles, derive_rpath, origin_entry
+from build_tools.plan._rpath import PackageFiles, derive_rpath, origin_entry
 
 
 def _resolve(entry: str, file_dir: str) -> str:

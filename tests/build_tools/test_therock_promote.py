@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from build_tools.egg_info import default_requirements, requires_txt
-from build_tools.template_context import TemplateContext
+from build_tools.plan._context import TemplateContext
+from build_tools.plan._egg_info import default_requirements, requires_txt
 
 from ..conftest import require
 
