@@ -45,7 +45,7 @@ DIST_INFO_RELPATH = "share/therock/dist_info.json"
 _ARCHIVE_SUFFIXES = (".tar.zst", ".tar.xz")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Catalog:
     """The scanned tree. ``facts`` holds each file's header facts (ELF dynamic facts,
     device code), read once per file for the whole build by whoever asks first."""
@@ -148,4 +148,11 @@ def scan_artifacts(root: Path) -> Catalog:
             path=root,
         )
     manifest_path, manifest, kpack_split = _load_therock_manifest(root)
-    return Catalog(root, manifest_path, manifest, kpack_split, tuple(artifacts), tuple(notices))
+    return Catalog(
+        root=root,
+        manifest_path=manifest_path,
+        manifest=manifest,
+        kpack_split=kpack_split,
+        artifacts=tuple(artifacts),
+        notices=tuple(notices),
+    )

@@ -42,7 +42,7 @@ class PackageKind(enum.Enum):
     DEVEL = "devel"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Selection:
     """Which artifacts a package takes: by name, or every name a runtime package took."""
 
@@ -63,7 +63,7 @@ class RpathDep:
     subdir: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConsoleScript:
     name: str
     package: str
@@ -79,7 +79,7 @@ class ConsoleScript:
         return "".join(c if c.isalnum() else "_" for c in text)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PackageSpec:
     key: str  # its key in packages.yaml
     logical: str  # its logical name at run time (libraries, device, ...)
@@ -103,7 +103,7 @@ class PackageSpec:
         return self.mode == "both" or self.mode == ("kpack" if kpack_split else "legacy")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LibraryEntry:
     shortname: str
     package: str

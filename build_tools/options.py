@@ -15,7 +15,7 @@ from kpack.wheelfile import source_date_epoch
 __all__ = ["BuildOptions", "canonical_version", "default_platform_tag", "source_date_epoch"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BuildOptions:
     artifact_dir: Path
     dest_dir: Path

@@ -58,7 +58,7 @@ class Kind(enum.Enum):
     DEVICE = "device"  # one target's device wheel
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DistFile:
     """One archive of a shard, identified by its name and its bytes."""
 
@@ -187,6 +187,29 @@ def _read_archive(path: Path, project: str, version: str) -> tuple[str, Contents
     return file_sha256(path), *check_archive(path, project, version, count=device)
 
 
+def _dist_file(
+    path: Path,
+    classified: tuple[Kind, str, str, frozenset[str], str | None],
+    size: int,
+    read: tuple[str, Contents | None, list[str]],
+) -> DistFile:
+    """The value of one checked archive: its name's fields (:func:`_classify`), its size and
+    what :func:`_read_archive` found."""
+    kind, project, version, platforms, target = classified
+    sha256, contents, _problems = read
+    return DistFile(
+        path=path,
+        kind=kind,
+        project=project,
+        version=version,
+        platforms=platforms,
+        target=target,
+        size=size,
+        sha256=sha256,
+        contents=contents,
+    )
+
+
 def scan_shards(directories: Sequence[Path], *, jobs: int | None = None) -> tuple[Shard, ...]:
     """List, classify, hash and check every shard's files (in parallel): each wheel and
     sdist is read in full (:mod:`build_tools.shards.archives`); all problems at once."""
@@ -216,7 +239,7 @@ def scan_shards(directories: Sequence[Path], *, jobs: int | None = None) -> tupl
     return tuple(
         Shard(
             Path(directory),
-            tuple(DistFile(p, *classified[p], sizes[p], *digests[p][:2]) for p in archives),
+            tuple(_dist_file(p, classified[p], sizes[p], digests[p]) for p in archives),
             report,
         )
         for directory, (archives, report) in zip(directories, listed, strict=True)

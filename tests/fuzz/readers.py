@@ -448,14 +448,14 @@ def _run_shard_report(data: bytes, work: Path) -> None:
     report = parse_report(work / "report.json")
     files = tuple(
         DistFile(
-            work / _shard_file_name(project),
-            Kind.DEVICE if target else Kind.GENERIC,
-            project,
-            _SHARD_VERSION,
-            frozenset() if project == "rocm" else frozenset({"linux_x86_64"}),
-            target,
-            size,
-            "0" * 64,
+            path=work / _shard_file_name(project),
+            kind=Kind.DEVICE if target else Kind.GENERIC,
+            project=project,
+            version=_SHARD_VERSION,
+            platforms=frozenset() if project == "rocm" else frozenset({"linux_x86_64"}),
+            target=target,
+            size=size,
+            sha256="0" * 64,
         )
         for project, target, size in _SHARD_FILES
     )
