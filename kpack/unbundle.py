@@ -1,16 +1,16 @@
 """Bulk unbundle: every device code object of a fat binary (or offload-bundle file) as a file.
 
-Private to :mod:`kpack.split`. Names follow rocm-kpack's ``bulk_unbundle`` (TheRock's
-``comm-libs/rccl-translate`` hands the directory to a translator that reads them): a code
-object is ``<bundle triple>.hsaco`` (``.elf`` for a triple that does not start with
-``hip``), in section order over every bundle, host entries left out; when one triple occurs
-more than once (one bundle per translation unit), every name carries its position in that
-order: ``<triple>_<i>.hsaco``. ``gfx_arch`` keeps the code objects of one base architecture
-(``gfx90a`` keeps ``gfx90a:xnack+`` too), counted after the choice.
+Names follow rocm-kpack's ``bulk_unbundle`` (TheRock's ``comm-libs/rccl-translate`` hands
+the directory to a translator that reads them): a code object is ``<bundle triple>.hsaco``
+(``.elf`` for a triple that does not start with ``hip``), in section order over every
+bundle, host entries left out; when one triple occurs more than once (one bundle per
+translation unit), every name carries its position in that order: ``<triple>_<i>.hsaco``.
+``gfx_arch`` keeps the code objects of one base architecture (``gfx90a`` keeps
+``gfx90a:xnack+`` too), counted after the choice.
 
 The files are written beside the output, then published with the output-dir rule of
-:mod:`._output`, its record kept beside the output dir (never inside: the dir is another
-program's input).
+:mod:`kpack.artifact.output`, its record kept beside the output dir (never inside: the dir
+is another program's input).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpack.artifact.output import Staging
 from kpack.bundle import iter_bundles
 from kpack.common.outputs import Owns
 from kpack.common.safepath import Root, safe_component
 from kpack.errors import ArtifactError, BundleError, UsageError
 from kpack.hipfmt import identify
-from kpack.split._output import Staging
 from kpack.transform import inspect_fat_binary
 
 __all__ = ["UnbundleResult", "bundle_triples", "unbundle_binary", "unbundled_names"]

@@ -1,6 +1,6 @@
 """Verify a transformed host binary against its ``.kpack`` archives (``kpack verify``).
 
-Private to :mod:`kpack.split`. Checks, all problems collected and raised together:
+Checks, all problems collected and raised together:
 
 - the ELF structure (:func:`kpack.elf.verify_elf`);
 - the marker and the wrappers: every wrapper HIPK, ``co_index`` = wrapper index, the

@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kpack.hipfmt", "kpack.databases"),
     ("kpack.transform",),
     ("kpack.artifact",),
-    ("kpack.split", "kpack.resolve"),
+    ("kpack.split", "kpack.resolve", "kpack.unbundle", "kpack.verify"),
     ("kpack.wheelsplit",),
     ("kpack.cli", "kpack.tools", "kpack.__main__", "kpack"),
     ("rocm_kpack",),

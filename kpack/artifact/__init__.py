@@ -1,2 +1,3 @@
 """One artifact of a TheRock tree: its names, the one walker of its stage
-trees with its entry model, its files' header facts and the content a plan holds."""
+trees with its entry model, its files' header facts, the content a plan holds and
+the sink that writes artifact dirs."""

@@ -1,8 +1,10 @@
-"""The splitter's sink: output entries built in a marked staging dir, then published
-together under the project's one output rule (:mod:`kpack.common.outputs`).
+"""Writing artifact dirs (and other output dirs built from an input): entries built in a
+marked staging dir, then published together under the project's one output rule
+(:mod:`kpack.common.outputs`).
 
-Private to :mod:`kpack.split`. Inputs are only ever read: files are copied (never
-hard-linked, so link counts of inputs never change), symlinks recreated.
+The sink of :mod:`kpack.split` (split and recombine) and :mod:`kpack.unbundle`. Inputs are
+only ever read: files are copied (never hard-linked, so link counts of inputs never
+change), symlinks recreated.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """``kpack split-artifacts``, ``verify``, ``resolve`` and ``split-wheel``: the commands
-that run :mod:`kpack.split`, :mod:`kpack.resolve` and :mod:`kpack.wheelsplit`.
+that run :mod:`kpack.split`, :mod:`kpack.verify`, :mod:`kpack.resolve` and
+:mod:`kpack.wheelsplit`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from kpack.cli._args import _agent_isa, _input_dir, _input_file, _mb, _output_di
 from kpack.databases import load_handlers
 from kpack.errors import ArchiveError, UsageError
 from kpack.resolve import resolve_binary
-from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
+from kpack.split import SplitResult, split_artifact, split_artifacts
+from kpack.verify import verify_binary
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ and publish the finished dirs together. Inputs are never modified. A re-run into
 ``OUT`` replaces what the last run wrote (recorded in ``OUT/.kpack-split-P.json``) and
 nothing else without ``force``.
 
-Around the split: :func:`recombine_artifacts` (the reduce phase: shards' split artifacts
-regrouped into package groups) and :func:`unbundle_binary` (every code object as a file).
+After the split: :func:`recombine_artifacts`, the reduce phase (shards' split artifacts
+regrouped into package groups).
 """
 
 from __future__ import annotations
@@ -72,13 +72,6 @@ from kpack.split._recombine import (
 )
 from kpack.split._scan import Kind, StageEntry, classify_entries, scan_artifact
 from kpack.split._spool import spool_kernels
-from kpack.split._unbundle import (
-    UnbundleResult,
-    bundle_triples,
-    unbundle_binary,
-    unbundled_names,
-)
-from kpack.split._verify import VerifyReport, find_archives, verify_binary
 from kpack.split._write import ArchiveOutput, BinaryReport, SplitResult, execute
 
 __all__ = [
@@ -102,14 +95,10 @@ __all__ = [
     "SplitResult",
     "SpooledArchive",
     "StageEntry",
-    "UnbundleResult",
-    "VerifyReport",
     "batch_inputs",
-    "bundle_triples",
     "classify_entries",
     "collect_shards",
     "cut_entries",
-    "find_archives",
     "frame_level",
     "group_by_target",
     "host_size",
@@ -129,9 +118,6 @@ __all__ = [
     "split_artifacts",
     "spool_kernels",
     "spool_planned",
-    "unbundle_binary",
-    "unbundled_names",
-    "verify_binary",
 ]
 
 log = logging.getLogger(__name__)

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, TypeAlias
 from kpack.archive import (
     Scheme,
 )
+from kpack.artifact.output import copy_file, copy_meta
 from kpack.common import cancel
 from kpack.databases import base_arch
 from kpack.elf import ElfEdit
 from kpack.errors import BundleError, TransformError
 from kpack.split._archives import KernelEntry
-from kpack.split._output import copy_file, copy_meta
 from kpack.split._spool import SpooledKernel, _Spool, _spool_into
 from kpack.transform import (
     AlreadyTransformed,

@@ -18,8 +18,8 @@ For every prefix ``P`` this writes, as rocm-kpack does:
   arch may be spelled ``_``), its manifest the union of the members' stage dirs.
 
 Everything is checked before anything is written; each prefix is then published with the
-output-dir rule of :mod:`._output` (its own record, so re-running for one ``--component``
-leaves the others alone).
+output-dir rule of :mod:`kpack.artifact.output` (its own record, so re-running for one
+``--component`` leaves the others alone).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kpack.artifact.names import read_manifest
+from kpack.artifact.output import Staging, write_manifest
 from kpack.common.jsonfile import load_json_object
 from kpack.common.outputs import Owns
 from kpack.common.safepath import Root, safe_component
 from kpack.errors import ArtifactError, UsageError, shown_list
-from kpack.split._output import Staging, write_manifest
 
 __all__ = [
     "ArchGroup",

@@ -1,10 +1,11 @@
 """Writing one artifact's split (kpack.md §5): stage, transform, spool, archive, publish.
 
 The plan (:mod:`._plan`) says what goes where; :func:`execute` writes it under
-``OUT/.partial-*`` (:class:`._output.Staging`): the generic output with every fat binary
-transformed straight from the input by the parallel job runner (:mod:`._jobs`), database
-files moved to ``P_<base arch>``, one archive per target streamed from the spools to where
-:meth:`SplitPlan.archive_place` puts it, then every finished dir published together.
+``OUT/.partial-*`` (:class:`kpack.artifact.output.Staging`): the generic output with every
+fat binary transformed straight from the input by the parallel job runner (:mod:`._jobs`),
+database files moved to ``P_<base arch>``, one archive per target streamed from the spools
+to where :meth:`SplitPlan.archive_place` puts it, then every finished dir published
+together.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpack.artifact.output import Staging, copy_file, make_dirs, write_manifest
 from kpack.common.safepath import Root, windows_name_problem
 from kpack.errors import ArtifactError
 from kpack.pe.image import is_pe_file
 from kpack.split._archives import ArchiveJob, remove_spools, write_archives
 from kpack.split._jobs import FatOutcome, group_by_target, retarget, run_fat_jobs
-from kpack.split._output import Staging, copy_file, make_dirs, write_manifest
 from kpack.split._parts import Parts, cut_entries, retarget_paths
 from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, fat_jobs
 from kpack.split._scan import Kind, StageEntry

@@ -6,11 +6,11 @@ and by file (``python <kpack>/python/rocm_kpack/tools/split_artifacts.py`` with
 package answers every one of those names; it holds no implementation of its own:
 
 - ``tools.split_artifacts``: ``kpack split-artifacts``;
-- ``tools.bulk_unbundle``: :func:`kpack.split.unbundle_binary`;
+- ``tools.bulk_unbundle``: :func:`kpack.unbundle.unbundle_binary`;
 - ``tools.recombine_artifacts``: :func:`kpack.split.recombine_artifacts`;
 - ``tools.split_python_wheels``: the wheel splitter, :mod:`kpack.wheelsplit`;
 - ``binutils``, ``ccob_parser``, ``database_handlers``: the library names TheRock's CMake
-  depends on, over :mod:`kpack.split`, :mod:`kpack.bundle` and :mod:`kpack.databases`;
+  depends on, over :mod:`kpack.unbundle`, :mod:`kpack.bundle` and :mod:`kpack.databases`;
 - ``kpack.PackedKernelArchive``, ``compression.ZstdCompressor``/``NoOpCompressor``: the
   library hipKernelProvider packs its kernels with, over :mod:`kpack.archive`.
 

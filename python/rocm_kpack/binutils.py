@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from kpack.split import bundle_triples, unbundle_binary
 from kpack.targets import is_target_id
+from kpack.unbundle import bundle_triples, unbundle_binary
 
 __all__ = ["BundledBinary", "Toolchain", "UnbundledContents"]
 

@@ -241,7 +241,8 @@ def test_split_artifacts_verify_and_resolve_a_pe_artifact(image: Path, tmp_path:
     against its archives and every wrapper resolves for a gfx942 agent (its generic target)
     once the archives sit where the marker says."""
     from kpack.resolve import resolve_binary
-    from kpack.split import split_artifact, verify_binary
+    from kpack.split import split_artifact
+    from kpack.verify import verify_binary
 
     art = tmp_path / "blas_lib_generic"
     (art / "blas/stage/bin").mkdir(parents=True)

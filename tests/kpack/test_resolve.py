@@ -308,7 +308,7 @@ def test_the_generic_target_is_tried_after_the_isa(transformed: Path) -> None:
 
 def test_verify_accepts_keys_that_only_the_generic_target_holds(transformed: Path) -> None:
     from kpack.errors import TransformError
-    from kpack.split import verify_binary
+    from kpack.verify import verify_binary
 
     kdir = _kpack_dir(transformed, "verify-generic")
     own = _archive(kdir / "blas_lib_gfx942.kpack", "gfx942", [f"{KERNEL}#0"])

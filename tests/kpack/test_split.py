@@ -35,7 +35,8 @@ from kpack.archive import KpackArchive
 from kpack.databases import load_handlers
 from kpack.errors import ArtifactError, PackagingError, RocmPackagingError, UsageError
 from kpack.resolve import read_kpack_ref, resolve_binary
-from kpack.split import SplitResult, split_artifact, split_artifacts, verify_binary
+from kpack.split import SplitResult, split_artifact, split_artifacts
+from kpack.verify import verify_binary
 from tests.conftest import require
 
 BLAS = "math-libs/BLAS/rocBLAS/stage"

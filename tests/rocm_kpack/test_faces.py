@@ -15,8 +15,8 @@ from rocm_kpack import binutils, ccob_parser, database_handlers
 
 from kpack.bundle import make_plain_bundle
 from kpack.errors import UsageError
-from kpack.split import unbundle_binary, unbundled_names
 from kpack.transform import extract_kernels, inspect_fat_binary
+from kpack.unbundle import unbundle_binary, unbundled_names
 
 REPO = Path(__file__).resolve().parents[2]
 ROCRAND_LIB = "usr/lib/x86_64-linux-gnu/librocrand.so.1.1"

@@ -26,8 +26,8 @@ if __package__ in (None, ""):  # run as a file: make the package importable by n
 from kpack.common.boundary import guarded
 from kpack.common.cli import Parser, add_verbosity, add_version, configure_logging, output_line
 from kpack.errors import UsageError
-from kpack.split import unbundle_binary
 from kpack.targets import is_target_id
+from kpack.unbundle import unbundle_binary
 
 __all__ = ["main"]
 
