@@ -23,12 +23,17 @@ kernels given and their checks), ``_pack`` (ordinals, TOC, writing and laying ou
 
 from __future__ import annotations
 
-from kpack.archive import _write as _archive_write
 from kpack.archive._kernels import KEY_RULES, MAX_KEY_BYTES, KernelInput, KeyRule, StoredKernel
 from kpack.archive._pack import KpackLayout, KpackSummary, lay_out_kpack, write_kpack
 from kpack.archive._read import KpackArchive
 from kpack.archive._toc import SCHEMES, ArchiveEntry, Scheme
 from kpack.archive._write import (
+    BLOB_ALIGNMENT,
+    DEFAULT_LEVEL,
+    MAGIC,
+    MAX_ARCHIVE_BYTES,
+    MAX_KERNELS,
+    MAX_ZSTD_BLOB,
     FrameWriter,
     ZstdFrame,
     compressed,
@@ -64,11 +69,3 @@ __all__ = [
     "write_chunks",
     "write_kpack",
 ]
-
-MAGIC = _archive_write.MAGIC
-VERSION = _archive_write.VERSION
-BLOB_ALIGNMENT = _archive_write.BLOB_ALIGNMENT
-MAX_KERNELS = _archive_write.MAX_KERNELS  # the C reader's cap on num_kernels
-MAX_ZSTD_BLOB = _archive_write.MAX_ZSTD_BLOB  # the C reader's cap on the zstd blob
-MAX_ARCHIVE_BYTES = _archive_write.MAX_ARCHIVE_BYTES  # HRX loads archives up to 2 GiB
-DEFAULT_LEVEL = _archive_write.DEFAULT_LEVEL  # our frames' zstd level unless one is named

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgpack
 
-from kpack.archive import _write as _archive_write
+from kpack.archive import _write  # its limits and writer are read at call time (tests patch them)
 from kpack.archive._kernels import (
     KernelInput,
     KeyRule,
@@ -26,7 +26,15 @@ from kpack.archive._kernels import (
     check_stored,
 )
 from kpack.archive._toc import Scheme
-from kpack.archive._write import BLOB_ALIGNMENT, DEFAULT_LEVEL, VERSION, payload_size
+from kpack.archive._write import (
+    BLOB_ALIGNMENT,
+    DEFAULT_LEVEL,
+    U32,
+    VERSION,
+    header,
+    payload_size,
+    too_large,
+)
 from kpack.errors import ArchiveError
 
 log = logging.getLogger("kpack.archive")  # the package's logger, as callers configure it
@@ -100,15 +108,15 @@ def write_kpack(
     rows = [(k.binary_key, k.target, payload_size(k.data), k.metadata) for k in ordered]
     toc = _toc(rows, group_name, gfx_arch_family, scheme, gfx_arches)
     payloads = [k.data for k in ordered]
-    size = _archive_write.write_file(
+    size = _write.write_file(
         path,
         payloads,
         toc,
         scheme=scheme,
         level=level,
         jobs=jobs,
-        max_blob=_archive_write.MAX_ZSTD_BLOB,
-        max_size=_archive_write.MAX_ARCHIVE_BYTES if max_size is None else max_size,
+        max_blob=_write.MAX_ZSTD_BLOB,
+        max_size=_write.MAX_ARCHIVE_BYTES if max_size is None else max_size,
     )
     arches = _arches(rows, gfx_arches)
     original = sum(payload_size(d) for d in payloads)
@@ -147,7 +155,7 @@ class KpackLayout:
                     path=self.path,
                 )
             if self.scheme != "none":
-                yield _archive_write.U32.pack(size)
+                yield U32.pack(size)
             yield blob
             count += 1
         if count != len(self.stored_sizes):
@@ -171,14 +179,14 @@ def _blob_area(
             offsets.append({"offset": offset, "size": size})
             offset += size
         return {"blobs": offsets}, offset - BLOB_ALIGNMENT, b""
-    area = _archive_write.U32.size + sum(_archive_write.U32.size + s for s in sizes)
-    limit = _archive_write.MAX_ZSTD_BLOB
+    area = U32.size + sum(U32.size + s for s in sizes)
+    limit = _write.MAX_ZSTD_BLOB
     if area > limit:
         raise ArchiveError(
             f"the zstd blob would exceed {limit} bytes, the C runtime's limit", path=path
         )
     location: dict[str, object] = {"zstd_offset": BLOB_ALIGNMENT, "zstd_size": area}
-    return location, area, _archive_write.U32.pack(len(sizes))
+    return location, area, U32.pack(len(sizes))
 
 
 def lay_out_kpack(
@@ -208,9 +216,9 @@ def lay_out_kpack(
     location, area, tail = _blob_area(scheme, sizes, path)
     toc_bytes = msgpack.packb({**toc, **location}, use_bin_type=True)
     size = BLOB_ALIGNMENT + area + len(toc_bytes)
-    limit = _archive_write.MAX_ARCHIVE_BYTES if max_size is None else max_size
+    limit = _write.MAX_ARCHIVE_BYTES if max_size is None else max_size
     if size > limit:
-        raise _archive_write.too_large(size, limit, path)
+        raise too_large(size, limit, path)
     return KpackLayout(
         path=path,
         scheme=scheme,
@@ -218,7 +226,7 @@ def lay_out_kpack(
         stored_sizes=sizes,
         original_bytes=sum(k.original_size for k in ordered),
         gfx_arches=tuple(sorted({k.target for k in ordered})),
-        head=_archive_write.header(BLOB_ALIGNMENT + area) + tail,
+        head=header(BLOB_ALIGNMENT + area) + tail,
         toc=toc_bytes,
         size=size,
     )

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import zstandard
 
-from kpack.archive import _write as _archive_write
+from kpack.archive import _write  # its limits are read at call time (tests lower them)
 from kpack.archive._toc import ArchiveEntry, Toc, decode_toc
 from kpack.archive._write import BLOB_ALIGNMENT, MAGIC, VERSION
 from kpack.errors import ArchiveError
@@ -167,7 +167,7 @@ class KpackArchive:
     def open(cls, path: Path) -> KpackArchive:
         """Map ``path`` and validate its header, TOC and blob layout."""
         path = Path(path)
-        limits = Limits(_archive_write.MAX_KERNELS, _archive_write.MAX_ZSTD_BLOB)
+        limits = Limits(_write.MAX_KERNELS, _write.MAX_ZSTD_BLOB)
         mm, toc, entries = load(path, limits)
         log.debug("opened %s: %d kernels (%s)", path, len(entries), toc.scheme)
         return cls(path, mm, toc, entries)

@@ -20,9 +20,7 @@ and written).
 
 from __future__ import annotations
 
-from kpack.bundle import _ccob as _bundle_ccob
-from kpack.bundle import _plain as _bundle_plain
-from kpack.bundle._ccob import make_ccob
+from kpack.bundle._ccob import CCOB_MAGIC, MAX_UNCOMPRESSED, make_ccob
 from kpack.bundle._index import index_bundles, stream_code_objects
 from kpack.bundle._model import (
     Bundle,
@@ -33,7 +31,7 @@ from kpack.bundle._model import (
     Sink,
     target_of,
 )
-from kpack.bundle._plain import make_plain_bundle
+from kpack.bundle._plain import PLAIN_MAGIC, make_plain_bundle
 from kpack.bundle._walk import iter_bundles, parse_bundle
 from kpack.targets import is_target_id
 
@@ -56,8 +54,3 @@ __all__ = [
     "stream_code_objects",
     "target_of",
 ]
-
-PLAIN_MAGIC = _bundle_plain.PLAIN_MAGIC
-CCOB_MAGIC = _bundle_ccob.CCOB_MAGIC
-MAX_UNCOMPRESSED = _bundle_ccob.MAX_UNCOMPRESSED
-DEFAULT_HOST_TRIPLE = _bundle_plain.DEFAULT_HOST_TRIPLE

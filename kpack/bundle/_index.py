@@ -13,9 +13,7 @@ from collections.abc import Iterable, Iterator
 
 import zstandard
 
-from kpack.bundle import _ccob as _bundle_ccob
-from kpack.bundle import _plain as _bundle_plain
-from kpack.bundle._ccob import CCOB_MAGIC
+from kpack.bundle._ccob import CCOB_MAGIC, Decoding, read_header
 from kpack.bundle._chunks import ChunkReader
 from kpack.bundle._model import (
     Buffer,
@@ -25,7 +23,18 @@ from kpack.bundle._model import (
     Sink,
     target_or_none,
 )
-from kpack.bundle._plain import _ENTRY, HEADER_FIXED, PLAIN_MAGIC, Ctx, RawEntry
+from kpack.bundle._plain import (
+    ENTRY,
+    ENTRY_COUNT,
+    HEADER_FIXED,
+    PLAIN_MAGIC,
+    Ctx,
+    RawEntry,
+    check_layout,
+    check_triple_len,
+    checked_entry,
+    read_triple,
+)
 from kpack.bundle._walk import as_view, parse_at, walk
 
 
@@ -33,24 +42,24 @@ def _stream_entries(reader: ChunkReader, avail: int, ctx: Ctx) -> tuple[int, lis
     head = reader.read(HEADER_FIXED)
     if len(head) < HEADER_FIXED:
         raise ctx.error(f"truncated header: {len(head)} bytes, need {HEADER_FIXED}")
-    (count,) = _bundle_plain._COUNT.unpack_from(head, len(PLAIN_MAGIC))
-    if count > (avail - HEADER_FIXED) // _ENTRY.size:
+    (count,) = ENTRY_COUNT.unpack_from(head, len(PLAIN_MAGIC))
+    if count > (avail - HEADER_FIXED) // ENTRY.size:
         raise ctx.error(
             f"num_entries {count} cannot fit in the {avail - HEADER_FIXED} bytes after the header"
         )
     pos = HEADER_FIXED
     entries: list[RawEntry] = []
     for index in range(count):
-        record = reader.read(_ENTRY.size)
-        if len(record) < _ENTRY.size:
+        record = reader.read(ENTRY.size)
+        if len(record) < ENTRY.size:
             raise ctx.error(f"entry[{index}] record at +{pos:#x} runs past the end of the buffer")
-        offset, size, triple_len = _ENTRY.unpack(record)
-        pos += _ENTRY.size
-        _bundle_plain.check_triple_len(index, triple_len, avail - pos, ctx)
+        offset, size, triple_len = ENTRY.unpack(record)
+        pos += ENTRY.size
+        check_triple_len(index, triple_len, avail - pos, ctx)
         raw = reader.read(triple_len)
-        triple = _bundle_plain._read_triple(memoryview(raw), 0, triple_len, index, ctx)
+        triple = read_triple(memoryview(raw), 0, triple_len, index, ctx)
         pos += triple_len
-        entries.append(_bundle_plain.checked_entry(index, triple, offset, size, avail, ctx))
+        entries.append(checked_entry(index, triple, offset, size, avail, ctx))
     return pos, entries
 
 
@@ -87,7 +96,7 @@ def _walk_decoded(
                 "nor a bundle magic"
             )
         header_end, entries = _stream_entries(reader, total - start, sub)
-        _bundle_plain._check_layout(entries, header_end, sub)
+        check_layout(entries, header_end, sub)
         end = max([header_end, *(e.offset + e.size for e in entries)])
         refs = {e.number: _device_ref(e, start, sub) for e in entries}
         for entry in sorted(entries, key=lambda e: (e.offset, e.number)):
@@ -112,8 +121,8 @@ def _index_ccob(
     sink: Sink | None,
     dctx: zstandard.ZstdDecompressor | None = None,
 ) -> IndexedBundle:
-    header = _bundle_ccob.read_header(view, offset, ctx)
-    decoding = _bundle_ccob.Decoding(view, offset, header, ctx, dctx)
+    header = read_header(view, offset, ctx)
+    decoding = Decoding(view, offset, header, ctx, dctx)
     refs = _walk_decoded(decoding.chunks(), header.uncompressed_size, ctx, sink)
     if decoding.end is None:  # the stream was not exhausted: cannot happen after a full walk
         raise ctx.error("CCOB payload was not decoded to its end")

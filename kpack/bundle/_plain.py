@@ -16,9 +16,9 @@ from typing import NamedTuple
 from kpack.errors import BundleError
 
 PLAIN_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
-_COUNT = struct.Struct("<Q")
-_ENTRY = struct.Struct("<QQQ")  # offset, size, triple_len
-HEADER_FIXED = len(PLAIN_MAGIC) + _COUNT.size  # 32
+ENTRY_COUNT = struct.Struct("<Q")  # num_entries, after the magic
+ENTRY = struct.Struct("<QQQ")  # offset, size, triple_len
+HEADER_FIXED = len(PLAIN_MAGIC) + ENTRY_COUNT.size  # 32
 _MAX_TRIPLE = 4096
 DEFAULT_HOST_TRIPLE = "host-x86_64-unknown-linux-gnu-"
 
@@ -41,7 +41,7 @@ class RawEntry(NamedTuple):
     size: int
 
 
-def _read_triple(view: memoryview, pos: int, length: int, index: int, ctx: Ctx) -> str:
+def read_triple(view: memoryview, pos: int, length: int, index: int, ctx: Ctx) -> str:
     raw = bytes(view[pos : pos + length])
     try:
         triple = raw.decode("ascii")
@@ -58,12 +58,12 @@ def _read_entries(view: memoryview, start: int, count: int, ctx: Ctx) -> tuple[i
     pos = HEADER_FIXED
     entries: list[RawEntry] = []
     for index in range(count):
-        if pos + _ENTRY.size > avail:
+        if pos + ENTRY.size > avail:
             raise ctx.error(f"entry[{index}] record at +{pos:#x} runs past the end of the buffer")
-        offset, size, triple_len = _ENTRY.unpack_from(view, start + pos)
-        pos += _ENTRY.size
+        offset, size, triple_len = ENTRY.unpack_from(view, start + pos)
+        pos += ENTRY.size
         check_triple_len(index, triple_len, avail - pos, ctx)
-        triple = _read_triple(view, start + pos, triple_len, index, ctx)
+        triple = read_triple(view, start + pos, triple_len, index, ctx)
         pos += triple_len
         entries.append(checked_entry(index, triple, offset, size, avail, ctx))
     return pos, entries
@@ -89,7 +89,7 @@ def checked_entry(
     return RawEntry(index, triple, offset, size)
 
 
-def _check_layout(entries: list[RawEntry], header_end: int, ctx: Ctx) -> None:
+def check_layout(entries: list[RawEntry], header_end: int, ctx: Ctx) -> None:
     """Non-empty entries must lie after the header and must not overlap each other."""
     placed = sorted((e for e in entries if e.size), key=lambda e: (e.offset, e.number))
     for entry in placed:
@@ -114,13 +114,13 @@ def read_plain(view: memoryview, start: int, ctx: Ctx) -> tuple[int, list[RawEnt
         raise ctx.error(f"truncated header: {avail} bytes, need {HEADER_FIXED}")
     if bytes(view[start : start + len(PLAIN_MAGIC)]) != PLAIN_MAGIC:
         raise ctx.error("magic is not __CLANG_OFFLOAD_BUNDLE__")
-    (count,) = _COUNT.unpack_from(view, start + len(PLAIN_MAGIC))
-    if count > (avail - HEADER_FIXED) // _ENTRY.size:
+    (count,) = ENTRY_COUNT.unpack_from(view, start + len(PLAIN_MAGIC))
+    if count > (avail - HEADER_FIXED) // ENTRY.size:
         raise ctx.error(
             f"num_entries {count} cannot fit in the {avail - HEADER_FIXED} bytes after the header"
         )
     header_end, entries = _read_entries(view, start, count, ctx)
-    _check_layout(entries, header_end, ctx)
+    check_layout(entries, header_end, ctx)
     end = max([header_end, *(e.offset + e.size for e in entries)])
     return start + end, entries
 
@@ -137,10 +137,10 @@ def write_plain(
         raise ValueError(f"align must be >= 1, got {align}")
     records = ([(host_triple, b"")] if host_triple is not None else []) + list(entries)
     encoded = [(t.encode("ascii"), bytes(d)) for t, d in records]
-    header_len = HEADER_FIXED + sum(_ENTRY.size + len(t) for t, _ in encoded)
+    header_len = HEADER_FIXED + sum(ENTRY.size + len(t) for t, _ in encoded)
     pos = _round_up(header_len, align)
     first = pos
-    header = bytearray(PLAIN_MAGIC + _COUNT.pack(len(encoded)))
+    header = bytearray(PLAIN_MAGIC + ENTRY_COUNT.pack(len(encoded)))
     body = bytearray()
     for index, (triple, data) in enumerate(encoded):
         if host_triple is not None and index == 0:
@@ -149,7 +149,7 @@ def write_plain(
             offset = _round_up(pos, align)
             body += bytes(offset - first - len(body)) + data
             pos = offset + len(data)
-        header += _ENTRY.pack(offset, len(data), len(triple)) + triple
+        header += ENTRY.pack(offset, len(data), len(triple)) + triple
     return bytes(header) + bytes(first - len(header)) + bytes(body)
 
 

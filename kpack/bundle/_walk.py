@@ -14,11 +14,9 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from kpack.bundle import _ccob as _bundle_ccob
-from kpack.bundle import _plain as _bundle_plain
-from kpack.bundle._ccob import CCOB_MAGIC
+from kpack.bundle._ccob import CCOB_MAGIC, decode, read_header
 from kpack.bundle._model import Buffer, Bundle, CodeObject, IndexedBundle, target_or_none
-from kpack.bundle._plain import PLAIN_MAGIC, Ctx, RawEntry
+from kpack.bundle._plain import PLAIN_MAGIC, Ctx, RawEntry, read_plain
 
 log = logging.getLogger("kpack.bundle")  # the package's logger, as callers configure it
 
@@ -66,7 +64,7 @@ def _decoded_bundles(decoded: memoryview, ctx: Ctx) -> list[CodeObject]:
         sub = Ctx(ctx.name, f"{ctx.label}, decoded bundle at {pos:#x}")
         if decoded[pos : pos + 4] == CCOB_MAGIC:
             raise sub.error("a CCOB payload must decode to plain bundles, found a nested CCOB")
-        end, entries = _bundle_plain.read_plain(decoded, pos, sub)
+        end, entries = read_plain(decoded, pos, sub)
         out += _code_objects(decoded, pos, entries, sub, base=0)
         pos = end
         count += 1
@@ -76,8 +74,8 @@ def _decoded_bundles(decoded: memoryview, ctx: Ctx) -> list[CodeObject]:
 
 
 def _parse_ccob(view: memoryview, offset: int, ctx: Ctx) -> Bundle:
-    header = _bundle_ccob.read_header(view, offset, ctx)
-    end, decoded = _bundle_ccob.decode(view, offset, header, ctx)
+    header = read_header(view, offset, ctx)
+    end, decoded = decode(view, offset, header, ctx)
     log.debug(
         "%s: CCOB v%d %s at %#x: %d -> %d bytes",
         ctx.name,
@@ -100,7 +98,7 @@ def parse_at(view: memoryview, offset: int, name: str) -> Bundle:
     if view[offset : offset + len(PLAIN_MAGIC)] != PLAIN_MAGIC:
         head = bytes(view[offset : offset + 8])
         raise ctx.error(f"no bundle magic (__CLANG_OFFLOAD_BUNDLE__ or CCOB); starts {head!r}")
-    end, entries = _bundle_plain.read_plain(view, offset, ctx)
+    end, entries = read_plain(view, offset, ctx)
     code_objects = _code_objects(view, offset, entries, ctx, base=offset)
     return Bundle(offset, end, None, None, tuple(code_objects))
 
