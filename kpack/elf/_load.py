@@ -54,7 +54,7 @@ class Blob:
     align: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LoadPlan:
     """Geometry of the new trailing PT_LOAD and of the grown program-header table."""
 
@@ -75,7 +75,14 @@ class LoadPlan:
 
     def new_load(self) -> Phdr:
         return Phdr(
-            PT_LOAD, self.flags, self.offset, self.vaddr, self.vaddr, self.size, self.size, PAGE
+            p_type=PT_LOAD,
+            p_flags=self.flags,
+            p_offset=self.offset,
+            p_vaddr=self.vaddr,
+            p_paddr=self.vaddr,
+            p_filesz=self.size,
+            p_memsz=self.size,
+            p_align=PAGE,
         )
 
 
@@ -122,7 +129,16 @@ def plan_load(
             path=layout.name,
         )
     phoff = offset if moved else layout.ehdr.e_phoff
-    return LoadPlan(moved, phoff, phnum, offset, vaddr, pos, flags, tuple(starts))
+    return LoadPlan(
+        table_moved=moved,
+        phoff=phoff,
+        phnum=phnum,
+        offset=offset,
+        vaddr=vaddr,
+        size=pos,
+        flags=flags,
+        starts=tuple(starts),
+    )
 
 
 def _pin(

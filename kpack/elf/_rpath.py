@@ -84,13 +84,18 @@ def plan_rpath_edit(path: ElfSource, entries: Sequence[str]) -> ElfEdit | None:
         patches: list[Patch] = []
         offset = _existing_string(dynstr, value, old)
         if offset is None:
-            offset = _overwrite_in_place(reader, layout, dynstr, value, old, patches)
-        return _plan(path, layout, dynstr, value, old, offset, patches)
+            offset = _overwrite_in_place(
+                reader, layout, dynstr=dynstr, value=value, old=old, patches=patches
+            )
+        return _plan(
+            path, layout, dynstr=dynstr, value=value, old=old, offset=offset, patches=patches
+        )
 
 
 def _plan(
     path: ElfSource,
     layout: ElfLayout,
+    *,
     dynstr: bytes,
     value: bytes,
     old: list[tuple[int, int, int]],
@@ -103,12 +108,20 @@ def _plan(
     if offset is not None and not move_dynamic:
         return _finish(path, layout, patches + _dynamic_patches(layout, entries), b"")
     new_dynstr = dynstr + value + b"\0" if offset is None else None
-    return _plan_new_load(path, layout, entries, new_dynstr, move_dynamic, patches)
+    return _plan_new_load(
+        path,
+        layout,
+        entries=entries,
+        new_dynstr=new_dynstr,
+        move_dynamic=move_dynamic,
+        patches=patches,
+    )
 
 
 def _plan_new_load(
     path: ElfSource,
     layout: ElfLayout,
+    *,
     entries: list[Dyn],
     new_dynstr: bytes | None,
     move_dynamic: bool,
@@ -129,12 +142,13 @@ def _plan_new_load(
         dyn_raw = pack_dynamic([*entries, (DT_NULL, 0)])
         data.append(dyn_raw)
         offset, vaddr = plan.blob_offset(0), plan.blob_vaddr(0)
+        size = len(dyn_raw)
         phdrs = [
-            replace(p, p_offset=offset, p_vaddr=vaddr, p_paddr=vaddr,
-                    p_filesz=len(dyn_raw), p_memsz=len(dyn_raw))
-            if p.p_type == PT_DYNAMIC else p
+            replace(p, p_offset=offset, p_vaddr=vaddr, p_paddr=vaddr, p_filesz=size, p_memsz=size)
+            if p.p_type == PT_DYNAMIC
+            else p
             for p in phdrs
-        ]  # fmt: skip
+        ]
         patches += _section_patch(layout, _dynamic_section(layout), plan, 0, len(dyn_raw))
     else:
         patches += _dynamic_patches(layout, entries)
@@ -189,6 +203,7 @@ def _existing_string(dynstr: bytes, value: bytes, old: list[tuple[int, int, int]
 def _overwrite_in_place(
     reader: Reader,
     layout: ElfLayout,
+    *,
     dynstr: bytes,
     value: bytes,
     old: list[tuple[int, int, int]],

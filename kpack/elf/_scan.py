@@ -53,7 +53,7 @@ class FileKind(enum.Enum):
     OTHER = "other"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ElfInfo:
     """The dynamic-linking facts of one ELF file."""
 
@@ -65,6 +65,20 @@ class ElfInfo:
     runpath: tuple[str, ...] | None
     interp: str | None
     has_hip_fatbin: bool
+
+    @classmethod
+    def other(cls, path: Path, kind: FileKind = FileKind.OTHER) -> ElfInfo:
+        """A file of ``kind`` without dynamic-linking facts (not ELF64 LE)."""
+        return cls(
+            path=path,
+            kind=kind,
+            soname=None,
+            needed=(),
+            rpath=None,
+            runpath=None,
+            interp=None,
+            has_hip_fatbin=False,
+        )
 
 
 def classify(path: Path) -> FileKind:
@@ -103,7 +117,7 @@ def scan_reader(reader: Reader, path: Path, layout: ElfLayout | None = None) -> 
     if ident[:4] != ELF_MAGIC:
         return None
     if not _is_elf64le(ident, reader):
-        return ElfInfo(path, FileKind.OTHER, None, (), None, None, None, False)
+        return ElfInfo.other(path)
     layout = read_layout(reader) if layout is None else layout
     strings = _DynStrings(reader, layout)
     soname = _one(strings.values(DT_SONAME))

@@ -12,7 +12,7 @@ import os
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -39,7 +39,7 @@ _PARSE_ERRORS = (ELFError, struct.error, OSError, ValueError, LookupError, TypeE
 _STRING_TAGS = ("DT_NEEDED", "DT_SONAME", "DT_RPATH", "DT_RUNPATH")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Seg:
     index: int
     type: str
@@ -50,6 +50,20 @@ class _Seg:
     memsz: int
     align: int
 
+    @classmethod
+    def of(cls, index: int, h: Any) -> _Seg:
+        """From pyelftools' parsed ``Elf_Phdr`` ``h``."""
+        return cls(
+            index=index,
+            type=str(h.p_type),
+            flags=h.p_flags,
+            offset=h.p_offset,
+            vaddr=h.p_vaddr,
+            filesz=h.p_filesz,
+            memsz=h.p_memsz,
+            align=h.p_align,
+        )
+
     @property
     def file_end(self) -> int:
         return self.offset + self.filesz
@@ -58,7 +72,7 @@ class _Seg:
         return self.offset <= offset and offset + size <= self.file_end
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Sec:
     index: int
     name: int
@@ -69,8 +83,22 @@ class _Sec:
     size: int
     addralign: int
 
+    @classmethod
+    def of(cls, index: int, h: Any) -> _Sec:
+        """From pyelftools' parsed ``Elf_Shdr`` ``h``."""
+        return cls(
+            index=index,
+            name=h.sh_name,
+            type=str(h.sh_type),
+            flags=h.sh_flags,
+            addr=h.sh_addr,
+            offset=h.sh_offset,
+            size=h.sh_size,
+            addralign=h.sh_addralign,
+        )
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class _Facts:
     size: int
     header: Any
@@ -125,23 +153,14 @@ def _parse(stream: BinaryIO) -> _Facts:
         raise ElfError("verification supports ELF64 only")
     hdr = elf.header
     segs = tuple(
-        _Seg(i, str(h.p_type), h.p_flags, h.p_offset, h.p_vaddr, h.p_filesz, h.p_memsz, h.p_align)
+        _Seg.of(i, h)
         for i, h in (
             (i, struct_parse(elf.structs.Elf_Phdr, stream, hdr.e_phoff + i * hdr.e_phentsize))
             for i in range(elf.num_segments())
         )
     )
     secs = tuple(
-        _Sec(
-            i,
-            h.sh_name,
-            str(h.sh_type),
-            h.sh_flags,
-            h.sh_addr,
-            h.sh_offset,
-            h.sh_size,
-            h.sh_addralign,
-        )
+        _Sec.of(i, h)
         for i, h in (
             (i, struct_parse(elf.structs.Elf_Shdr, stream, hdr.e_shoff + i * hdr.e_shentsize))
             for i in range(elf.num_sections())
@@ -157,15 +176,21 @@ def _parse(stream: BinaryIO) -> _Facts:
                 terminated = True
                 break
             dynamic.append((str(entry.d_tag), entry.d_val))
-    facts = _Facts(elf.stream_len, hdr, segs, secs, tuple(dynamic), terminated, b"")
+    facts = _Facts(
+        size=elf.stream_len,
+        header=hdr,
+        segs=segs,
+        secs=secs,
+        dynamic=tuple(dynamic),
+        dynamic_terminated=terminated,
+        dynstr_last=b"",
+    )
     strtab, strsz = _dyn(facts, "DT_STRTAB"), _dyn(facts, "DT_STRSZ")
     if strtab is not None and strsz:
         offset = _file_offset(segs, strtab, strsz)
         if offset is not None and offset + strsz <= elf.stream_len:
             stream.seek(offset + strsz - 1)
-            facts = _Facts(
-                elf.stream_len, hdr, segs, secs, tuple(dynamic), terminated, stream.read(1)
-            )
+            facts = replace(facts, dynstr_last=stream.read(1))
     return facts
 
 

@@ -42,7 +42,7 @@ from kpack.errors import ElfError
 MAX_TABLE = 256 << 20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ElfLayout:
     """The structural view of one ELF64 LE file: headers and the dynamic table."""
 
@@ -168,7 +168,15 @@ def read_layout(reader: Reader, *, with_sections: bool = True) -> ElfLayout:
     shdrs, names = _read_sections(reader, ehdr) if with_sections else ((), ())
     phdrs = _read_phdrs(reader, ehdr)
     dynamic = _read_dynamic(reader, phdrs)
-    return ElfLayout(name, reader.size, ehdr, phdrs, shdrs, names, dynamic)
+    return ElfLayout(
+        name=name,
+        size=reader.size,
+        ehdr=ehdr,
+        phdrs=phdrs,
+        shdrs=shdrs,
+        section_names=names,
+        dynamic=dynamic,
+    )
 
 
 def _read_phdrs(reader: Reader, ehdr: Ehdr) -> tuple[Phdr, ...]:

@@ -128,7 +128,9 @@ def read_relocations(reader: Reader, layout: ElfLayout) -> Relocations:
             continue
         if start_tag == DT_JMPREL and layout.dyn_value(DT_PLTREL) not in (None, DT_RELA):
             raise TransformError("DT_JMPREL table is not RELA; unsupported", path=reader.name)
-        tables.append(_read_table(reader, layout, start, size, _RELA.size, "RELA table"))
+        tables.append(
+            _read_table(reader, layout, start, size, entsize=_RELA.size, what="RELA table")
+        )
     return _columns(_disjoint(tables, reader.name), read_relr(reader, layout))
 
 
@@ -177,7 +179,7 @@ def read_relr(reader: Reader, layout: ElfLayout) -> tuple[int, ...]:
         raise ElfError(
             f"DT_RELRENT is {layout.dyn_value(DT_RELRENT)}, expected 8", path=reader.name
         )
-    _, raw = _read_table(reader, layout, start, size, 8, "RELR table (DT_RELR)")
+    _, raw = _read_table(reader, layout, start, size, entsize=8, what="RELR table (DT_RELR)")
     return tuple(sorted(decode_relr(raw, name=reader.name)))
 
 
@@ -210,7 +212,9 @@ def read_symbol_values(reader: Reader, layout: ElfLayout, indices: Iterable[int]
     if symtab is None:
         raise ElfError("relocations name symbols but there is no DT_SYMTAB", path=reader.name)
     size = (wanted[-1] + 1) * _SYM.size
-    _, raw = _read_table(reader, layout, symtab, size, _SYM.size, "dynamic symbol table")
+    _, raw = _read_table(
+        reader, layout, symtab, size, entsize=_SYM.size, what="dynamic symbol table"
+    )
     out: dict[int, int] = {}
     for index in wanted:
         _, _, _, shndx, value, _ = _SYM.unpack_from(raw, index * _SYM.size)
@@ -235,7 +239,7 @@ def read_words(reader: Reader, layout: ElfLayout, addresses: Iterable[int]) -> d
 
 
 def _read_table(
-    reader: Reader, layout: ElfLayout, vaddr: int, size: int, entsize: int, what: str
+    reader: Reader, layout: ElfLayout, vaddr: int, size: int, *, entsize: int, what: str
 ) -> tuple[int, bytes]:
     """File offset and bytes of a table given by its address and size."""
     if size % entsize:

@@ -95,7 +95,7 @@ def is_pe_file(path: str | os.PathLike[str]) -> bool:
         return f.read(4) == PE_MAGIC
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Section:
     index: int
     name: str
@@ -127,7 +127,7 @@ class DebugEntry:
     pointer: int  # PointerToRawData (a file offset)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PeImage:
     path: Path
     file_size: int
@@ -245,9 +245,24 @@ def read_image(data: Buffer, path: Path) -> PeImage:
     sections = tuple(_section(data, i, table + SECTION.size * i, path) for i in range(nsections))
     _check_sections(sections, len(data), size_of_headers, size_of_image, path)
     return PeImage(
-        path, len(data), pe_offset, characteristics, symtab, nsyms, opt, image_base, salign,
-        falign, size_of_image, initialized, size_of_headers, checksum, dirs, sections, table_end,
-    )  # fmt: skip
+        path=path,
+        file_size=len(data),
+        pe_offset=pe_offset,
+        coff_characteristics=characteristics,
+        symbol_table=symtab,
+        symbol_count=nsyms,
+        opt_offset=opt,
+        image_base=image_base,
+        section_alignment=salign,
+        file_alignment=falign,
+        size_of_image=size_of_image,
+        size_of_initialized_data=initialized,
+        size_of_headers=size_of_headers,
+        checksum=checksum,
+        directories=dirs,
+        sections=sections,
+        section_table_end=table_end,
+    )
 
 
 def _section(data: Buffer, index: int, offset: int, path: Path) -> Section:
@@ -255,7 +270,16 @@ def _section(data: Buffer, index: int, offset: int, path: Path) -> Section:
         bytes(data[offset : offset + SECTION.size])
     )
     name = raw_name.rstrip(b"\0").decode("latin-1")
-    return Section(index, name, vsize, rva, raw_size, raw_ptr if raw_size else 0, chars, offset)
+    return Section(
+        index=index,
+        name=name,
+        virtual_size=vsize,
+        rva=rva,
+        raw_size=raw_size,
+        raw_offset=raw_ptr if raw_size else 0,
+        characteristics=chars,
+        header_offset=offset,
+    )
 
 
 def _check_sections(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from kpack.bundle import BundleSink, IndexedBundle
+from kpack.bundle import BundleSink
 from kpack.elf import ElfEdit
 from kpack.elf.reader import ElfLayout, Reader, open_reader, read_ident
 from kpack.elf.relocations import read_relocations, read_relr
@@ -47,7 +47,7 @@ __all__ = ["TransformPlan", "elf_kernels", "fat_binary_info", "inspect_elf", "pl
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TransformPlan:
     """A verified, not yet written transform of ``source``."""
 
@@ -87,13 +87,13 @@ def fat_binary_info(
     relr = read_relr(reader, fat.layout)
     shdr = fat.fatbin_shdr
     return FatBinaryInfo(
-        path,
-        shdr.sh_addr,
-        shdr.sh_offset,
-        shdr.sh_size,
-        len(fat.wrappers),
-        fat.already_transformed,
-        relocation_kind(fat, relr),
+        path=path,
+        hip_fatbin_addr=shdr.sh_addr,
+        hip_fatbin_offset=shdr.sh_offset,
+        hip_fatbin_size=shdr.sh_size,
+        wrapper_count=len(fat.wrappers),
+        already_transformed=fat.already_transformed,
+        relocation_kind=relocation_kind(fat, relr),
     )
 
 
@@ -121,13 +121,13 @@ def plan_transform(
             ) from None
     verify_transform(fat, laid, pointers, marker, expected)
     return TransformPlan(
-        path,
-        laid.edit,
-        kernel_name,
-        paths,
-        laid.cut.size if laid.cut is not None else 0,
-        tuple(kernels),
-        laid.notes,
+        source=path,
+        edit=laid.edit,
+        kernel_name=kernel_name,
+        search_paths=paths,
+        removed_bytes=laid.cut.size if laid.cut is not None else 0,
+        kernels=tuple(kernels),
+        notes=laid.notes,
     )
 
 
@@ -152,21 +152,14 @@ def _extract(
 ) -> list[ExtractedKernel]:
     """§3 step 1: each wrapper's bundle, from its original pointer."""
     shdr = fat.fatbin_shdr
-    section, name, bundles = _bundles(fat, decoded)
+    indexed = index_section(fat.path, shdr.sh_offset, shdr.sh_size, FATBIN, decoded)
     targets: list[tuple[int, int, str]] = []
     for pointer in pointers:
         where = f"{SEGMENT} wrapper {pointer.index} points at {pointer.value:#x}"
         if not fat.fatbin_contains(pointer.value):
             raise TransformError(f"{where}, outside {FATBIN}", path=fat.path)
         targets.append((pointer.index, pointer.value - shdr.sh_addr, where))
-    return kernels_of_wrappers(fat.path, FATBIN, section, name, bundles, targets)
-
-
-def _bundles(
-    fat: FatLayout, decoded: BundleSink | None = None
-) -> tuple[memoryview, str, dict[int, IndexedBundle]]:
-    shdr = fat.fatbin_shdr
-    return index_section(fat.path, shdr.sh_offset, shdr.sh_size, FATBIN, decoded)
+    return kernels_of_wrappers(indexed, targets)
 
 
 def inspect_elf(path: Path) -> FatBinaryInfo | None:

@@ -44,7 +44,7 @@ __all__ = ["Cut", "LaidOut", "lay_out"]
 PIN_LIBRARY_PADDING = PAGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LaidOut:
     """The planned edit and the facts the verifier checks it against."""
 
@@ -63,7 +63,9 @@ def lay_out(reader: Reader, fat: FatLayout, pointers: Sequence[Pointer], marker:
     layout = fat.layout
     cut, phdrs, shdrs, load = _geometry(fat, len(marker))
     marker_vaddr, marker_offset = load.blob_vaddr(0), load.blob_offset(0)
-    sections = SectionTable.build(reader, fat, shdrs, marker, marker_vaddr, marker_offset)
+    sections = SectionTable.build(
+        reader, fat, shdrs, marker=marker, marker_vaddr=marker_vaddr, marker_offset=marker_offset
+    )
     table = b"".join(p.pack() for p in grown_table(phdrs, load))
     appended, sht_offset = _appended(load, table, marker, sections)
     ehdr = replace(
@@ -88,7 +90,16 @@ def lay_out(reader: Reader, fat: FatLayout, pointers: Sequence[Pointer], marker:
         zero_fill=load.offset - kept,
     )
     notes = _notes(fat, cut, load, edit)
-    return LaidOut(edit, marker_vaddr, marker_offset, len(marker), cut, load, sections.order, notes)
+    return LaidOut(
+        edit=edit,
+        marker_vaddr=marker_vaddr,
+        marker_offset=marker_offset,
+        marker_size=len(marker),
+        cut=cut,
+        load=load,
+        section_order=sections.order,
+        notes=notes,
+    )
 
 
 def _geometry(
@@ -112,9 +123,7 @@ def _geometry(
             e_shoff=must(cut.shift(ehdr.e_shoff), "e_shoff", fat),
         )
     kept = layout.size - (cut.size if cut else 0)
-    after_cut = ElfLayout(
-        layout.name, kept, ehdr, tuple(phdrs), tuple(shdrs), layout.section_names, layout.dynamic
-    )
+    after_cut = replace(layout, size=kept, ehdr=ehdr, phdrs=tuple(phdrs), shdrs=tuple(shdrs))
     load = plan_load(
         after_cut,
         [Blob(marker_size, 1)],

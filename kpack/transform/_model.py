@@ -3,8 +3,8 @@
 What a fat binary's headers say (:class:`FatBinaryInfo`), the code objects its wrappers reach
 (:class:`ExtractedKernel`, streamed by :func:`stream_kernels`), the checks made before any
 transform (:func:`check_transformable`), the indexing of a device-code section
-(:func:`index_section`, :func:`kernels_of_wrappers`), and :class:`PlannedBinary`: what every
-verified plan offers, whichever format it rewrites.
+(:func:`index_section` into an :class:`IndexedSection`, :func:`kernels_of_wrappers`), and
+:class:`PlannedBinary`: what every verified plan offers, whichever format it rewrites.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ __all__ = [
     "AlreadyTransformed",
     "ExtractedKernel",
     "FatBinaryInfo",
+    "IndexedSection",
     "KernelSink",
     "PlannedBinary",
     "check_transformable",
@@ -50,7 +51,7 @@ class AlreadyTransformed(TransformError):
     """The file already has HIPK wrappers or a ``.rocm_kpack_ref`` marker; pass it through."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FatBinaryInfo:
     """What a host file's headers and wrapper array say about its device code."""
 
@@ -63,7 +64,7 @@ class FatBinaryInfo:
     relocation_kind: RelocationKind  # how wrapper pointers are relocated ('none': ET_EXEC)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExtractedKernel:
     """One device code object, found through wrapper ``index`` (the ``co_index``).
 
@@ -160,17 +161,25 @@ def check_transformable(
         raise TransformError(f"{segment} is empty; nothing points at {fatbin}", path=path)
 
 
+@dataclass(frozen=True)
+class IndexedSection:
+    """The device-code section ``section_name`` of ``path``, mapped (``view``), and its
+    bundles by section offset; ``name`` names the section in the bundles' messages."""
+
+    path: Path
+    section_name: str
+    view: memoryview = field(repr=False)
+    name: str
+    bundles: dict[int, IndexedBundle]
+
+
 def kernels_of_wrappers(
-    path: Path,
-    section_name: str,
-    section: memoryview,
-    name: str,
-    bundles: dict[int, IndexedBundle],
-    targets: Sequence[tuple[int, int, str]],
+    indexed: IndexedSection, targets: Sequence[tuple[int, int, str]]
 ) -> list[ExtractedKernel]:
     """The code objects each wrapper reaches: ``targets`` are (wrapper index, section
     offset its pointer lands on, how to name it); every pointer must land on a bundle
     start, and no bundle may hold two code objects for one target."""
+    path, bundles = indexed.path, indexed.bundles
     kernels: list[ExtractedKernel] = []
     for index, offset, where in targets:
         bundle = bundles.get(offset)
@@ -188,7 +197,15 @@ def kernels_of_wrappers(
             seen.add(co.target)
             kernels.append(
                 ExtractedKernel(
-                    index, co.target, co.triple, co.size, co.data, bundle, co.offset, section, name
+                    index=index,
+                    target=co.target,
+                    triple=co.triple,
+                    size=co.size,
+                    data=co.data,
+                    bundle=bundle,
+                    offset=co.offset,
+                    section=indexed.view,
+                    name=indexed.name,
                 )
             )
     unreferenced = sorted(set(bundles) - {offset for _, offset, _ in targets})
@@ -197,7 +214,7 @@ def kernels_of_wrappers(
             "%s: %d bundle(s) in %s that no wrapper references, at section offsets %s",
             path,
             len(unreferenced),
-            section_name,
+            indexed.section_name,
             ", ".join(f"{o:#x}" for o in unreferenced),
         )
     return kernels
@@ -205,13 +222,13 @@ def kernels_of_wrappers(
 
 def index_section(
     path: Path, offset: int, size: int, section_name: str, decoded: BundleSink | None = None
-) -> tuple[memoryview, str, dict[int, IndexedBundle]]:
+) -> IndexedSection:
     """Every bundle of the device-code section at ``offset``/``size`` of ``path`` by
     section offset, read through an ``mmap`` and checked in full; compressed bundles are
     decoded as a stream and not kept (their code objects go to ``decoded`` on the way,
     see :func:`~kpack.bundle.index_bundles`)."""
     if not size:
-        return memoryview(b""), "", {}
+        return IndexedSection(path, section_name, memoryview(b""), "", {})
     try:
         with open(path, "rb") as f:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -232,7 +249,7 @@ def index_section(
     if hasattr(mmap, "MADV_DONTNEED"):  # the walk touched every page; let them go from RSS
         with contextlib.suppress(OSError):
             mapped.madvise(mmap.MADV_DONTNEED)
-    return view, name, bundles
+    return IndexedSection(path, section_name, view, name, bundles)
 
 
 class PlannedBinary(Protocol):

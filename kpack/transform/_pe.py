@@ -25,20 +25,14 @@ a temporary sibling, re-read and checked, then renamed.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import mmap
-import os
 import struct
-import tempfile
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO
 
 from kpack import hipfmt
 from kpack.bundle import BundleSink
-from kpack.common.outfile import output_file
 from kpack.errors import PeError, TransformError
 from kpack.hipfmt import HIPK, PE_FATBIN, PE_MARKER, WRAPPER
 from kpack.pe.image import (
@@ -49,10 +43,13 @@ from kpack.pe.image import (
     debug_entries,
     read_image,
 )
-from kpack.transform._model import (
-    ExtractedKernel,
-    index_section,
-    kernels_of_wrappers,
+from kpack.transform._model import ExtractedKernel, index_section, kernels_of_wrappers
+from kpack.transform._pe_plan import (
+    PeTransformPlan,
+    Piece,
+    PlannedOutput,
+    output_chunks,
+    write_pe_transform,
 )
 from kpack.transform._pe_read import (
     PeFat,
@@ -76,140 +73,6 @@ __all__ = [
 
 IMAGE_SCN_CNT_INITIALIZED_DATA = 0x40
 IMAGE_SCN_MEM_READ = 0x40000000
-_CHUNK = 1 << 20
-
-
-# --- the transform --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Piece:
-    """Output bytes: a source range (``data`` None) or new bytes."""
-
-    start: int
-    end: int
-    data: bytes | None = None
-
-
-@dataclass(frozen=True)
-class PeTransformPlan:
-    """A planned, not yet written PE transform of ``source``."""
-
-    source: Path
-    kernel_name: str
-    search_paths: tuple[str, ...]
-    removed_bytes: int
-    kernels: tuple[ExtractedKernel, ...]
-    marker_rva: int
-    pieces: tuple[_Piece, ...]
-    patches: tuple[tuple[int, bytes], ...]  # source offset -> bytes written over it
-    checksum_offset: int  # in the output (the header does not move)
-    checksum: int | None = None  # set once the planned output is verified
-    notes: tuple[str, ...] = ()
-
-    @property
-    def size(self) -> int:
-        return sum(p.end - p.start if p.data is None else len(p.data) for p in self.pieces)
-
-    def iter_chunks(self) -> Iterator[bytes]:
-        """The transformed image, streamed from the mapped source (at most 1 MiB at a
-        time). Only a verified plan (one from :func:`plan_pe_transform`) can be streamed."""
-        if self.checksum is None:
-            raise TransformError("the plan was not verified", path=self.source)
-        final = (self.checksum_offset, struct.pack("<I", self.checksum))
-        with _mapped(self.source) as data:
-            yield from _chunks(self, data, (*self.patches, final))
-
-    def open(self) -> BinaryIO:
-        """A read-only stream of :meth:`iter_chunks` (close it when done)."""
-        return io.BufferedReader(_ChunkReader(self.iter_chunks()))
-
-    @property
-    def path(self) -> Path:
-        """The file the output is made from (as :attr:`ElfEdit.path`)."""
-        return self.source
-
-    def kept_runs(self) -> tuple[tuple[int, int, int], ...]:
-        """Where the output holds the source unchanged: ``(output offset, source offset,
-        length)`` runs, in order (as :meth:`ElfEdit.kept_runs`); patched bytes, the
-        checksum included, are in none."""
-        patched = sorted((*self.patches, (self.checksum_offset, b"\0" * 4)))
-        runs: list[tuple[int, int, int]] = []
-        at = 0
-        for piece in self.pieces:
-            if piece.data is not None:
-                at += len(piece.data)
-                continue
-            pos = piece.start
-            for offset, value in patched:
-                if offset + len(value) <= pos or offset >= piece.end:
-                    continue
-                if offset > pos:
-                    runs.append((at + pos - piece.start, pos, offset - pos))
-                pos = max(pos, offset + len(value))
-            if pos < piece.end:
-                runs.append((at + pos - piece.start, pos, piece.end - pos))
-            at += piece.end - piece.start
-        return tuple(runs)
-
-
-class _ChunkReader(io.RawIOBase):
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._pending = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._pending:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
-            self._pending = chunk
-        n = min(len(buffer), len(self._pending))
-        buffer[:n] = self._pending[:n]
-        self._pending = self._pending[n:]
-        return n
-
-    def close(self) -> None:
-        close = getattr(self._chunks, "close", None)
-        if close is not None:
-            close()
-        super().close()
-
-
-class _Output:
-    """The planned output, readable by offset without being written: source ranges with
-    patches applied, and the new bytes."""
-
-    def __init__(self, plan: PeTransformPlan, data: mmap.mmap, checksum: bytes) -> None:
-        self._data = data
-        self._patches = (*plan.patches, (plan.checksum_offset, checksum))
-        self._pieces: list[tuple[int, _Piece]] = []
-        at = 0
-        for piece in plan.pieces:
-            self._pieces.append((at, piece))
-            at += piece.end - piece.start if piece.data is None else len(piece.data)
-        self._size = at
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __getitem__(self, index: slice, /) -> bytes:
-        start, stop, _ = index.indices(self._size)
-        out = bytearray()
-        for at, piece in self._pieces:
-            length = piece.end - piece.start if piece.data is None else len(piece.data)
-            lo, hi = max(start, at), min(stop, at + length)
-            if lo >= hi:
-                continue
-            if piece.data is not None:
-                out += piece.data[lo - at : hi - at]
-                continue
-            src = piece.start + lo - at
-            out += _patched(self._data, src, src + hi - lo, self._patches)
-        return bytes(out)
 
 
 def _align(value: int, alignment: int) -> int:
@@ -229,22 +92,30 @@ def plan_pe_transform(
             raise TransformError(f"no {PE_FATBIN} section; nothing to transform", path=path)
         targets = _checked(fat)
         # the kernels keep views of their own mapping (plain bundles), beyond this one
-        section, name, bundles = index_section(
+        indexed = index_section(
             path, fat.fatbin.raw_offset, fat.fatbin.file_bytes(), PE_FATBIN, decoded
         )
-        kernels = kernels_of_wrappers(path, PE_FATBIN, section, name, bundles, targets)
-        plan = _plan(fat, data, marker, kernel_name, tuple(search_paths), tuple(kernels))
+        kernels = kernels_of_wrappers(indexed, targets)
+        plan = _plan(
+            fat,
+            data,
+            marker=marker,
+            kernel_name=kernel_name,
+            search_paths=tuple(search_paths),
+            kernels=tuple(kernels),
+        )
         total = Checksum()
-        for chunk in _chunks(plan, data, (*plan.patches, (plan.checksum_offset, b"\0" * 4))):
+        for chunk in output_chunks(plan, data, (*plan.patches, (plan.checksum_offset, b"\0" * 4))):
             total.update(chunk)
         checksum = total.value()
-        _verify(_Output(plan, data, struct.pack("<I", checksum)), plan)
+        _verify(PlannedOutput(plan, data, struct.pack("<I", checksum)), plan)
     return replace(plan, checksum=checksum)
 
 
 def _plan(
     fat: PeFat,
     data: mmap.mmap,
+    *,
     marker: bytes,
     kernel_name: str,
     search_paths: tuple[str, ...],
@@ -292,10 +163,13 @@ def _plan(
             patches.append((s.header_offset + 16, struct.pack("<II", 0, 0)))
         elif s.raw_size and s.raw_offset > cut:
             patches.append((s.header_offset + 20, struct.pack("<I", moved(s.raw_offset))))
+    name = PE_MARKER.encode().ljust(8, b"\0")
+    flags = IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ
+    # Name, VirtualSize, VirtualAddress, SizeOfRawData, PointerToRawData, no relocations or
+    # line numbers, Characteristics
     header = SECTION.pack(
-        PE_MARKER.encode().ljust(8, b"\0"), len(marker), marker_rva, marker_raw, marker_offset,
-        0, 0, 0, 0, IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ,
-    )  # fmt: skip
+        name, len(marker), marker_rva, marker_raw, marker_offset, 0, 0, 0, 0, flags
+    )
     patches.append((image.section_table_end, header))
     coff = image.pe_offset + 4
     patches.append((coff + 2, struct.pack("<H", len(image.sections) + 1)))
@@ -323,59 +197,26 @@ def _plan(
         at = fat.segment.raw_offset + wrapper.index * WRAPPER.size
         patches.append((at, WRAPPER.pack(HIPK, wrapper.version, pointer, wrapper.index)))
     pieces = [
-        _Piece(0, cut) if removed else _Piece(0, raw_end),
-        *([_Piece(cut + removed, raw_end)] if removed else []),
-        _Piece(0, marker_offset - moved(raw_end), b"\0" * (marker_offset - moved(raw_end))),
-        _Piece(0, marker_raw, marker.ljust(marker_raw, b"\0")),
-        _Piece(raw_end, image.file_size),
+        Piece(0, cut) if removed else Piece(0, raw_end),
+        *([Piece(cut + removed, raw_end)] if removed else []),
+        Piece(0, marker_offset - moved(raw_end), b"\0" * (marker_offset - moved(raw_end))),
+        Piece(0, marker_raw, marker.ljust(marker_raw, b"\0")),
+        Piece(raw_end, image.file_size),
     ]
     return PeTransformPlan(
-        path, kernel_name, search_paths, removed, kernels, marker_rva,
-        tuple(p for p in pieces if (p.end > p.start if p.data is None else p.data)),
-        tuple(sorted(patches)), opt + OPT_CHECKSUM,
-    )  # fmt: skip
+        source=path,
+        kernel_name=kernel_name,
+        search_paths=search_paths,
+        removed_bytes=removed,
+        kernels=kernels,
+        marker_rva=marker_rva,
+        pieces=tuple(p for p in pieces if (p.end > p.start if p.data is None else p.data)),
+        patches=tuple(sorted(patches)),
+        checksum_offset=opt + OPT_CHECKSUM,
+    )
 
 
-def _chunks(
-    plan: PeTransformPlan, data: mmap.mmap, patches: Sequence[tuple[int, bytes]]
-) -> Iterator[bytes]:
-    """The output bytes in order, ``patches`` (source offset, bytes) applied."""
-    for piece in plan.pieces:
-        if piece.data is not None:
-            yield piece.data
-            continue
-        for start in range(piece.start, piece.end, _CHUNK):
-            yield _patched(data, start, min(start + _CHUNK, piece.end), patches)
-
-
-def _patched(data: mmap.mmap, start: int, end: int, patches: Sequence[tuple[int, bytes]]) -> bytes:
-    """Source bytes ``start:end`` with ``patches`` (source offset, bytes) written over."""
-    chunk = bytearray(data[start:end])
-    for at, value in patches:
-        if at < end and at + len(value) > start:
-            lo, hi = max(at, start), min(at + len(value), end)
-            chunk[lo - start : hi - start] = value[lo - at : hi - at]
-    return bytes(chunk)
-
-
-def write_pe_transform(plan: PeTransformPlan, dest: Path) -> None:
-    """Stream a verified ``plan`` into ``dest`` as a new file: written to a temporary
-    sibling and renamed into place, never written through an existing file."""
-    dest = Path(dest)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    try:
-        with output_file(fd, dest) as out:  # a failed write names dest
-            for chunk in plan.iter_chunks():
-                out.write(chunk)
-        os.chmod(tmp, plan.source.stat().st_mode & 0o7777)
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _verify(output: _Output, plan: PeTransformPlan) -> None:
+def _verify(output: PlannedOutput, plan: PeTransformPlan) -> None:
     """Read the planned output back before anything is written: headers valid, every
     wrapper HIPK pointing at the marker, the marker decodes to what was planned,
     ``.hip_fat`` without file bytes, no base relocation into it, the checksum right."""
@@ -384,10 +225,8 @@ def _verify(output: _Output, plan: PeTransformPlan) -> None:
         image = read_image(output, path)
         fat = _fat_of(image, output)
     except PeError as exc:
-        raise TransformError(
-            f"the planned image does not read back: {exc.message}", path=path,
-            problems=exc.problems,
-        ) from exc  # fmt: skip
+        message = f"the planned image does not read back: {exc.message}"
+        raise TransformError(message, path=path, problems=exc.problems) from exc
     if fat is None or fat.marker is None or fat.segment is None:
         raise TransformError("the planned image lacks its marker or wrappers", path=path)
     problems = transformed_problems(fat, output)
@@ -397,8 +236,8 @@ def _verify(output: _Output, plan: PeTransformPlan) -> None:
     if decoded != (plan.kernel_name, plan.search_paths):
         problems.append("the marker does not decode to the planned content")
     if problems:
-        raise TransformError("the transformed image fails its check", path=path,
-                             problems=problems)  # fmt: skip
+        message = "the transformed image fails its check"
+        raise TransformError(message, path=path, problems=problems)
 
 
 def transform_pe(

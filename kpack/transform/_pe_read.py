@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PeFat:
     """A PE image with a ``.hip_fat`` section: its headers, wrappers and relocations."""
 
@@ -110,7 +110,14 @@ def _fat_of(image: PeImage, data: Buffer) -> PeFat | None:
         raw = _section_bytes(image, data, segment)
         wrappers = hipfmt.parse_wrappers(raw, error=PeError, path=path)
     relocations = base_relocations(image, data)
-    return PeFat(image, fatbin, segment, image.section(PE_MARKER), wrappers, relocations)
+    return PeFat(
+        image=image,
+        fatbin=fatbin,
+        segment=segment,
+        marker=image.section(PE_MARKER),
+        wrappers=wrappers,
+        relocations=relocations,
+    )
 
 
 def relocations_into_fatbin(
@@ -166,9 +173,12 @@ def _checked(fat: PeFat) -> list[tuple[int, int, str]]:
     transformed."""
     path = fat.path
     check_transformable(
-        path, fat.wrappers, has_marker=fat.marker is not None,
-        has_segment=fat.segment is not None, names=(PE_FATBIN, PE_SEGMENT, PE_MARKER),
-    )  # fmt: skip
+        path,
+        fat.wrappers,
+        has_marker=fat.marker is not None,
+        has_segment=fat.segment is not None,
+        names=(PE_FATBIN, PE_SEGMENT, PE_MARKER),
+    )
     image, fatbin = fat.image, fat.fatbin
     out = []
     for wrapper in fat.wrappers:
@@ -195,10 +205,8 @@ def extract_pe_kernels(path: Path) -> list[ExtractedKernel]:
     if fat is None:
         raise TransformError(f"no {PE_FATBIN} section; nothing to extract", path=path)
     targets = _checked(fat)
-    section, name, bundles = index_section(
-        path, fat.fatbin.raw_offset, fat.fatbin.file_bytes(), PE_FATBIN
-    )
-    return kernels_of_wrappers(path, PE_FATBIN, section, name, bundles, targets)
+    indexed = index_section(path, fat.fatbin.raw_offset, fat.fatbin.file_bytes(), PE_FATBIN)
+    return kernels_of_wrappers(indexed, targets)
 
 
 @dataclass(frozen=True)
@@ -231,13 +239,13 @@ def inspect_pe(path: Path) -> FatBinaryInfo | None:
         return None
     hipk = sum(w.magic == HIPK for w in fat.wrappers)
     return FatBinaryInfo(
-        path,
-        fat.image.image_base + fat.fatbin.rva,
-        fat.fatbin.raw_offset,
-        fat.fatbin.file_bytes(),
-        len(fat.wrappers),
-        fat.marker is not None or bool(hipk),
-        "base",
+        path=path,
+        hip_fatbin_addr=fat.image.image_base + fat.fatbin.rva,
+        hip_fatbin_offset=fat.fatbin.raw_offset,
+        hip_fatbin_size=fat.fatbin.file_bytes(),
+        wrapper_count=len(fat.wrappers),
+        already_transformed=fat.marker is not None or bool(hipk),
+        relocation_kind="base",
     )
 
 

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 RelocationKind = Literal["rela", "relr", "none", "base"]  # base: PE base relocations
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Wrapper:
     """One ``__CudaFatBinaryWrapper`` as stored in the file."""
 
@@ -67,7 +67,7 @@ class Pointer:
     rela: Rela | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FatLayout:
     """A host ELF file with a ``.hip_fatbin`` section."""
 
@@ -132,7 +132,14 @@ def read_fat_layout(
         raise TransformError(f"{FATBIN} is NOBITS or not allocated", path=path)
     segment = layout.section_index(SEGMENT)
     wrappers = _read_wrappers(reader, layout, segment, path) if segment is not None else ()
-    return FatLayout(path, layout, fatbin, segment, wrappers, has_marker)
+    return FatLayout(
+        path=path,
+        layout=layout,
+        fatbin=fatbin,
+        segment=segment,
+        wrappers=wrappers,
+        has_marker=has_marker,
+    )
 
 
 def _read_wrappers(
@@ -154,13 +161,13 @@ def _read_wrappers(
     raw = reader.read_at(shdr.sh_offset, shdr.sh_size, SEGMENT)
     return tuple(
         Wrapper(
-            w.index,
-            shdr.sh_addr + w.index * WRAPPER.size,
-            shdr.sh_offset + w.index * WRAPPER.size,
-            w.magic,
-            w.version,
-            w.pointer,
-            w.reserved1,
+            index=w.index,
+            vaddr=shdr.sh_addr + w.index * WRAPPER.size,
+            file_offset=shdr.sh_offset + w.index * WRAPPER.size,
+            magic=w.magic,
+            version=w.version,
+            binary=w.pointer,
+            reserved1=w.reserved1,
         )
         for w in parse_wrappers(raw, error=TransformError, path=path)
     )

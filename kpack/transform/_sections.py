@@ -38,6 +38,7 @@ class SectionTable:
         reader: Reader,
         fat: FatLayout,
         shdrs: list[Shdr],
+        *,
         marker: bytes,
         marker_vaddr: int,
         marker_offset: int,
@@ -53,7 +54,16 @@ class SectionTable:
         raw += b"" if raw.endswith(b"\0") else b"\0"
         shstrtab = raw + MARKER.encode() + b"\0"
         marker_header = Shdr(
-            len(raw), SHT_PROGBITS, SHF_ALLOC, marker_vaddr, marker_offset, len(marker), 0, 0, 1, 0
+            sh_name=len(raw),
+            sh_type=SHT_PROGBITS,
+            sh_flags=SHF_ALLOC,
+            sh_addr=marker_vaddr,
+            sh_offset=marker_offset,
+            sh_size=len(marker),
+            sh_link=0,
+            sh_info=0,
+            sh_addralign=1,
+            sh_entsize=0,
         )
         headers = list(shdrs)
         headers[shstrndx] = replace(headers[shstrndx], sh_size=len(shstrtab))

@@ -25,15 +25,30 @@ ROOT = Path("/nonexistent/blas_lib_generic")
 def _kernel(index: int, target: str, size: int) -> ExtractedKernel:
     bundle = IndexedBundle(0, 64, "zstd", 3, ())
     return ExtractedKernel(
-        index, target, f"hipv4-amdgcn-amd-amdhsa--{target}", size, None, bundle, index * 1000,
-        memoryview(b""), "t",
-    )  # fmt: skip
+        index=index,
+        target=target,
+        triple=f"hipv4-amdgcn-amd-amdhsa--{target}",
+        size=size,
+        data=None,
+        bundle=bundle,
+        offset=index * 1000,
+        section=memoryview(b""),
+        name="t",
+    )
 
 
 def _transform(source: Path, name: str, targets: dict[str, int]) -> TransformPlan:
     edit = ElfEdit(source, 4096, (), b"marker")
     kernels = tuple(_kernel(i, t, s) for i, (t, s) in enumerate(sorted(targets.items())))
-    return TransformPlan(source, edit, name, ("x",), 1000, kernels, ())
+    return TransformPlan(
+        source=source,
+        edit=edit,
+        kernel_name=name,
+        search_paths=("x",),
+        removed_bytes=1000,
+        kernels=kernels,
+        notes=(),
+    )
 
 
 def _scan() -> ArtifactScan:

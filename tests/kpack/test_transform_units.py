@@ -194,7 +194,15 @@ def _layout(phdrs: list[Phdr], size: int, interp: bool = False) -> ElfLayout:
     if interp:
         phdrs = [Phdr(PT_INTERP, PF_R, 0x200, 0x200, 0x200, 0x1C, 0x1C, 1), *phdrs]
     ehdr = replace(EHDR, e_phnum=len(phdrs))
-    return ElfLayout("synthetic", size, ehdr, tuple(phdrs), (), (), ())
+    return ElfLayout(
+        name="synthetic",
+        size=size,
+        ehdr=ehdr,
+        phdrs=tuple(phdrs),
+        shdrs=(),
+        section_names=(),
+        dynamic=(),
+    )
 
 
 def _load(offset: int, vaddr: int, size: int, memsz: int | None = None) -> Phdr:

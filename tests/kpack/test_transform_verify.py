@@ -123,8 +123,8 @@ def test_moved_section_headers_are_caught(
     """Two old headers swapped in the written table: indexes moved."""
     real = sections_mod.SectionTable.build
 
-    def swapped(*args: Any) -> sections_mod.SectionTable:
-        table = real(*args)
+    def swapped(*args: Any, **kwargs: Any) -> sections_mod.SectionTable:
+        table = real(*args, **kwargs)
         headers = list(table.headers)
         headers[1], headers[2] = headers[2], headers[1]
         return replace(table, headers=tuple(headers))

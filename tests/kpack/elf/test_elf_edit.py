@@ -96,7 +96,15 @@ def layout(
         phdrs = [phdrs[0], Phdr(PT_INTERP, PF_R, 0x200, 0x200, 0x200, 0x1C, 0x1C, 1), *phdrs[1:]]
     shoff = size - 64 * len(shdrs) if shdrs else 0
     ehdr = replace(EHDR, e_phnum=len(phdrs), e_shoff=shoff, e_shnum=len(shdrs))
-    return ElfLayout("synthetic", size, ehdr, tuple(phdrs), shdrs, ("",) * len(shdrs), ())
+    return ElfLayout(
+        name="synthetic",
+        size=size,
+        ehdr=ehdr,
+        phdrs=tuple(phdrs),
+        shdrs=shdrs,
+        section_names=("",) * len(shdrs),
+        dynamic=(),
+    )
 
 
 def load(offset: int, vaddr: int, filesz: int, memsz: int | None = None, flags: int = PF_R) -> Phdr:
