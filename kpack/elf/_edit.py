@@ -20,7 +20,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -50,6 +50,7 @@ class ElfEdit:
     original_size: int
     patches: tuple[tuple[int, bytes], ...]
     appended: bytes
+    _: KW_ONLY
     removed: tuple[int, int] | None = None  # source byte range [start, end) left out
     zero_fill: int = 0  # zero bytes between the kept source bytes and ``appended``
 

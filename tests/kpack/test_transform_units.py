@@ -67,7 +67,7 @@ def test_removed_range_and_zero_fill(
     appended: bytes,
 ) -> None:
     path, data = source
-    edit = ElfEdit(path, len(data), tuple(patches), appended, removed, zero_fill)
+    edit = ElfEdit(path, len(data), tuple(patches), appended, removed=removed, zero_fill=zero_fill)
     want = _expected(data, patches, removed, zero_fill, appended)
     assert edit.size == len(want)
     for chunk in (1 << 20, 4097, 333):
@@ -90,7 +90,7 @@ def test_removed_range_and_zero_fill(
 
 def test_long_zero_fill_is_written_as_a_hole(source: tuple[Path, bytes], tmp_path: Path) -> None:
     path, data = source
-    edit = ElfEdit(path, len(data), (), b"end", None, 64 << 20)
+    edit = ElfEdit(path, len(data), (), b"end", zero_fill=64 << 20)
     dest = tmp_path / "sparse.bin"
     edit.write_to(dest)
     assert dest.stat().st_size == len(data) + (64 << 20) + 3
@@ -121,12 +121,12 @@ def test_invalid_removals_rejected(
 ) -> None:
     path, data = source
     with pytest.raises(ElfError, match=match):
-        ElfEdit(path, len(data), patches, b"", removed, zero_fill)
+        ElfEdit(path, len(data), patches, b"", removed=removed, zero_fill=zero_fill)
 
 
 def test_result_offset_inside_removed_range_is_an_error(source: tuple[Path, bytes]) -> None:
     path, data = source
-    edit = ElfEdit(path, len(data), (), b"", (4096, 8192))
+    edit = ElfEdit(path, len(data), (), b"", removed=(4096, 8192))
     assert edit.result_offset(100) == 100 and edit.result_offset(9000) == 9000 - 4096
     with pytest.raises(ElfError, match="removed range"):
         edit.result_offset(5000)

@@ -102,7 +102,9 @@ def _random_edit(rng: random.Random, source: Path | ElfEdit, size: int) -> ElfEd
             patches.append((pos, rng.randbytes(length)))
         pos += length + rng.randrange(1, size // 3)
     appended = rng.randbytes(rng.randrange(0, 5000))
-    return ElfEdit(source, size, tuple(patches), appended, removed, rng.randrange(0, 70000))
+    return ElfEdit(
+        source, size, tuple(patches), appended, removed=removed, zero_fill=rng.randrange(0, 70000)
+    )
 
 
 @pytest.mark.skipif(zlib_library() is None, reason="needs a shared zlib (Z_BLOCK)")

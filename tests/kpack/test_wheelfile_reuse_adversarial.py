@@ -215,13 +215,21 @@ def _edits(source: Path, size: int) -> Iterator[tuple[str, ElfEdit]]:
     yield "patch-at-0", ElfEdit(source, size, ((0, b"XX"),), b"")
     yield "patch-at-the-end", ElfEdit(source, size, ((size - 3, b"YYY"),), b"")
     yield "last-byte", ElfEdit(source, size, ((size - 1, b"!"),), b"")
-    yield "zeros-appended", ElfEdit(source, size, ((size // 2, b"Z" * 10),), b"A" * 99, None, 5000)
-    yield "cut", ElfEdit(source, size, ((0x40, b"Q" * 8),), b"", (size // 3, size // 3 + 99999))
+    yield (
+        "zeros-appended",
+        ElfEdit(source, size, ((size // 2, b"Z" * 10),), b"A" * 99, zero_fill=5000),
+    )
+    yield (
+        "cut",
+        ElfEdit(source, size, ((0x40, b"Q" * 8),), b"", removed=(size // 3, size // 3 + 99999)),
+    )
     adjacent = ((1000, b"a"), (1001, b"b"), (size // 2, b"c"), (size // 2 + 1, b"d"))
     yield "adjacent-patches", ElfEdit(source, size, adjacent, b"")
-    yield "tail-cut", ElfEdit(source, size, (), b"", (size - 200_000, size))
-    yield "head-cut", ElfEdit(source, size, (), b"", (0, 100_000))
-    inner = ElfEdit(source, size, ((0x18, b"\1\2\3\4"),), b"note", (size // 4, size // 4 + 4096))
+    yield "tail-cut", ElfEdit(source, size, (), b"", removed=(size - 200_000, size))
+    yield "head-cut", ElfEdit(source, size, (), b"", removed=(0, 100_000))
+    inner = ElfEdit(
+        source, size, ((0x18, b"\1\2\3\4"),), b"note", removed=(size // 4, size // 4 + 4096)
+    )
     yield "edit-of-an-edit", ElfEdit(inner, inner.size, ((inner.size // 2, b"R" * 16),), b"x")
     rng = random.Random(size)
     for n in range(3):
@@ -281,7 +289,9 @@ def test_input_archive_layouts(
     source = base / "lib.so"
     source.write_bytes(data)
     patches = ((0x40, b"P"), (SIZE // 2, b"Q" * 33))
-    edit = ElfEdit(source, SIZE, patches, b"E", (SIZE // 3, SIZE // 3 + 70000), 4096)
+    edit = ElfEdit(
+        source, SIZE, patches, b"E", removed=(SIZE // 3, SIZE // 3 + 70000), zero_fill=4096
+    )
     expected = b"".join(edit.iter_chunks())
     reuse = Reuse(stream, edit.kept_runs())
     plan = plan_reuse(reuse, edit.size)
@@ -435,7 +445,9 @@ def test_blocks_at_every_bit_offset_are_padded_and_closed_right(
         p = rng.randrange(WINDOW, size - 1000)
         edit = ElfEdit(base / "lib.so", size, ((p, b"\xaa" * rng.randrange(1, 9)),), b"")
         if n % 3 == 0:
-            edit = ElfEdit(base / "lib.so", size, ((p, b"\x55"),), b"", None, rng.randrange(1, 999))
+            edit = ElfEdit(
+                base / "lib.so", size, ((p, b"\x55"),), b"", zero_fill=rng.randrange(1, 999)
+            )
         expected = b"".join(edit.iter_chunks())
         reuse = Reuse(stream, edit.kept_runs())
         plan = plan_reuse(reuse, edit.size)
@@ -675,7 +687,14 @@ def test_kept_runs_of_composed_edits_are_the_source_bytes_in_order(tmp_path: Pat
                     patches.append((pos, rng.randbytes(length)))
                 pos += length + rng.randrange(0, 200)
             appended = rng.randbytes(rng.randrange(0, 50))
-            edit = ElfEdit(edit, size, tuple(patches), appended, removed, rng.randrange(0, 99))
+            edit = ElfEdit(
+                edit,
+                size,
+                tuple(patches),
+                appended,
+                removed=removed,
+                zero_fill=rng.randrange(0, 99),
+            )
         result = b"".join(edit.iter_chunks())
         end_at = end_origin = 0
         for at, origin, length in edit.kept_runs():

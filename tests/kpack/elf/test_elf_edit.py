@@ -199,7 +199,9 @@ def _random_plan(rng: random.Random, source: Path | ElfEdit, size: int) -> ElfEd
             patches.append((pos, rng.randbytes(length)))
         pos += length + rng.randrange(0, size // 4 + 1)
     appended = rng.randbytes(rng.randrange(20))
-    return ElfEdit(source, size, tuple(patches), appended, removed, rng.randrange(10))
+    return ElfEdit(
+        source, size, tuple(patches), appended, removed=removed, zero_fill=rng.randrange(10)
+    )
 
 
 @pytest.mark.parametrize("seed", range(200))
