@@ -235,13 +235,13 @@ class MemberStreamer:
             result = write_reused(
                 self._writer,
                 member.arcname,
-                member.executable,
-                member.reuse,
-                plan,
-                chunks,
-                size,
-                self._level,
-                advance,
+                executable=member.executable,
+                reuse=member.reuse,
+                plan=plan,
+                content=chunks,
+                size=size,
+                level=self._level,
+                advance=advance,
             )
         written = (result.sha256, result.size, result.compressed_size, DEFLATED)
         self._written.append(WrittenMember(member.arcname, *written))

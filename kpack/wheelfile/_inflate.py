@@ -77,7 +77,9 @@ def member_chunks(
     offset = _data_offset(archive, info) if streams is not None else None
     zlib_lib = zlib_library() if blocks else None
     if zlib_lib is not None and streams is not None and offset is not None:
-        yield from _indexed(archive, info, raw, chunk, zlib_lib, streams, offset)
+        yield from _indexed(
+            archive, info, raw, chunk=chunk, zlib_lib=zlib_lib, streams=streams, offset=offset
+        )
         return
     crc = 0
     raw_hash = hashlib.sha256()
@@ -125,6 +127,7 @@ def _indexed(
     archive: zipfile.ZipFile,
     info: zipfile.ZipInfo,
     raw: zipfile.ZipInfo,
+    *,
     chunk: int,
     zlib_lib: ZlibLibrary,
     streams: list[DeflateStream],
@@ -166,7 +169,12 @@ def _stream(
 ) -> DeflateStream:
     assert archive.filename is not None
     return DeflateStream(
-        Path(archive.filename), offset, info.compress_size, info.file_size, info.CRC, raw_digest
+        archive=Path(archive.filename),
+        offset=offset,
+        size=info.compress_size,
+        length=info.file_size,
+        crc=info.CRC,
+        raw_digest=raw_digest,
     )
 
 

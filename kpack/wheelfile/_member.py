@@ -166,8 +166,8 @@ def open_source(member: Member, chunk_size: int) -> Iterator[SourceStream]:
             pieces = _file_pieces(handle, chunk_size, source, size)
             yield SourceStream(size, _with_last(pieces))
     elif isinstance(source, Generated):
-        pieces = _counted(_generated_pieces(source(), chunk_size, member.arcname), source.size,
-                          member.arcname)  # fmt: skip
+        generated = _generated_pieces(source(), chunk_size, member.arcname)
+        pieces = _counted(generated, source.size, member.arcname)
         yield SourceStream(source.size, _with_last(pieces))
     else:
         pieces = _generated_pieces(source(), chunk_size, member.arcname)

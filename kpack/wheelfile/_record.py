@@ -68,15 +68,18 @@ def verify_record(root: Path, record_name: str, sha256: dict[str, bytes], path: 
         if arcname not in sha256:
             problems.append(f"{arcname}: listed in RECORD but not in the wheel")
             continue
-        problems += _check_row(root, record_name, arcname, hash_field, size_field, sha256)
+        problems += _check_row(
+            root, arcname, hash_field, size_field, record_name=record_name, sha256=sha256
+        )
         skipped = arcname == record_name or arcname.endswith(SIGNATURES)
         unhashed += not hash_field and not skipped
     if unhashed:
         log.warning(
             "%s: %d RECORD entries have no hash (accepted, as pip accepts them; sizes checked "
             "where given; the output RECORD hashes every file)",
-            path.name, unhashed,
-        )  # fmt: skip
+            path.name,
+            unhashed,
+        )
     unlisted = sorted(set(sha256) - listed)
     problems += [f"{name}: in the wheel but not listed in RECORD" for name in unlisted]
     if problems:
@@ -124,9 +127,14 @@ def _b64(digest: bytes) -> str:
 
 
 def _check_row(
-    root: Path, record_name: str, arcname: str, hash_field: str, size_field: str,
+    root: Path,
+    arcname: str,
+    hash_field: str,
+    size_field: str,
+    *,
+    record_name: str,
     sha256: dict[str, bytes],
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     if arcname == record_name or arcname.endswith(SIGNATURES):
         return []
     problems = []

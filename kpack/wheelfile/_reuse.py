@@ -62,7 +62,7 @@ _FRESH_PIECE = 4 << 20
 _FINAL_EMPTY = b"\x03\x00"  # BFINAL 1, fixed Huffman, end-of-block
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeflateStream:
     """A deflated member of an input archive: where its raw stream lies, the CRC-32 of its
     bytes (``crc``), the sha256 of the compressed bytes (``raw_digest``), and, when indexed,
@@ -170,6 +170,7 @@ def plan_reuse(reuse: Reuse, size: int) -> _Plan | None:
 def write_reused(
     writer: ZipWriter,
     arcname: str,
+    *,
     executable: bool,
     reuse: Reuse,
     plan: _Plan,

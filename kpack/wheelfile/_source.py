@@ -219,7 +219,16 @@ def open_wheel(
         if f"{dist_info}/{required}" not in hashes:
             raise PackagingError(f"{dist_info}/{required} is missing", path=path)
     log.info("%s: RECORD verified, %d files", path.name, len(entries))
-    return InputWheel(path, dest, name, version, build, tag, dist_info, entries)
+    return InputWheel(
+        path=path,
+        root=dest,
+        name=name,
+        version=version,
+        build=build,
+        tag=tag,
+        dist_info=dist_info,
+        entries=entries,
+    )
 
 
 def _check_regular(path: Path) -> None:

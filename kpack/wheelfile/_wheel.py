@@ -104,8 +104,11 @@ def write_wheel(
     result = WheelResult(final, size, len(written), sum(w.size for w in written))
     log.info(
         "wrote %s: %d files, %d bytes (%d unpacked)",
-        final.name, result.file_count, size, result.uncompressed_bytes,
-    )  # fmt: skip
+        final.name,
+        result.file_count,
+        size,
+        result.uncompressed_bytes,
+    )
     return result
 
 

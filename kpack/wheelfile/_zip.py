@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from kpack.errors import PackagingError
 
@@ -46,6 +46,72 @@ _SIG_LOCATOR64 = 0x07064B50
 _ZIP64_EXTRA_ID = 0x0001
 
 
+class _LocalHeader(NamedTuple):
+    """APPNOTE 4.3.7, packed by :data:`_LOCAL`."""
+
+    signature: int
+    version_needed: int
+    flags: int
+    method: int
+    mod_time: int
+    mod_date: int
+    crc32: int
+    compressed_size: int
+    uncompressed_size: int
+    name_length: int
+    extra_length: int
+
+
+class _CentralHeader(NamedTuple):
+    """APPNOTE 4.3.12, packed by :data:`_CENTRAL`."""
+
+    signature: int
+    version_made_by: int
+    version_needed: int
+    flags: int
+    method: int
+    mod_time: int
+    mod_date: int
+    crc32: int
+    compressed_size: int
+    uncompressed_size: int
+    name_length: int
+    extra_length: int
+    comment_length: int
+    disk_start: int
+    internal_attr: int
+    external_attr: int
+    local_header_offset: int
+
+
+class _End(NamedTuple):
+    """APPNOTE 4.3.16 (end of central directory), packed by :data:`_END`."""
+
+    signature: int
+    disk: int
+    cd_disk: int
+    disk_entries: int
+    total_entries: int
+    cd_size: int
+    cd_offset: int
+    comment_length: int
+
+
+class _End64(NamedTuple):
+    """APPNOTE 4.3.14 (ZIP64 end of central directory), packed by :data:`_END64`."""
+
+    signature: int
+    record_size: int
+    version_made_by: int
+    version_needed: int
+    disk: int
+    cd_disk: int
+    disk_entries: int
+    total_entries: int
+    cd_size: int
+    cd_offset: int
+
+
 def needs_zip64_header(size: int | None) -> bool:
     """Whether an entry of ``size`` bytes (``None``: unknown) reserves a local ZIP64 extra.
 
@@ -61,7 +127,7 @@ def _dos_datetime(epoch: int) -> tuple[int, int]:
     return dos_time, dos_date
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ZipEntry:
     """One entry as recorded in the central directory (mutable until it is ended)."""
 
@@ -146,20 +212,32 @@ class ZipWriter:
         count = len(self._entries)
         if count > ZIP_FILECOUNT_LIMIT or cd_offset > ZIP64_LIMIT or cd_size > ZIP64_LIMIT:
             end64_offset = self._pos - self._start
-            self.write(
-                _END64.pack(
-                    _SIG_END64, 44, (_MADE_BY_UNIX << 8) | _VERSION_ZIP64, _VERSION_ZIP64,
-                    0, 0, count, count, cd_size, cd_offset,
-                )
-            )  # fmt: skip
+            end64 = _End64(
+                signature=_SIG_END64,
+                record_size=44,
+                version_made_by=(_MADE_BY_UNIX << 8) | _VERSION_ZIP64,
+                version_needed=_VERSION_ZIP64,
+                disk=0,
+                cd_disk=0,
+                disk_entries=count,
+                total_entries=count,
+                cd_size=cd_size,
+                cd_offset=cd_offset,
+            )
+            self.write(_END64.pack(*end64))
             self.write(_LOCATOR64.pack(_SIG_LOCATOR64, 0, end64_offset, 1))
         small_count = min(count, 0xFFFF)
-        self.write(
-            _END.pack(
-                _SIG_END, 0, 0, small_count, small_count,
-                min(cd_size, _MASK32), min(cd_offset, _MASK32), 0,
-            )
-        )  # fmt: skip
+        end = _End(
+            signature=_SIG_END,
+            disk=0,
+            cd_disk=0,
+            disk_entries=small_count,
+            total_entries=small_count,
+            cd_size=min(cd_size, _MASK32),
+            cd_offset=min(cd_offset, _MASK32),
+            comment_length=0,
+        )
+        self.write(_END.pack(*end))
         self._fp.flush()
         return self._pos - self._start
 
@@ -181,11 +259,20 @@ class ZipWriter:
             version = _VERSION_ZIP64
         else:
             extra, sizes, version = b"", (entry.compressed_size, entry.file_size), _VERSION
-        header = _LOCAL.pack(
-            _SIG_LOCAL, version, entry.flags, entry.method, self._time, self._date,
-            entry.crc, sizes[0], sizes[1], len(entry.name), len(extra),
-        )  # fmt: skip
-        return header + entry.name + extra
+        header = _LocalHeader(
+            signature=_SIG_LOCAL,
+            version_needed=version,
+            flags=entry.flags,
+            method=entry.method,
+            mod_time=self._time,
+            mod_date=self._date,
+            crc32=entry.crc,
+            compressed_size=sizes[0],
+            uncompressed_size=sizes[1],
+            name_length=len(entry.name),
+            extra_length=len(extra),
+        )
+        return _LOCAL.pack(*header) + entry.name + extra
 
     def _central_header(self, entry: ZipEntry) -> bytes:
         offset = entry.offset - self._start
@@ -204,9 +291,23 @@ class ZipWriter:
         if fields:
             extra = struct.pack(f"<HH{len(fields)}Q", _ZIP64_EXTRA_ID, 8 * len(fields), *fields)
         version = _VERSION_ZIP64 if fields or entry.zip64_header else _VERSION
-        header = _CENTRAL.pack(
-            _SIG_CENTRAL, (_MADE_BY_UNIX << 8) | version, version, entry.flags, entry.method,
-            self._time, self._date, entry.crc, compressed_size, file_size,
-            len(entry.name), len(extra), 0, 0, 0, entry.external_attr, offset,
-        )  # fmt: skip
-        return header + entry.name + extra
+        header = _CentralHeader(
+            signature=_SIG_CENTRAL,
+            version_made_by=(_MADE_BY_UNIX << 8) | version,
+            version_needed=version,
+            flags=entry.flags,
+            method=entry.method,
+            mod_time=self._time,
+            mod_date=self._date,
+            crc32=entry.crc,
+            compressed_size=compressed_size,
+            uncompressed_size=file_size,
+            name_length=len(entry.name),
+            extra_length=len(extra),
+            comment_length=0,
+            disk_start=0,
+            internal_attr=0,
+            external_attr=entry.external_attr,
+            local_header_offset=offset,
+        )
+        return _CENTRAL.pack(*header) + entry.name + extra

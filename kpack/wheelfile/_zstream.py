@@ -64,10 +64,10 @@ class ZlibLibrary:
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         lib.zlibVersion.restype = ctypes.c_char_p
-        lib.inflateInit2_.argtypes = [ctypes.POINTER(_ZStream), ctypes.c_int, ctypes.c_char_p,
-                                      ctypes.c_int]  # fmt: skip
-        lib.inflate.argtypes = [ctypes.POINTER(_ZStream), ctypes.c_int]
-        lib.inflateEnd.argtypes = [ctypes.POINTER(_ZStream)]
+        z_stream = ctypes.POINTER(_ZStream)
+        lib.inflateInit2_.argtypes = [z_stream, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        lib.inflate.argtypes = [z_stream, ctypes.c_int]
+        lib.inflateEnd.argtypes = [z_stream]
         self.lib = lib
         self.version: bytes = lib.zlibVersion()
 
@@ -117,8 +117,10 @@ class BlockInflater:
         decode or ends early is an error."""
         lib = self._zlib.lib
         stream = _ZStream()
-        if lib.inflateInit2_(ctypes.byref(stream), -15, self._zlib.version,
-                             ctypes.sizeof(_ZStream)) != _Z_OK:  # fmt: skip
+        init = lib.inflateInit2_(
+            ctypes.byref(stream), -15, self._zlib.version, ctypes.sizeof(_ZStream)
+        )
+        if init != _Z_OK:
             raise PackagingError("zlib: inflateInit2 failed")
         out = buffer if buffer is not None else ctypes.create_string_buffer(out_size)
         if len(out) < out_size:

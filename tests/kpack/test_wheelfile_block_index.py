@@ -350,7 +350,16 @@ def _splices(tmp_path: Path, stream: DeflateStream, content: bytes) -> None:
     assert plan, "most of the member is kept: it must be spliced"
     with open(tmp_path / "out.zip", "w+b") as f:
         writer = ZipWriter(f, 315532800)
-        write_reused(writer, NAME, False, reuse, plan, iter([expected]), len(expected), 6)
+        write_reused(
+            writer,
+            NAME,
+            executable=False,
+            reuse=reuse,
+            plan=plan,
+            content=iter([expected]),
+            size=len(expected),
+            level=6,
+        )
         writer.close()
     with zipfile.ZipFile(tmp_path / "out.zip") as z:
         assert z.read(NAME) == expected

@@ -133,7 +133,16 @@ def _write(path: Path, reuse: Reuse, plan: object, content: bytes, level: int = 
     with open(path, "w+b") as f:
         writer = ZipWriter(f, EPOCH)
         pieces = (content[i : i + (1 << 20)] for i in range(0, len(content), 1 << 20))
-        write_reused(writer, NAME, False, reuse, plan, pieces, len(content), level)  # type: ignore[arg-type]
+        write_reused(
+            writer,
+            NAME,
+            executable=False,
+            reuse=reuse,
+            plan=plan,  # type: ignore[arg-type]
+            content=pieces,
+            size=len(content),
+            level=level,
+        )
         writer.close()
     return _check(path, content)
 
@@ -495,7 +504,17 @@ def test_a_block_exactly_32k_past_an_edit_is_copied_and_decodes(
 
 def _synthetic(length: int, starts: tuple[int, ...], bits: tuple[int, ...]) -> DeflateStream:
     crcs = (0,) * len(starts)
-    return DeflateStream(Path("unused"), 0, 1, length, 0, b"", starts, bits, crcs)
+    return DeflateStream(
+        archive=Path("unused"),
+        offset=0,
+        size=1,
+        length=length,
+        crc=0,
+        raw_digest=b"",
+        starts=starts,
+        bits=bits,
+        crcs=crcs,
+    )
 
 
 def test_plan_thresholds() -> None:
@@ -633,7 +652,16 @@ def test_a_cancelled_splice_stops(
 
     with pytest.raises(cancel.Cancelled), cancel.scope(), open(tmp_path / "c.zip", "w+b") as f:
         writer = ZipWriter(f, EPOCH)
-        write_reused(writer, NAME, False, reuse, plan, pieces(), len(expected), 6)
+        write_reused(
+            writer,
+            NAME,
+            executable=False,
+            reuse=reuse,
+            plan=plan,
+            content=pieces(),
+            size=len(expected),
+            level=6,
+        )
     assert given == 2
     with cancel.scope():  # the next run is not cancelled
         _write(tmp_path / "after.zip", reuse, plan, expected)
