@@ -165,14 +165,10 @@ def add_split_artifacts_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compression-level", type=int, metavar="N", help=level_help)
     p.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (2)")
     p.add_argument("--force", action="store_true", help="replace existing output dirs")
-    p.add_argument(
-        "--tmp-dir", type=Path, metavar="DIR",
-        help="where temporary files go (rocm-kpack's option; default: TMPDIR)",
-    )  # fmt: skip
-    p.add_argument(
-        "--clang-offload-bundler", type=Path, metavar="PATH",
-        help="accepted for rocm-kpack's command line and ignored: bundles are read in-process",
-    )  # fmt: skip
+    tmp_help = "where temporary files go (rocm-kpack's option; default: TMPDIR)"
+    p.add_argument("--tmp-dir", type=Path, metavar="DIR", help=tmp_help)
+    bundler_help = "accepted for rocm-kpack's command line and ignored: bundles are read in-process"
+    p.add_argument("--clang-offload-bundler", type=Path, metavar="PATH", help=bundler_help)
 
 
 def _run(argv: Sequence[str] | None) -> int:

@@ -50,9 +50,8 @@ MAX_SYMLINK_HOPS = 40
 #: Characters Windows file systems reject in a name (``:`` would open an NTFS stream).
 _WINDOWS_BAD = frozenset('<>:"|?*\\') | frozenset(chr(c) for c in range(32))
 _WINDOWS_RESERVED = frozenset(
-    ["CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
-     *(f"LPT{i}" for i in range(1, 10))]
-)  # fmt: skip
+    ["CON", "PRN", "AUX", "NUL", *(f"{port}{i}" for port in ("COM", "LPT") for i in range(1, 10))]
+)
 
 _Source = str | os.PathLike[str] | None
 _ErrorType = type[RocmPackagingError]

@@ -80,7 +80,14 @@ class PackedKernelArchive:
         kernel_id = f"{key}@{gfx_arch}"
         prepared = self.compressor.prepare_kernel(hsaco_data, kernel_id)
         size = memoryview(hsaco_data).nbytes
-        return PreparedKernel(key, gfx_arch, prepared, kernel_id, size, metadata)
+        return PreparedKernel(
+            relative_path=key,
+            gfx_arch=gfx_arch,
+            compression_input=prepared,
+            kernel_id=kernel_id,
+            original_size=size,
+            metadata=metadata,
+        )
 
     def add_kernel(self, prepared: PreparedKernel) -> None:
         """Add a prepared kernel; its arch must be a target id listed in ``gfx_arches``."""
