@@ -40,7 +40,7 @@ class ElfDynamic:
     soname: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ElfSection:
     name: str
     sh_type: int
@@ -189,7 +189,8 @@ def read_sections(path: Path) -> list[ElfSection]:
         if sh_name >= max(len(names), 1):
             raise ElfError(f"{path}: sh_name {sh_name} is past the end of .shstrtab")
         name = names[sh_name:].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-        sections.append(ElfSection(name, sh_type, flags, addr, offset, size))
+        sections.append(ElfSection(name=name, sh_type=sh_type, flags=flags, addr=addr,
+                                   offset=offset, size=size))
     return sections
 
 

@@ -43,7 +43,7 @@ _U32 = struct.Struct("<I")
 Decompress = Callable[[bytes, int], int]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ArchiveEntry:
     """A TOC entry and where its stored bytes are (the blob, or the zstd frame)."""
 
@@ -253,7 +253,10 @@ def _entries(
             if "original_size" in raw or scheme != "none":
                 original = _count(raw, "original_size", where, path)
             offset, size = locations[ordinal]
-            out[(key, target)] = ArchiveEntry(key, target, ordinal, original, offset, size)
+            out[(key, target)] = ArchiveEntry(
+                binary_key=key, target=target, ordinal=ordinal, original_size=original,
+                offset=offset, size=size,
+            )
     return out
 
 

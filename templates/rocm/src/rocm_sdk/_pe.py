@@ -68,5 +68,6 @@ def read_pe_sections(path: Path) -> list[ElfSection]:
             raise ElfError(f"{path}: section {i} extends past the end of the file")
         kind = SHT_PROGBITS if in_file else SHT_NOBITS
         text = name.rstrip(b"\0").decode("latin-1")
-        sections.append(ElfSection(text, kind, chars, rva, raw_ptr, in_file or vsize))
+        sections.append(ElfSection(name=text, sh_type=kind, flags=chars, addr=rva,
+                                   offset=raw_ptr, size=in_file or vsize))
     return sections

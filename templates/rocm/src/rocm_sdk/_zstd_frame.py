@@ -39,7 +39,7 @@ class ZstdFrameError(ValueError):
     """The bytes are not one well-formed zstd frame."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FrameHeader:
     header_size: int  # magic number included
     content_size: int | None  # Frame_Content_Size, None when the frame omits it
@@ -116,7 +116,9 @@ def parse_frame_header(data: bytes | bytearray | memoryview) -> FrameHeader:
     if single_segment:
         assert content_size is not None
         window_size = content_size
-    return FrameHeader(pos, content_size, window_size, dictionary_id, has_checksum, single_segment)
+    return FrameHeader(header_size=pos, content_size=content_size, window_size=window_size,
+                       dictionary_id=dictionary_id, has_checksum=has_checksum,
+                       single_segment=single_segment)
 
 
 def _sequences_header(block: memoryview, pos: int, where: str) -> int:
