@@ -12,6 +12,7 @@ import tarfile
 import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.metadata import Metadata
@@ -44,7 +45,9 @@ def call_hook(tree: Path, hook: str, *args: str, family: str | None = None) -> o
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def build(tmp_path: Path, ctx: dict, family: str | None = None) -> tuple[Path, dict]:
+def build(
+    tmp_path: Path, ctx: dict[str, Any], family: str | None = None
+) -> tuple[Path, dict[str, bytes]]:
     tree = rocm_sdk_tree(ctx, tmp_path / "rocm")
     out = tmp_path / "out"
     name = call_hook(tree, "build_wheel", str(out), family=family)
@@ -54,7 +57,7 @@ def build(tmp_path: Path, ctx: dict, family: str | None = None) -> tuple[Path, d
     return wheel, members
 
 
-def metadata_of(members: dict) -> tuple[list[str], list[str], str]:
+def metadata_of(members: dict[str, bytes]) -> tuple[list[str], list[str], str]:
     name = next(n for n in members if n.endswith(".dist-info/METADATA"))
     text = members[name].decode()
     Metadata.from_email(text, validate=True)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,11 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def run_hook(
-    tree: Path, hook: str, out: Path, env_update: dict[str, str], preexec: object = None
+    tree: Path,
+    hook: str,
+    out: Path,
+    env_update: dict[str, str],
+    preexec: Callable[[], object] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_SDK_")}
     env["SOURCE_DATE_EPOCH"] = "1700000000"
@@ -50,7 +55,7 @@ def run_hook(
         env=env,
         capture_output=True,
         text=True,
-        preexec_fn=preexec,  # type: ignore[arg-type]
+        preexec_fn=preexec,
         check=False,
     )
 
@@ -64,7 +69,9 @@ def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def fails_cleanly(tmp_path: Path, hook: str, env: dict[str, str], preexec: object = None) -> str:
+def fails_cleanly(
+    tmp_path: Path, hook: str, env: dict[str, str], preexec: Callable[[], object] | None = None
+) -> str:
     tree = rocm_sdk_tree(SAMPLE_CONTEXTS["legacy1"], tmp_path / "rocm")
     before = snapshot(tree)
     out = tmp_path / "out"

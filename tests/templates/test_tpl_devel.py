@@ -20,7 +20,9 @@ CTX = context("legacy", ("gfx94X-dcgpu",), nonce="_v7", version=VERSION)
 TOP = "_rocm_sdk_devel_v7"
 CORE = "_rocm_sdk_core_v7"
 
-STANDARD = [
+Members = list[tuple[str, str, bytes | str | None]]
+
+STANDARD: Members = [
     ("dir", TOP, None),
     ("file", f"{TOP}/__init__.py", b""),
     ("sym", f"{TOP}/lib/libx.so", "libx.so.1"),  # alias before its target (Q4)
@@ -54,7 +56,7 @@ CORE_PROGRAMS = ("bin/tool", "libexec/helper")
 
 def make_site(
     tmp_path: Path,
-    members: list,
+    members: Members,
     compression: str = "",
     *,
     record: bool = True,
@@ -213,7 +215,7 @@ def test_missing_init_is_an_error(tmp_path: Path) -> None:
             _devel.get_devel_root()
 
 
-UNSAFE = {
+UNSAFE: dict[str, Members] = {
     "dotdot": [("file", f"{TOP}/../evil", b"x")],
     "absolute": [("file", "/tmp/evil-rocm-test", b"x")],
     "outside_top": [("file", "other/evil", b"x")],

@@ -22,20 +22,17 @@ LIBS = "_rocm_sdk_libraries_v7"
 
 
 def install_device(
-    site: Path, target: str, version: str = VERSION, links: list[dict] | None = None
+    site: Path, target: str, version: str = VERSION, links: list[dict[str, str]] | None = None
 ) -> Path:
     kpack = f".kpack/blas_lib_{target}.kpack"
     default = [{"relpath": kpack, "target": f"../../{LIBS}/{kpack}"}]
     manifest = {"version": version, "links": links if links is not None else default}
-    return fake_install(
-        site,
-        f"rocm-sdk-device-{target}",
-        version,
-        {
-            f"{LIBS}/{kpack}": f"code for {target}".encode(),
-            f"{LIBS}/.devel_links/{target}.json": json.dumps(manifest).encode(),
-        },
-    )
+    files = {
+        f"{LIBS}/{kpack}": f"code for {target}".encode(),
+        f"{LIBS}/.devel_links/{target}.json": json.dumps(manifest).encode(),
+    }
+    installed: Path = fake_install(site, f"rocm-sdk-device-{target}", version, files)
+    return installed
 
 
 def record(dist_info: Path) -> list[str]:

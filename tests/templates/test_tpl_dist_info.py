@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from tpl_rendering import MALICIOUS, SAMPLE_CONTEXTS, TEMPLATES, context, render
@@ -17,7 +18,7 @@ from tpl_rendering import MALICIOUS, SAMPLE_CONTEXTS, TEMPLATES, context, render
 HERE = Path(__file__).resolve().parent
 
 
-def load(tmp_path: Path, ctx: dict, name: str = "_dist_info") -> ModuleType:
+def load(tmp_path: Path, ctx: dict[str, Any], name: str = "_dist_info") -> ModuleType:
     path = tmp_path / f"{name}.py"
     path.write_text(render("common/_dist_info.py.j2", ctx), encoding="utf-8")
     spec = importlib.util.spec_from_file_location(f"tpl_{name}_{id(ctx)}", path)

@@ -107,7 +107,10 @@ def _scripts() -> dict[str, bytes]:
 
 
 def _devel_tar(runtime: dict[str, bytes]) -> bytes:
-    members: list = [("dir", DEVEL, None), ("file", f"{DEVEL}/__init__.py", b"")]
+    members: list[tuple[str, str, bytes | str | None]] = [
+        ("dir", DEVEL, None),
+        ("file", f"{DEVEL}/__init__.py", b""),
+    ]
     for path in sorted(runtime):
         top, rel = path.split("/", 1)
         if top in (CORE, LIBS) and rel != "__init__.py":
@@ -117,7 +120,8 @@ def _devel_tar(runtime: dict[str, bytes]) -> bytes:
         ("file", f"{DEVEL}/lib/cmake/hip/hip-config.cmake", b"# hip\n"),
         ("file", f"{DEVEL}/include/hip/hip_runtime.h", b"#pragma once\n"),
     ]
-    return tar_bytes(members)
+    data: bytes = tar_bytes(members)
+    return data
 
 
 def build_dist(tmp: Path) -> Path:
@@ -207,7 +211,9 @@ def clean_env(venv: Path | None = None) -> dict[str, str]:
     return env
 
 
-def run(cmd: list, env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess[str]:
+def run(
+    cmd: list[str | Path], env: dict[str, str], timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(c) for c in cmd], env=env, capture_output=True, text=True, timeout=timeout
     )

@@ -475,7 +475,7 @@ def small_archives(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]
         for i in range(2)
         for t in ("gfx942", "gfx942:xnack+")
     ]
-    out = {}
+    out: dict[str, bytes] = {}
     for scheme in SCHEMES:
         write_kpack(tmp / scheme, kernels, group_name="g", gfx_arch_family="gfx942", scheme=scheme)
         out[scheme] = (tmp / scheme).read_bytes()

@@ -138,13 +138,17 @@ def test_env_override_failure_is_runtime_error(
 @pytest.mark.parametrize(
     "pattern", [VERSION, "*", "7.*", "*.1.0", re.compile(r"7\.\d+\.0"), re.compile(".+")]
 )
-def test_check_version_matches(sdk: tuple[Path, ModuleType], pattern: str | re.Pattern) -> None:
+def test_check_version_matches(
+    sdk: tuple[Path, ModuleType], pattern: str | re.Pattern[str]
+) -> None:
     _, rocm_sdk = sdk
     rocm_sdk.initialize_process(check_version=pattern, fail_on_version_mismatch=True)
 
 
 @pytest.mark.parametrize("pattern", ["7.1", "7.1.0.*x", "6.*", re.compile(r"^6\.")])
-def test_check_version_mismatch(sdk: tuple[Path, ModuleType], pattern: str | re.Pattern) -> None:
+def test_check_version_mismatch(
+    sdk: tuple[Path, ModuleType], pattern: str | re.Pattern[str]
+) -> None:
     """Q3: compiled patterns fail and warn like strings do."""
     _, rocm_sdk = sdk
     with pytest.raises(RuntimeError, match=r"installed ROCm packages have version 7\.1\.0"):

@@ -17,6 +17,7 @@ import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tpl_kit import fake_install, importable, rocm_sdk_tree, tar_bytes
@@ -38,7 +39,7 @@ BASE = [
 ]
 
 
-def make_site(tmp_path: Path, members: list | None = None) -> Path:
+def make_site(tmp_path: Path, members: list[Any] | None = None) -> Path:
     """A site-packages with the runtime, core, libraries, devel (a plain ``_devel.tar``) and
     the gfx942 device package."""
     site = tmp_path / "site"

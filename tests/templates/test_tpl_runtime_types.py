@@ -44,7 +44,7 @@ def _have(module: str) -> bool:
 
 def _render_site(context: dict[str, Any], site: Path) -> Path:
     """The rendered rocm sdist tree (returned) and the pure and platform packages at ``site``."""
-    sdist = rocm_sdk_tree(context, site.parent / "sdist")
+    sdist: Path = rocm_sdk_tree(context, site.parent / "sdist")
     files = platform_init(PLATFORM)
     for kind, name in PURE.items():
         files.update(pure_package_files(kind, name, context))

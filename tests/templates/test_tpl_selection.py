@@ -9,6 +9,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_tpl_backend import CALL_HOOK, build, metadata_of
@@ -34,7 +35,7 @@ def test_the_built_wheel_records_its_target_family(tmp_path: Path) -> None:
 KPACK = context("kpack", ("gfx90a", "gfx1030"), version="7.1.0")
 
 
-def _build(tmp_path: Path, ctx: dict, **env: str) -> dict[str, bytes]:
+def _build(tmp_path: Path, ctx: dict[str, Any], **env: str) -> dict[str, bytes]:
     """The wheel pip builds from the rocm sdist on a machine whose GPUs ``env`` names
     (rocm-bootstrap's variables or a fake KFD topology; never this machine's own)."""
     tree = rocm_sdk_tree(ctx, tmp_path / "rocm")

@@ -41,7 +41,9 @@ def rocm_sdk_tree(ctx: dict[str, Any], dest: Path) -> Path:
     return dest
 
 
-def pure_package_files(kind: str, pure_name: str, ctx: dict[str, Any], **overrides: Any) -> dict:
+def pure_package_files(
+    kind: str, pure_name: str, ctx: dict[str, Any], **overrides: Any
+) -> dict[str, bytes]:
     """Files of a rendered pure package (templates/<kind> plus _dist_info.py)."""
     out: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,7 +123,7 @@ def write_wheel(
 def tar_bytes(members: list[tuple[str, str, bytes | str | None]], compression: str = "") -> bytes:
     """A tarball from (kind, name, data-or-linkname); kind: dir, file, exe, sym, hard."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode=f"w:{compression}") as tar:
+    with tarfile.open(fileobj=buf, mode=f"w:{compression}") as tar:  # type: ignore[call-overload]
         for kind, name, payload in members:
             info = tarfile.TarInfo(name)
             info.mode = 0o755

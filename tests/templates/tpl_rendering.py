@@ -39,7 +39,9 @@ def _package(logical: str, dist: str, pure: str | None, required: bool) -> dict[
     }
 
 
-def _library(shortname: str, package: str, so: str, relpath: str = "lib", **kw: Any) -> dict:
+def _library(
+    shortname: str, package: str, so: str, relpath: str = "lib", **kw: Any
+) -> dict[str, Any]:
     return {
         "shortname": shortname,
         "package": package,
