@@ -224,7 +224,7 @@ def test_kept_runs_are_exactly_the_unchanged_bytes(tmp_path: Path, seed: int) ->
             del kept[step.removed[0] : step.removed[1]]
         origin = kept + [None] * (step.zero_fill + len(step.appended))
     runs = edit.kept_runs()
-    covered = [None] * len(result)
+    covered: list[int | None] = [None] * len(result)
     for at, base, length in runs:
         assert length > 0 and result[at : at + length] == data[base : base + length]
         for i in range(length):

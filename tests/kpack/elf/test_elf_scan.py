@@ -73,7 +73,7 @@ def test_sample_kinds(samples: Samples) -> None:
 
 
 def _readelf_string(path: Path, tag: str) -> str | None:
-    out = run(["readelf", "-dW", str(path)]).stdout
+    out: str = run(["readelf", "-dW", str(path)]).stdout
     for line in out.splitlines():
         if f"({tag})" in line:
             return line.split("[", 1)[1].rsplit("]", 1)[0]
