@@ -179,7 +179,7 @@ def _under(rel: str, outputs: Collection[str]) -> bool:
     return any(parent in outputs for parent in _parents(rel))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Step:
     pub: Publication
     record: dict[str, Entry]
@@ -204,7 +204,14 @@ def _plan(pub: Publication, tool: str, force: bool, owns: Owns) -> _Step:
     if owns == "named":  # what it recorded before and does not write now stays recorded
         written = set(outputs)
         carried = {r: e for r, e in recorded.items() if r not in entries and not _under(r, written)}
-    return _Step(pub, recorded, entries, files, dirs, carried)
+    return _Step(
+        pub=pub,
+        record=recorded,
+        entries=entries,
+        stale_files=files,
+        stale_dirs=dirs,
+        carried=carried,
+    )
 
 
 def _place(journal: _Journal, step: _Step, rel: str) -> None:
