@@ -3,7 +3,7 @@
 A kpack-split tree may arrive split (``P_generic`` host files plus ``P_<isa>`` archives,
 as rocm-kpack's splitter writes them) or fat (``P_generic`` holding complete fat
 binaries). A fat artifact is planned with the kpack engine (:mod:`kpack.split`'s scan and
-plan, :func:`kpack.transform.plan_transform` per binary) and replaced in the catalog by
+plan, each binary's transform planned on its parallel runner) and replaced in the catalog by
 the artifacts the split would write, as values: host binaries carry their planned
 transform, archives their planned kernels, database files move to ``P_<base arch>``.
 Nothing is written here: ``--dry-run`` prints :meth:`KpackSplitPlan.describe`, and apply
@@ -30,14 +30,7 @@ from kpack.errors import ArtifactError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH, identify
 from kpack.resolve import read_kpack_ref
-from kpack.split import (
-    Kind,
-    PlannedSplit,
-    SplitOptions,
-    SpooledArchive,
-    plan_in_place,
-    spool_planned,
-)
+from kpack.split import PlannedSplit, SplitOptions, SpooledArchive, plan_in_place, spool_planned
 from kpack.targets import is_isa_target
 
 from .artifacts import Artifact, Catalog, EntryKind
@@ -53,7 +46,6 @@ log = logging.getLogger(__name__)
 
 _SCHEME: Scheme = "zstd-per-kernel"
 _LEVEL = DEFAULT_LEVEL
-_KINDS = {Kind.DIR: EntryKind.DIR, Kind.SYMLINK: EntryKind.SYMLINK}
 
 
 @dataclass(frozen=True)
@@ -82,6 +74,7 @@ def plan_fat_splits(
     split_databases: Mapping[str, Sequence[str]],
     *,
     families: Collection[str] | None = None,
+    jobs: int = 2,
 ) -> tuple[Catalog, KpackSplitPlan]:
     """Plan the split of every artifact that needs it; return the catalog with each
     replaced by its outputs.
@@ -94,7 +87,7 @@ def plan_fat_splits(
     the same whichever name the fat input carried. Any family label will do (the split
     goes by the code objects' own targets); one that ``families`` (the family table's
     labels) lacks gets one notice. An artifact holding pre-split archives must be named
-    for an ISA target id.
+    for an ISA target id. The fat binaries' transforms are planned on ``jobs`` processes.
     """
     _check_labels_of_archives(catalog)
     notices = _unknown_family_notices(catalog, families)
@@ -109,7 +102,7 @@ def plan_fat_splits(
         if not unsplit and (artifact.id.target != "generic" or artifact.id.name not in wanted):
             continue
         handlers = load_handlers(split_databases.get(artifact.id.name, ()))
-        options = SplitOptions(tuple(handlers), scheme=_SCHEME, level=_LEVEL)
+        options = SplitOptions(handlers=tuple(handlers), scheme=_SCHEME, level=_LEVEL, jobs=jobs)
         split = plan_in_place(artifact, options, fat_of=catalog.facts.fat)
         if split is None:
             if unsplit:
@@ -219,7 +212,7 @@ def spool_planned_archives(
 ) -> dict[str, SpooledArchive]:
     """Every planned archive spooled below ``spool_dir`` and laid out, by key: they stream
     from the spools straight into their wheels, so ``spool_dir`` must outlive the wheels."""
-    return spool_planned(plan.splits, spool_dir, scheme=_SCHEME, level=_LEVEL, jobs=jobs)
+    return spool_planned(plan.splits, spool_dir, jobs=jobs)
 
 
 def check_archive_references(catalog: Catalog, names: Sequence[str]) -> None:

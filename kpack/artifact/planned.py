@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kpack.transform import ExtractedKernel, PlannedBinary
+from kpack.transform import PlannedBinary
 
 __all__ = ["PlannedArchive", "PlannedContent", "PlannedKernel", "TransformedBinary"]
 
@@ -28,13 +28,17 @@ class TransformedBinary:
         return self.transform.size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlannedKernel:
-    """One code object of a planned archive: key ``<kernel_name>#<index>``."""
+    """One code object of a planned archive, described (its bytes stay in the input until
+    the archive is spooled): key ``<kernel_name>#<index>``."""
 
     stage: str
     kernel_name: str
-    kernel: ExtractedKernel = field(repr=False)
+    index: int  # the wrapper's index
+    target: str
+    triple: str
+    original_size: int
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class PlannedArchive:
 
     @property
     def original_bytes(self) -> int:
-        return sum(k.kernel.size for k in self.kernels)
+        return sum(k.original_size for k in self.kernels)
 
 
 PlannedContent = TransformedBinary | PlannedArchive

@@ -18,8 +18,21 @@ and publish the finished dirs together. Inputs are never modified. A re-run into
 ``OUT`` replaces what the last run wrote (recorded in ``OUT/.kpack-split-P.json``) and
 nothing else without ``force``.
 
-After the split: :func:`recombine_artifacts`, the reduce phase (shards' split artifacts
-regrouped into package groups).
+The entry points, each with the values it takes and returns:
+
+- :func:`split_artifact`, :func:`split_artifacts` (``kpack split-artifacts``), with
+  :class:`SplitOptions`, returning :class:`SplitResult`, :class:`BatchResult`;
+- :func:`split_fat`: fat binaries (:class:`FatJob`) split on the parallel runner with their
+  kernels spooled and their archives (:class:`ArchiveSpec`) laid out, :class:`FatSplit`
+  (the wheel splitter streams :class:`HostContent` and each :class:`SpooledArchive` into
+  its wheels);
+- :func:`plan_in_place` and :func:`spool_planned`: the split planned as values
+  (:class:`PlannedSplit`) for the package builder, spooled when it applies its plan;
+- :func:`recombine_artifacts` (with :func:`load_recombine_config`), the reduce phase:
+  shards' split artifacts regrouped into package groups (:class:`RecombineResult`).
+
+However the kernels arrive, they become archives by one function,
+:func:`kpack.split._pipeline.plan_archives`.
 """
 
 from __future__ import annotations
@@ -33,97 +46,40 @@ from kpack.archive import DEFAULT_LEVEL, MAX_ARCHIVE_BYTES, Scheme
 from kpack.artifact.names import ArtifactId
 from kpack.databases import Handler
 from kpack.errors import ArtifactError, RocmPackagingError, UsageError
-from kpack.split._archives import (
-    ArchiveJob,
-    KernelEntry,
-    SpooledArchive,
-    lay_out_archives,
-)
+from kpack.split._archives import SpooledArchive
+from kpack.split._fat import FatSplit, split_fat
 from kpack.split._inplan import PlannedSplit, plan_in_place, spool_planned
-from kpack.split._jobs import (
-    FatJob,
-    FatOutcome,
-    HostContent,
-    frame_level,
-    group_by_target,
-    host_size,
-    host_source,
-    retarget,
-    run_fat_jobs,
-)
-from kpack.split._parts import cut_entries, part_group, part_search_paths, retarget_paths
-from kpack.split._plan import (
-    GENERIC,
-    DatabaseFile,
-    SplitOptions,
-    SplitPlan,
-    check_prefix,
-    plan_split,
-    prefix_of,
-)
-from kpack.split._recombine import (
-    ArchGroup,
-    RecombineConfig,
-    RecombineResult,
-    ShardArtifact,
-    collect_shards,
-    load_recombine_config,
-    recombine_artifacts,
-)
-from kpack.split._scan import Kind, StageEntry, classify_entries, scan_artifact
-from kpack.split._spool import spool_kernels
-from kpack.split._write import ArchiveOutput, BinaryReport, SplitResult, execute
+from kpack.split._jobs import FatJob, HostContent
+from kpack.split._pipeline import ArchiveSpec
+from kpack.split._plan import GENERIC, SplitOptions, check_prefix, plan_split, prefix_of
+from kpack.split._recombine import RecombineResult, load_recombine_config, recombine_artifacts
+from kpack.split._scan import scan_artifact
+from kpack.split._write import SplitResult, execute
 
 __all__ = [
-    "ArchGroup",
-    "ArchiveJob",
-    "ArchiveOutput",
+    "ArchiveSpec",
     "BatchResult",
-    "BinaryReport",
-    "DatabaseFile",
     "FatJob",
-    "FatOutcome",
+    "FatSplit",
     "HostContent",
-    "KernelEntry",
-    "Kind",
     "PlannedSplit",
-    "RecombineConfig",
     "RecombineResult",
-    "ShardArtifact",
     "SplitOptions",
-    "SplitPlan",
     "SplitResult",
     "SpooledArchive",
-    "StageEntry",
-    "batch_inputs",
-    "classify_entries",
-    "collect_shards",
-    "cut_entries",
-    "frame_level",
-    "group_by_target",
-    "host_size",
-    "host_source",
-    "lay_out_archives",
     "load_recombine_config",
-    "part_group",
-    "part_search_paths",
     "plan_in_place",
-    "plan_split",
-    "prefix_of",
     "recombine_artifacts",
-    "retarget",
-    "retarget_paths",
-    "run_fat_jobs",
     "split_artifact",
     "split_artifacts",
-    "spool_kernels",
+    "split_fat",
     "spool_planned",
 ]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BatchResult:
     results: tuple[SplitResult, ...]
     failures: tuple[tuple[Path, str], ...]
@@ -151,9 +107,15 @@ def _options(
     owns: str = "recorded",
 ) -> SplitOptions:
     """The checked options of one run (sequences as tuples)."""
-    targets = tuple(gpu_targets) if gpu_targets is not None else None
     return SplitOptions(
-        tuple(handlers), targets, scheme, level, jobs, force, max_archive_bytes, owns
+        handlers=tuple(handlers),
+        gpu_targets=tuple(gpu_targets) if gpu_targets is not None else None,
+        scheme=scheme,
+        level=level,
+        jobs=jobs,
+        force=force,
+        max_archive_bytes=max_archive_bytes,
+        owns=owns,
     )
 
 
@@ -271,4 +233,4 @@ def split_artifacts(
         except RocmPackagingError as exc:
             log.error("%s: %s", paths[0], exc)
             failures.append((paths[0], str(exc)))
-    return BatchResult(tuple(results), tuple(failures))
+    return BatchResult(results=tuple(results), failures=tuple(failures))

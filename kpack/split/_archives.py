@@ -18,13 +18,13 @@ from pathlib import Path
 from kpack.archive import (
     KpackLayout,
     KpackSummary,
-    Scheme,
     StoredKernel,
     lay_out_kpack,
     write_chunks,
 )
 from kpack.errors import ArchiveError
-from kpack.split._spool import SpooledKernel, _mapped, _PageDropper
+from kpack.split._pipeline import ArchiveSpec
+from kpack.split._spool import PageDropper, SpooledKernel, mapped
 from kpack.wheelfile import Generated
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
     "lay_out_archive",
     "lay_out_archives",
     "remove_spools",
-    "write_archives",
 ]
 
 log = logging.getLogger(__name__)
@@ -72,8 +71,8 @@ class SpooledArchive:
         """The archive's bytes. The spools are mapped for the walk and the pages it touched
         dropped after, so resident memory stays small whatever the archive's size."""
         spools = sorted({k.spool for k in self.blobs if k.view is None})
-        dropper = _PageDropper()
-        with _mapped(spools) as views:
+        dropper = PageDropper()
+        with mapped(spools) as views:
 
             def blobs() -> Iterator[memoryview]:
                 for k in self.blobs:
@@ -93,17 +92,20 @@ class SpooledArchive:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_chunks(self.path, self.chunks())
         log.info(
-            "wrote %s: %d kernels, %d -> %d bytes (%s)", self.path, self.kernel_count,
-            self.layout.original_bytes, self.size, self.layout.scheme,
-        )  # fmt: skip
+            "wrote %s: %d kernels, %d -> %d bytes (%s)",
+            self.path,
+            self.kernel_count,
+            self.layout.original_bytes,
+            self.size,
+            self.layout.scheme,
+        )
         return self.summary()
 
 
-def lay_out_archive(
-    job: ArchiveJob, *, prefix: str, scheme: Scheme, level: int, max_size: int | None = None
-) -> SpooledArchive:
+def lay_out_archive(job: ArchiveJob, spec: ArchiveSpec) -> SpooledArchive:
     """Lay out ``job``'s archive from its spooled kernels (nothing is read or written);
-    one larger than ``max_size`` (default: what every reader loads) is refused."""
+    one larger than ``spec.limit`` is refused."""
+    scheme, level = spec.scheme, spec.level
     stored: list[StoredKernel] = []
     for stage, name, k in job.entries:
         framed = k.level is not None and k.view is None
@@ -119,10 +121,10 @@ def lay_out_archive(
     layout = lay_out_kpack(
         stored,
         path=job.path,
-        group_name=prefix,
+        group_name=spec.prefix,
         gfx_arch_family=job.target,
         scheme=scheme,
-        max_size=max_size,
+        max_size=spec.limit,
     )
     return SpooledArchive(
         job.target, job.path, layout, tuple(job.entries[i][2] for i in layout.order)
@@ -147,30 +149,6 @@ class ArchiveJob:
     entries: tuple[KernelEntry, ...]
 
 
-def lay_out_archives(
-    jobs: Sequence[ArchiveJob],
-    *,
-    prefix: str,
-    scheme: Scheme,
-    level: int,
-    max_size: int | None = None,
-) -> list[SpooledArchive]:
+def lay_out_archives(jobs: Sequence[ArchiveJob], spec: ArchiveSpec) -> list[SpooledArchive]:
     """Every archive of ``jobs``, laid out, in the order given."""
-    return [
-        lay_out_archive(j, prefix=prefix, scheme=scheme, level=level, max_size=max_size)
-        for j in jobs
-    ]
-
-
-def write_archives(
-    jobs: Sequence[ArchiveJob],
-    *,
-    prefix: str,
-    scheme: Scheme,
-    level: int,
-    max_size: int | None = None,
-) -> list[KpackSummary]:
-    """Write every archive to its file, in the order given: the kernels are stored as
-    spooled, so this only copies bytes."""
-    laid = lay_out_archives(jobs, prefix=prefix, scheme=scheme, level=level, max_size=max_size)
-    return [a.write() for a in laid]
+    return [lay_out_archive(j, spec) for j in jobs]

@@ -5,49 +5,50 @@ and archives straight into its wheels) plans an artifact's split here: the scann
 become output artifacts of the one entry model (:mod:`kpack.artifact.tree`), host binaries
 carrying their verified transform (:class:`~kpack.artifact.planned.TransformedBinary`),
 archives their planned kernels (:class:`~kpack.artifact.planned.PlannedArchive`), placed
-where :meth:`SplitPlan.archive_place` puts them. :func:`spool_planned` later spools each
-archive's kernels (each compressed bundle decoded once, as a stream) and lays the archives
-out to be streamed from the spools. A target whose archive would pass the limit every
-reader loads gets archive parts, and the binaries with kernels in them a transform planned
-with those search paths too (:mod:`kpack.split._parts`).
+where :meth:`SplitPlan.archive_place` puts them. The transforms are planned and verified
+on the split's parallel runner, the kernels become archives by the one pipeline of every
+split (:func:`~kpack.split._pipeline.plan_archives`: a target whose archive would pass the
+limit every reader loads gets archive parts, and the binaries with kernels in them a
+transform planned with those search paths too). :func:`spool_planned` later runs the jobs
+again to spool each archive's kernels (each compressed bundle decoded once, as a stream)
+and lays the archives out to be streamed from the spools.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from kpack.archive import MAX_ARCHIVE_BYTES, Scheme
 from kpack.artifact.names import ArtifactId
 from kpack.artifact.planned import PlannedArchive, PlannedKernel, TransformedBinary
 from kpack.artifact.tree import Artifact, Entry, EntryKind
+from kpack.errors import TransformError
 from kpack.hipfmt import search_path
 from kpack.split._archives import ArchiveJob, KernelEntry, SpooledArchive, lay_out_archives
-from kpack.split._jobs import frame_level
-from kpack.split._parts import PartKernel, cut_grouped, retarget_paths
-from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, plan_split
-from kpack.split._scan import StageEntry, classify_entries
-from kpack.split._spool import spool_kernels
-from kpack.transform import FatBinaryInfo, PeTransformPlan, TransformPlan, plan_host_transform
+from kpack.split._jobs import FatJob, PlannedFat, plan_fat_jobs, retarget_plan, run_fat_jobs
+from kpack.split._pipeline import ArchivePart, ArchiveSpec, BinaryKernels, plan_archives
+from kpack.split._plan import GENERIC, ArchivePlace, SplitOptions, SplitPlan, plan_split
+from kpack.split._scan import classify_entries, kernel_name
+from kpack.transform import FatBinaryInfo
 
 __all__ = ["PlannedSplit", "plan_in_place", "spool_planned"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlannedSplit:
     """One fat artifact and the artifacts its split would write, as values."""
 
     artifact: Artifact
     plan: SplitPlan
-    transformed: tuple[tuple[StageEntry, TransformedBinary], ...]
+    transformed: tuple[tuple[Entry, TransformedBinary], ...]
     archives: tuple[PlannedArchive, ...]
     outputs: tuple[Artifact, ...]  # P_generic first, then P_<target> by target
     notes: tuple[str, ...]
-    max_archive_bytes: int = MAX_ARCHIVE_BYTES  # the archives' limit, as the parts were cut
+    spec: ArchiveSpec  # how the archives are made (the parts were cut for its limit)
 
     def describe(self) -> list[str]:
         """The split as lines, for a dry run."""
@@ -64,7 +65,7 @@ class PlannedSplit:
             for a in self.archives
         ]
         lines += [
-            f"  {db.entry.kernel_name} -> {self.plan.out_name(db.match.base_arch)}"
+            f"  {db.kernel_name} -> {self.plan.out_name(db.match.base_arch)}"
             for db in self.plan.databases
         ]
         return lines + [f"  note: {n}" for n in self.notes]
@@ -76,6 +77,20 @@ def _dirs(art: ArtifactId, stage: str, relpath: str, source: Path) -> list[Entry
     return [Entry(str(p), EntryKind.DIR, source, art, stage, mode=0o755) for p in reversed(parents)]
 
 
+def _job(entry: Entry, prefix: str) -> FatJob:
+    """The job that plans ``entry``'s transform (every kernel kept, nothing spooled)."""
+    depth = entry.relpath.count("/")
+    return FatJob(
+        stage=entry.stage,
+        kernel_name=kernel_name(entry),
+        source=entry.source,
+        size=entry.size,
+        depth=depth,
+        search_path=search_path(depth, prefix),
+        spool=None,
+    )
+
+
 def plan_in_place(
     artifact: Artifact,
     options: SplitOptions,
@@ -83,7 +98,8 @@ def plan_in_place(
     fat_of: Callable[[Path], FatBinaryInfo | None],
 ) -> PlannedSplit | None:
     """The split of ``artifact`` as output artifacts, or ``None`` if it has nothing to
-    split. Each fat binary's transform is planned and verified; nothing is written."""
+    split. Each fat binary's transform is planned and verified (on ``options.jobs``
+    processes); nothing is written."""
     scan = classify_entries(
         artifact.path, artifact.stages, artifact.entries, options.handlers, fat_of=fat_of
     )
@@ -91,144 +107,146 @@ def plan_in_place(
     plan = plan_split(scan, prefix, options)
     if not plan.fat and not plan.databases:
         return None
-
-    def out(target: str) -> ArtifactId:
-        return ArtifactId(artifact.id.name, artifact.id.component, target)
-
-    generic = out(GENERIC)
-    entries = [e.as_entry(generic) for e in plan.generic]
-    transforms: list[TransformPlan | PeTransformPlan] = []
-    kernels: dict[str, list[PlannedKernel]] = {}
-    for fat in plan.fat:
-        search = search_path(fat.depth, prefix)
-        transform = plan_host_transform(
-            fat.source, kernel_name=fat.kernel_name, search_paths=[search]
-        )
-        transforms.append(transform)
-        for kernel in transform.kernels:
-            planned = PlannedKernel(fat.stage, fat.kernel_name, kernel)
-            kernels.setdefault(kernel.target, []).append(planned)
-    parts, used = _cut(kernels, prefix, options)
-    transformed: list[tuple[StageEntry, TransformedBinary]] = []
-    for fat, transform in zip(plan.fat, transforms, strict=True):
-        paths = retarget_paths(used, fat.kernel_name, fat.depth, prefix)
-        if paths is not None:  # kernels in later parts: name them too
-            transform = plan_host_transform(
-                fat.source, kernel_name=fat.kernel_name, search_paths=paths
-            )
-        content = TransformedBinary(transform)
-        transformed.append((fat, content))
-        entries.append(fat.as_entry(generic, size=content.size, planned=content))
-    stages = plan.output_stages({t: {k.stage for k in p} for t, p in kernels.items()})
-    by_target: dict[str, list[Entry]] = {}
-    archives: list[PlannedArchive] = []
-    for target in sorted(parts):
-        for number, ordered in enumerate(parts[target]):
-            place = plan.archive_place(target, stages[target], number)
-            archive = PlannedArchive(str(place.path), prefix, target, tuple(ordered))
-            archives.append(archive)
-            source = artifact.path / place.stage / place.relpath  # a label only: planned
-            size = archive.original_bytes
-            file = Entry(
-                place.relpath,
-                EntryKind.FILE,
-                source,
-                out(target),
-                place.stage,
-                size=size,
-                planned=archive,
-            )
-            by_target.setdefault(target, []).extend(
-                [*_dirs(out(target), place.stage, place.relpath, source), file]
-            )
-    for db in plan.databases:
-        art, e = out(db.match.base_arch), db.entry
-        by_target.setdefault(db.match.base_arch, []).extend(
-            [*_dirs(art, e.stage, e.relpath, e.source), e.as_entry(art)]
-        )
-    outputs = [Artifact(generic, artifact.path, scan.stages, tuple(entries))]
-    for target, target_entries in sorted(by_target.items()):
-        unique = {(e.stage, e.relpath): e for e in target_entries}
-        ordered_entries = tuple(sorted(unique.values(), key=lambda e: (e.stage, e.relpath)))
-        outputs.append(
-            Artifact(out(target), artifact.path, tuple(sorted(stages[target])), ordered_entries)
-        )
-    notes = tuple(plan.notes) + tuple(
-        f"{fat.kernel_name}: {note}" for fat, t in transformed for note in t.transform.notes
+    spec = options.archive_spec(prefix)
+    planned = plan_fat_jobs([_job(e, prefix) for e in plan.fat], options.jobs)
+    archive_plan = plan_archives([_binary(p) for p in planned], plan.archive_place, spec)
+    transformed = tuple(
+        (fat, TransformedBinary(p.transform if paths is None else retarget_plan(p, paths)))
+        for fat, p, paths in zip(plan.fat, planned, archive_plan.search_paths, strict=True)
+    )
+    generic = _out(artifact, GENERIC)
+    entries = [replace(e, artifact=generic) for e in plan.generic]
+    entries += [replace(e, artifact=generic, size=t.size, planned=t) for e, t in transformed]
+    archives = [(a.place, _archive(a, prefix)) for a in archive_plan.archives]
+    stages = plan.output_stages(archive_plan.kernel_stages())
+    outputs = [
+        Artifact(generic, artifact.path, scan.stages, tuple(entries)),
+        *_target_outputs(artifact, plan, archives, stages),
+    ]
+    notes = plan.notes + tuple(
+        f"{kernel_name(fat)}: {note}" for fat, t in transformed for note in t.transform.notes
     )
     notes += tuple(
-        f"{plan.out_name(t)}: {len(g)} archive parts, none over {options.max_archive_bytes} bytes"
-        for t, g in sorted(parts.items())
-        if len(g) > 1
+        f"{plan.out_name(t)}: {n} archive parts, none over {spec.limit} bytes"
+        for t, n in archive_plan.parted()
     )
     return PlannedSplit(
-        artifact,
-        plan,
-        tuple(transformed),
-        tuple(archives),
-        tuple(outputs),
-        notes,
-        options.max_archive_bytes,
+        artifact=artifact,
+        plan=plan,
+        transformed=transformed,
+        archives=tuple(a for _, a in archives),
+        outputs=tuple(outputs),
+        notes=notes,
+        spec=spec,
     )
 
 
-def _cut(
-    kernels: dict[str, list[PlannedKernel]], prefix: str, options: SplitOptions
-) -> tuple[dict[str, list[list[PlannedKernel]]], dict[str, set[int]]]:
-    """Each target's kernels, in archive order, cut in archive parts
-    (:mod:`kpack.split._parts`); and the parts each binary's kernels are in."""
+def _out(artifact: Artifact, target: str) -> ArtifactId:
+    return ArtifactId(artifact.id.name, artifact.id.component, target)
 
-    def describe(target: str, k: PlannedKernel) -> tuple[str, PartKernel]:
-        toc = {"target": k.kernel.triple, "source_prefix": k.stage}
-        name = f"{k.kernel_name}#{k.kernel.index}"
-        return k.kernel_name, PartKernel(name, target, k.kernel.size, toc)
 
-    ordered = {
-        target: sorted(planned, key=lambda k: (k.kernel_name, k.kernel.index))
-        for target, planned in kernels.items()
-    }
-    limit = options.max_archive_bytes
-    return cut_grouped(ordered, describe, prefix=prefix, scheme=options.scheme, limit=limit)
+def _binary(planned: PlannedFat) -> BinaryKernels[PlannedKernel]:
+    job = planned.job
+    return BinaryKernels(
+        kernel_name=job.kernel_name, stage=job.stage, depth=job.depth, kernels=planned.kernels
+    )
+
+
+def _archive(part: ArchivePart[PlannedKernel, ArchivePlace], prefix: str) -> PlannedArchive:
+    kernels = sorted(
+        (kernel for _, _, kernel in part.kernels), key=lambda k: (k.kernel_name, k.index)
+    )
+    return PlannedArchive(str(part.place.path), prefix, part.slot.target, tuple(kernels))
+
+
+def _target_outputs(
+    artifact: Artifact,
+    plan: SplitPlan,
+    archives: Sequence[tuple[ArchivePlace, PlannedArchive]],
+    stages: dict[str, set[str]],
+) -> list[Artifact]:
+    """``P_<target>`` for every target: its archives and database files, with the
+    directories above them."""
+    by_target: dict[str, list[Entry]] = {}
+    for place, archive in archives:
+        art = _out(artifact, place.target)
+        source = artifact.path / place.stage / place.relpath  # a label only: planned
+        file = Entry(
+            place.relpath,
+            EntryKind.FILE,
+            source,
+            art,
+            place.stage,
+            size=archive.original_bytes,
+            planned=archive,
+        )
+        dirs = _dirs(art, place.stage, place.relpath, source)
+        by_target.setdefault(place.target, []).extend([*dirs, file])
+    for db in plan.databases:
+        art, e = _out(artifact, db.match.base_arch), db.entry
+        # a claimed file ships as a file (a claimed symlink: the file it names)
+        file = replace(e, artifact=art, kind=EntryKind.FILE)
+        by_target.setdefault(db.match.base_arch, []).extend(
+            [*_dirs(art, e.stage, e.relpath, e.source), file]
+        )
+    outputs = []
+    for target, entries in sorted(by_target.items()):
+        unique = {(e.stage, e.relpath): e for e in entries}
+        ordered = tuple(sorted(unique.values(), key=lambda e: (e.stage, e.relpath)))
+        outputs.append(
+            Artifact(_out(artifact, target), artifact.path, tuple(sorted(stages[target])), ordered)
+        )
+    return outputs
 
 
 def spool_planned(
-    splits: Sequence[PlannedSplit], spool_dir: Path, *, scheme: Scheme, level: int, jobs: int
+    splits: Sequence[PlannedSplit], spool_dir: Path, *, jobs: int
 ) -> dict[str, SpooledArchive]:
-    """Spool every planned archive's kernels below ``spool_dir`` (each kernel as its archive
-    frame, a compressed bundle decoded once, as a stream) and lay the archives out, by key.
-    They stream from the spools, never written as files of their own: ``spool_dir`` must
-    outlive their consumers."""
-    laid: dict[str, SpooledArchive] = {}
-    frames = frame_level(scheme, level)
+    """Spool every planned archive's kernels below ``spool_dir`` (the planned jobs run
+    again on the split's runner, each kernel spooled as its archive frame, a compressed
+    bundle decoded once, as a stream) and lay the archives out, by key. They stream from
+    the spools, never written as files of their own: ``spool_dir`` must outlive their
+    consumers."""
+    fat_jobs: list[FatJob] = []
+    owner: dict[Path, int] = {}  # source -> its split
     for number, split in enumerate(splits):
         if not split.archives:
             continue
-        spooled: dict[tuple[str, int, str], KernelEntry] = {}
-        for index, (fat, content) in enumerate(split.transformed):
+        for index, (fat, _) in enumerate(split.transformed):
             spool = spool_dir / f"{number:04d}-{index:05d}.spool"
-            kernels = content.transform.kernels
-            written = spool_kernels(kernels, spool, keep_views=True, level=frames, threads=jobs)
-            for kernel, sk in zip(kernels, written, strict=True):
-                key = (fat.kernel_name, kernel.index, kernel.target)
-                spooled[key] = (fat.stage, fat.kernel_name, sk)
+            job = _job(fat, split.plan.prefix)
+            fat_jobs.append(replace(job, spool=spool, level=split.spec.frame_level))
+            owner[fat.source] = number
+    spooled: dict[tuple[int, str, int, str], KernelEntry] = {}
+    for outcome in run_fat_jobs(fat_jobs, jobs):
+        job = outcome.job
+        for sk in outcome.kernels:
+            key = (owner[job.source], job.kernel_name, sk.index, sk.target)
+            spooled[key] = (job.stage, job.kernel_name, sk)
+    laid: dict[str, SpooledArchive] = {}
+    for number, split in enumerate(splits):
         archive_jobs = [
-            ArchiveJob(
-                a.target,
-                Path(a.key),
-                tuple(spooled[(k.kernel_name, k.kernel.index, k.kernel.target)] for k in a.kernels),
-            )
-            for a in split.archives
+            ArchiveJob(a.target, Path(a.key), _spooled(spooled, number, a)) for a in split.archives
         ]
-        laid_out = lay_out_archives(
-            archive_jobs,
-            prefix=split.plan.prefix,
-            scheme=scheme,
-            level=level,
-            max_size=split.max_archive_bytes,
-        )
-        for archive in laid_out:
+        for archive in lay_out_archives(archive_jobs, split.spec):
             laid[str(archive.path)] = archive
             log.info(
                 "%s: %d kernels, %d bytes", archive.path.name, archive.kernel_count, archive.size
             )
     return laid
+
+
+def _spooled(
+    spooled: dict[tuple[int, str, int, str], KernelEntry], number: int, archive: PlannedArchive
+) -> tuple[KernelEntry, ...]:
+    """The spooled kernels of a planned archive (the transform found them all when planned)."""
+    entries = []
+    for k in archive.kernels:
+        entry = spooled.get((number, k.kernel_name, k.index, k.target))
+        if entry is None:
+            raise TransformError(
+                f"wrapper {k.index}'s code object for {k.target} was planned but not spooled",
+                path=k.kernel_name,
+            )
+        entries.append(entry)
+    return tuple(entries)

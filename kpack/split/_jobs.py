@@ -1,74 +1,91 @@
-"""The per-binary jobs of a split and the runner that runs them in parallel.
+"""The per-binary jobs of a split, run by the parallel runner (:mod:`._pool`).
 
 One job per fat binary, run in a worker process (or in-process for one worker): transform
 the *input* straight into the generic output (or plan the verified transform for the wheel
 writer to stream), then spool the in-scope kernels the transform extracted
 (:mod:`._spool`), so the parent never holds the device code of the whole artifact. The
-runner is shared by ``kpack split-artifacts``, the wheel splitter and the package builder.
+package builder only plans at first (:func:`plan_fat_jobs`: transforms verified, kernels
+described) and spools when it applies its plan.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
-from kpack.archive import (
-    Scheme,
-)
 from kpack.artifact.output import copy_file, copy_meta
-from kpack.common import cancel
+from kpack.artifact.planned import PlannedKernel
 from kpack.databases import base_arch
 from kpack.elf import ElfEdit
 from kpack.errors import BundleError, TransformError
-from kpack.split._archives import KernelEntry
-from kpack.split._spool import SpooledKernel, _Spool, _spool_into
+from kpack.split._pipeline import BinaryKernels
+from kpack.split._pool import run_jobs
+from kpack.split._spool import Spool, SpooledKernel, spool_into
 from kpack.transform import (
     AlreadyTransformed,
     ExtractedKernel,
+    PlannedBinary,
     TransformPlan,
     plan_host_transform,
     transform_binary,
 )
-from kpack.wheelfile import Generated
+
+if TYPE_CHECKING:
+    from kpack.transform import PeTransformPlan  # PE support loads on use
 
 __all__ = [
     "FatJob",
     "FatOutcome",
     "HostContent",
-    "frame_level",
-    "group_by_target",
-    "host_size",
-    "host_source",
+    "PlannedFat",
+    "plan_fat_job",
+    "plan_fat_jobs",
+    "retarget",
+    "retarget_plan",
     "run_fat_job",
     "run_fat_jobs",
 ]
 
 log = logging.getLogger(__name__)
 
+HostContent: TypeAlias = "ElfEdit | PeTransformPlan | Path"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class FatJob:
-    """Transform ``source`` into ``dest``; spool its in-scope kernels to ``spool``."""
+    """Transform ``source`` into ``dest`` (``None``: planned, for the caller to stream) with
+    a marker naming ``search_path``; spool its in-scope kernels to ``spool``."""
 
-    stage: str
-    relpath: str
+    stage: str  # its kernels' source prefix (a stage dir; a wheel's archive root)
+    kernel_name: str  # its binary key without '#N'
     source: Path
-    dest: Path | None  # None: not written; the outcome's content streams the result
-    mode: int
     size: int
-    kernel_name: str
+    depth: int  # directories ``search_path`` climbs to the archives
     search_path: str
-    spool: Path
-    scope: frozenset[str] | None  # base arches whose kernels are kept; None = all
+    spool: Path | None  # None: only planned (plan_fat_jobs), nothing spooled
+    dest: Path | None = None
+    mode: int = 0o644
+    scope: frozenset[str] | None = None  # base arches whose kernels are kept; None = all
     level: int | None = None  # spool each kernel as a zstd frame at this level; None: as is
 
+    def binary(
+        self, kernels: Sequence[SpooledKernel], *, group: str = ""
+    ) -> BinaryKernels[SpooledKernel]:
+        """This binary's ``kernels`` for :func:`~kpack.split._pipeline.plan_archives`."""
+        return BinaryKernels(
+            kernel_name=self.kernel_name,
+            stage=self.stage,
+            depth=self.depth,
+            kernels=kernels,
+            group=group,
+        )
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class FatOutcome:
     job: FatJob
     kernels: tuple[SpooledKernel, ...]  # in scope, spooled
@@ -81,20 +98,14 @@ class FatOutcome:
     content: HostContent | None = None
 
 
-if TYPE_CHECKING:
-    from kpack.transform import PeTransformPlan  # PE support loads on use
+@dataclass(frozen=True, kw_only=True)
+class PlannedFat:
+    """A planned job: the verified transform (its kernels dropped: they are views of the
+    input) and the in-scope kernels it would move out, described."""
 
-
-HostContent: TypeAlias = "ElfEdit | PeTransformPlan | Path"
-
-
-def host_size(content: HostContent) -> int:
-    return content.stat().st_size if isinstance(content, Path) else content.size
-
-
-def host_source(content: HostContent) -> Path | Generated:
-    """``content`` as a member source for the wheel writer."""
-    return content if isinstance(content, Path) else Generated(content.size, content.iter_chunks)
+    job: FatJob
+    transform: PlannedBinary
+    kernels: tuple[PlannedKernel, ...]
 
 
 def run_fat_job(job: FatJob, keep_views: bool = False, threads: int = 1) -> FatOutcome:
@@ -107,35 +118,90 @@ def run_fat_job(job: FatJob, keep_views: bool = False, threads: int = 1) -> FatO
     spool; without, a worker process spools them as they are and in-process
     (``keep_views``) they are kept as views, which saves writing and re-reading them.
     """
+    if job.spool is None:
+        raise TransformError("a job without a spool is only planned", path=job.source)
     log.info("splitting %s (%d bytes)", job.kernel_name, job.size)
     content: HostContent | None = None
-    with _Spool(job.spool, job.level, threads) as spool:
+    with Spool(job.spool, job.level, threads) as spool:
         sink = spool.decoded_sink(job.scope)
+        paths = [job.search_path]
         try:
             if job.dest is None:  # planned and verified, streamed later: never written here
                 plan = plan_host_transform(
-                    job.source, kernel_name=job.kernel_name, search_paths=[job.search_path],
-                    decoded=sink,
-                )  # fmt: skip
-                content = (
-                    plan.edit if isinstance(plan, TransformPlan) else replace(plan, kernels=())
+                    job.source, kernel_name=job.kernel_name, search_paths=paths, decoded=sink
                 )
+                content = _content(plan)
             else:
                 plan = transform_binary(
-                    job.source, job.dest, kernel_name=job.kernel_name,
-                    search_paths=[job.search_path], decoded=sink,
-                )  # fmt: skip
+                    job.source,
+                    job.dest,
+                    kernel_name=job.kernel_name,
+                    search_paths=paths,
+                    decoded=sink,
+                )
                 copy_meta(job.source, job.dest, job.mode)
         except AlreadyTransformed as exc:
             if job.dest is not None:
                 copy_file(job.source, job.dest, job.mode)
-            note = (
-                f"{job.kernel_name}: already transformed, passed through unchanged ({exc.message})"
+            message = exc.message
+            note = f"{job.kernel_name}: already transformed, passed through unchanged ({message})"
+            return FatOutcome(
+                job=job,
+                kernels=(),
+                skipped=0,
+                removed_bytes=0,
+                notes=(note,),
+                passed_through=True,
+                content=job.source,
             )
-            return FatOutcome(job, (), 0, 0, (note,), passed_through=True, content=job.source)
         kernels, skipped = _spool_kernels(job, plan.kernels, keep_views, spool, threads)
-    notes = tuple(f"{job.kernel_name}: {n}" for n in plan.notes)
-    return FatOutcome(job, kernels, skipped, plan.removed_bytes, notes, content=content)
+    return FatOutcome(
+        job=job,
+        kernels=kernels,
+        skipped=skipped,
+        removed_bytes=plan.removed_bytes,
+        notes=tuple(f"{job.kernel_name}: {n}" for n in plan.notes),
+        content=content,
+    )
+
+
+def run_fat_jobs(jobs: Sequence[FatJob], workers: int) -> list[FatOutcome]:
+    """Run every job (:func:`~kpack.split._pool.run_jobs`), sorted by kernel name on
+    return; in-process, kernels stay zero-copy views of the mapped inputs."""
+    here = partial(run_fat_job, keep_views=True, threads=workers)
+    outcomes = run_jobs(jobs, workers, work=run_fat_job, here=here)
+    return sorted(outcomes, key=lambda o: o.job.kernel_name)
+
+
+def plan_fat_job(job: FatJob) -> PlannedFat:
+    """Plan and verify the transform of one fat binary and describe its in-scope kernels;
+    nothing is spooled or written. An already transformed binary is an error here."""
+    log.info("planning the split of %s (%d bytes)", job.kernel_name, job.size)
+    plan = plan_host_transform(
+        job.source, kernel_name=job.kernel_name, search_paths=[job.search_path]
+    )
+    _check_unique(plan.kernels, job.source)
+    kernels = tuple(
+        PlannedKernel(
+            stage=job.stage,
+            kernel_name=job.kernel_name,
+            index=k.index,
+            target=k.target,
+            triple=k.triple,
+            original_size=k.size,
+        )
+        for k in plan.kernels
+        if job.scope is None or base_arch(k.target) in job.scope
+    )
+    return PlannedFat(job=job, transform=replace(plan, kernels=()), kernels=kernels)
+
+
+def plan_fat_jobs(jobs: Sequence[FatJob], workers: int) -> list[PlannedFat]:
+    """Plan every job on the same runner as :func:`run_fat_jobs`, in the jobs' order."""
+    planned = {
+        p.job.source: p for p in run_jobs(jobs, workers, work=plan_fat_job, here=plan_fat_job)
+    }
+    return [planned[job.source] for job in jobs]
 
 
 def retarget(outcome: FatOutcome, search_paths: Sequence[str]) -> FatOutcome:
@@ -146,23 +212,30 @@ def retarget(outcome: FatOutcome, search_paths: Sequence[str]) -> FatOutcome:
         plan = plan_host_transform(
             job.source, kernel_name=job.kernel_name, search_paths=search_paths
         )
-        content = plan.edit if isinstance(plan, TransformPlan) else replace(plan, kernels=())
-        return replace(outcome, content=content)
+        return replace(outcome, content=_content(plan))
     transform_binary(job.source, job.dest, kernel_name=job.kernel_name, search_paths=search_paths)
     copy_meta(job.source, job.dest, job.mode)
     return outcome
 
 
-def frame_level(scheme: Scheme, level: int) -> int | None:
-    """The level to spool kernels at for archives of ``scheme`` (``None``: uncompressed)."""
-    return level if scheme == "zstd-per-kernel" else None
+def retarget_plan(planned: PlannedFat, search_paths: Sequence[str]) -> PlannedBinary:
+    """The transform of ``planned`` again, its marker naming ``search_paths``."""
+    job = planned.job
+    plan = plan_host_transform(job.source, kernel_name=job.kernel_name, search_paths=search_paths)
+    return replace(plan, kernels=())
+
+
+def _content(plan: TransformPlan | PeTransformPlan) -> HostContent:
+    """What a job without ``dest`` hands back to stream: the ELF edit, or the PE plan
+    without its kernels (views of the input)."""
+    return plan.edit if isinstance(plan, TransformPlan) else replace(plan, kernels=())
 
 
 def _spool_kernels(
     job: FatJob,
     kernels: Sequence[ExtractedKernel],
     keep_views: bool,
-    spool: _Spool,
+    spool: Spool,
     threads: int,
 ) -> tuple[tuple[SpooledKernel, ...], int]:
     """Spool in-scope kernels not yet in ``spool``: each code object is written once
@@ -175,7 +248,7 @@ def _spool_kernels(
             skipped += 1
             continue
         wanted.append(kernel)
-    return _spool_into(wanted, spool, keep_views, threads), skipped
+    return spool_into(wanted, spool, keep_views, threads), skipped
 
 
 def _check_unique(kernels: Sequence[ExtractedKernel], source: Path) -> None:
@@ -188,66 +261,3 @@ def _check_unique(kernels: Sequence[ExtractedKernel], source: Path) -> None:
                 path=source,
             )
         seen.add(pair)
-
-
-def _stop(pool: ProcessPoolExecutor) -> None:
-    """Cancel what has not started and end the workers now: a worker in the middle of a
-    large binary would otherwise finish it while the caller waits (a signal, a failure)."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
-    if terminate is not None:
-        terminate()
-        return
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
-        process.terminate()
-
-
-def _pool(jobs: int, count: int) -> ProcessPoolExecutor | None:
-    if jobs <= 1 or count <= 1:
-        return None
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
-    return ProcessPoolExecutor(max_workers=min(jobs, count), mp_context=context)
-
-
-def run_fat_jobs(jobs: Sequence[FatJob], workers: int) -> list[FatOutcome]:
-    """Run every job, largest first, sorted by kernel name on return; the first failure
-    cancels the rest and is raised. One worker (or one job) runs in-process, where kernels
-    stay zero-copy views of the mapped inputs."""
-    ordered = sorted(jobs, key=lambda j: (-j.size, j.kernel_name))
-    pool = _pool(workers, len(ordered))
-    if pool is None:
-        outcomes = [run_fat_job(job, keep_views=True, threads=workers) for job in ordered]
-    else:
-        with pool:
-            futures = {pool.submit(run_fat_job, job): job for job in ordered}
-            outcomes = []
-            try:
-                for future in cancel.completed(futures):
-                    outcomes.append(_result(future, futures[future]))
-            except BaseException:
-                _stop(pool)
-                raise
-    return sorted(outcomes, key=lambda o: o.job.kernel_name)
-
-
-def _result(future: Future[FatOutcome], job: FatJob) -> FatOutcome:
-    """The outcome of ``job``; a worker that died (killed, out of memory) is one error
-    naming the file it was splitting, not a stray ``BrokenProcessPool``."""
-    try:
-        return future.result()
-    except BrokenExecutor as exc:
-        raise TransformError(
-            f"the worker process splitting it died ({exc}); killed, or out of memory?",
-            path=job.source,
-        ) from None
-
-
-def group_by_target(outcomes: Sequence[FatOutcome]) -> dict[str, list[KernelEntry]]:
-    """Spooled kernels per target, in kernel-name order."""
-    by_target: dict[str, list[KernelEntry]] = {}
-    for outcome in outcomes:
-        for kernel in outcome.kernels:
-            entry = (outcome.job.stage, outcome.job.kernel_name, kernel)
-            by_target.setdefault(kernel.target, []).append(entry)
-    return by_target

@@ -20,38 +20,23 @@ by each compatible target string. So a target whose archive would pass the limit
 The cut is made before anything is compressed, from each code object's worst-case stored
 size (:func:`~kpack.archive.stored_bound`) plus its TOC entry: kernels in archive order
 (binary key, then target), a new part whenever the next kernel would pass the limit. It is
-therefore the same at every compression level, in the artifact splitter and in the package
-builder. An artifact whose archives all fit keeps one archive per target and one search
-path per marker, byte for byte as before.
+therefore the same at every compression level, in every front-end of the split
+(:mod:`._pipeline` cuts for all of them). An artifact whose archives all fit keeps one
+archive per target and one search path per marker, byte for byte as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import msgpack
 
 from kpack.archive import BLOB_ALIGNMENT, Scheme, stored_bound
 from kpack.errors import ArchiveError
 from kpack.hipfmt import search_path
-from kpack.split._archives import KernelEntry
 
-__all__ = [
-    "PartKernel",
-    "cut_entries",
-    "cut_grouped",
-    "cut_parts",
-    "part_group",
-    "part_search_paths",
-    "retarget_paths",
-]
-
-T = TypeVar("T")
-
-#: target -> its archive parts' kernels, in order; kernel name -> the parts its kernels are in
-Parts = dict[str, list[list[KernelEntry]]]
+__all__ = ["PartKernel", "cut_parts", "part_group", "part_search_paths"]
 
 _U32 = 4
 _BLOB_ENTRY = 32  # scheme none: {offset: u64, size: u64} in the TOC's blobs array, at most
@@ -128,51 +113,3 @@ def cut_parts(
         parts[i] = part
         used += cost
     return parts
-
-
-def retarget_paths(
-    used: Mapping[str, set[int]], kernel_name: str, depth: int, prefix: str
-) -> list[str] | None:
-    """The search paths of a binary with kernels in a part after the first (its marker must
-    name them), or ``None`` when its usual archive holds them all."""
-    parts = used.get(kernel_name, set())
-    return part_search_paths(depth, prefix, parts) if parts - {0} else None
-
-
-def cut_grouped(
-    by_target: Mapping[str, Sequence[T]],
-    describe: Callable[[str, T], tuple[str, PartKernel]],
-    *,
-    prefix: str,
-    scheme: Scheme,
-    limit: int,
-) -> tuple[dict[str, list[list[T]]], dict[str, set[int]]]:
-    """Each target's kernels (in archive order) cut in archive parts, one part when they
-    fit, and the parts each binary has kernels in: a binary with a part after the first
-    needs :func:`part_search_paths` in its marker. ``describe`` gives a kernel's binary
-    (its kernel name) and how the cut sees it."""
-    parts: dict[str, list[list[T]]] = {}
-    used: dict[str, set[int]] = {}
-    for target, items in by_target.items():
-        described = [describe(target, item) for item in items]
-        kernels = [kernel for _, kernel in described]
-        cut = cut_parts(kernels, prefix=prefix, target=target, scheme=scheme, limit=limit)
-        grouped: list[list[T]] = [[] for _ in range(max(cut, default=0) + 1)]
-        for item, (binary, _), part in zip(items, described, cut, strict=True):
-            grouped[part].append(item)
-            used.setdefault(binary, set()).add(part)
-        parts[target] = grouped
-    return parts, used
-
-
-def cut_entries(
-    by_target: Mapping[str, Sequence[KernelEntry]], *, prefix: str, scheme: Scheme, limit: int
-) -> tuple[Parts, dict[str, set[int]]]:
-    """:func:`cut_grouped` for spooled kernels."""
-
-    def describe(target: str, entry: KernelEntry) -> tuple[str, PartKernel]:
-        stage, name, k = entry
-        toc = {"target": k.triple, "source_prefix": stage}
-        return name, PartKernel(f"{name}#{k.index}", target, k.original_size, toc)
-
-    return cut_grouped(by_target, describe, prefix=prefix, scheme=scheme, limit=limit)

@@ -16,19 +16,19 @@ from pathlib import Path, PurePosixPath
 
 from kpack.archive import DEFAULT_LEVEL, MAX_ARCHIVE_BYTES, SCHEMES, Scheme
 from kpack.artifact.names import ArtifactId
-from kpack.databases import DatabaseMatch, Handler, base_arch
+from kpack.artifact.tree import Entry
+from kpack.databases import Handler, base_arch
 from kpack.errors import ArtifactError, UsageError
 from kpack.generic_targets import generic_table
 from kpack.hipfmt import search_path
-from kpack.split._jobs import FatJob, frame_level
-from kpack.split._parts import part_group
-from kpack.split._scan import ArtifactScan, Kind, StageEntry
+from kpack.split._jobs import FatJob
+from kpack.split._pipeline import ArchiveSlot, ArchiveSpec
+from kpack.split._scan import ArtifactScan, DatabaseFile, kernel_name
 from kpack.targets import is_isa_target
 
 __all__ = [
     "GENERIC",
     "ArchivePlace",
-    "DatabaseFile",
     "SplitOptions",
     "SplitPlan",
     "check_prefix",
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 GENERIC = "generic"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SplitOptions:
     """Validated settings shared by every artifact of one run."""
 
@@ -78,6 +78,12 @@ class SplitOptions:
                     + (", ".join(repr(t) for t in bad) or "an empty list")
                 )
 
+    def archive_spec(self, prefix: str) -> ArchiveSpec:
+        """How this run's archives for ``prefix`` are made."""
+        return ArchiveSpec(
+            prefix=prefix, scheme=self.scheme, level=self.level, limit=self.max_archive_bytes
+        )
+
     @property
     def kernel_scope(self) -> frozenset[str] | None:
         """Base targets whose kernels are kept: ``--gpu-targets`` plus the LLVM generic
@@ -110,22 +116,14 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-@dataclass(frozen=True)
-class DatabaseFile:
-    """A file claimed by a database handler, moved to ``P_<base arch>``."""
-
-    entry: StageEntry
-    match: DatabaseMatch
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SplitPlan:
     """What to write for one artifact with prefix ``prefix``."""
 
     scan: ArtifactScan
     prefix: str
-    generic: tuple[StageEntry, ...]  # written into P_generic (fat binaries excluded)
-    fat: tuple[StageEntry, ...]  # transformed
+    generic: tuple[Entry, ...]  # written into P_generic (fat binaries excluded)
+    fat: tuple[Entry, ...]  # transformed
     databases: tuple[DatabaseFile, ...]  # in scope, moved to P_<base arch>
     notes: tuple[str, ...]
 
@@ -141,19 +139,22 @@ class SplitPlan:
             stages.setdefault(db.match.base_arch, set()).add(db.entry.stage)
         return stages
 
-    def archive_place(self, target: str, stages: Iterable[str], part: int = 0) -> ArchivePlace:
-        """Where ``target``'s archive goes: in ``P_<target>``, in the first stage dir that
-        contributed to that output (``stages``: :meth:`output_stages`'s), as
+    def archive_place(self, slot: ArchiveSlot) -> ArchivePlace:
+        """Where an archive goes: in ``P_<target>``, in the first stage dir that contributed
+        to that output (kernels or database files, :meth:`output_stages`), as
         ``.kpack/P_<target>.kpack`` — the file the host binaries' search path
-        ``../…/.kpack/P_@GFXARCH@.kpack`` names once the stages are merged. Part ``part``
-        (0-based) of a target split in parts is ``.kpack/P-part<part+1>_<target>.kpack``
-        beside it (:mod:`kpack.split._parts`)."""
-        name = self.out_name(target)
-        file = f"{part_group(self.prefix, part)}_{target}"
-        return ArchivePlace(target, name, min(stages), f".kpack/{file}.kpack")
+        ``../…/.kpack/P_@GFXARCH@.kpack`` names once the stages are merged; a further part
+        of a target split in parts, ``.kpack/P-part<k>_<target>.kpack``, beside it."""
+        stages = self.output_stages({slot.target: slot.stages})[slot.target]
+        return ArchivePlace(
+            target=slot.target,
+            artifact=self.out_name(slot.target),
+            stage=min(stages),
+            relpath=f".kpack/{slot.file_name}",
+        )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ArchivePlace:
     """Where one target's archive goes: ``artifact/stage/relpath``."""
 
@@ -168,31 +169,15 @@ class ArchivePlace:
 
 
 def plan_split(scan: ArtifactScan, prefix: str, options: SplitOptions) -> SplitPlan:
-    """Sort the scanned entries; out-of-scope database files are dropped from both sides."""
-    generic: list[StageEntry] = []
+    """The scan, with database files outside ``--gpu-targets`` dropped from both sides."""
     databases: list[DatabaseFile] = []
-    notes: list[str] = []
-    for entry in scan.entries:
-        if entry.database is not None:
-            if entry.database.in_scope(options.gpu_targets):
-                databases.append(DatabaseFile(entry, entry.database))
-            else:
-                log.info(
-                    "dropping %s: %s is outside --gpu-targets",
-                    entry.kernel_name,
-                    entry.database.base_arch,
-                )
-        elif entry.kind is not Kind.FAT:
-            generic.append(entry)
-        if entry.kind is Kind.FAT_UNWRAPPED:
-            notes.append(
-                f"{entry.kernel_name}: .hip_fatbin without .hipFatBinSegment wrappers; "
-                "left unchanged in the generic output"
-            )
-        elif entry.kind is Kind.TRANSFORMED:
-            notes.append(f"{entry.kernel_name}: already transformed; passed through unchanged")
+    for db in scan.databases:
+        if db.match.in_scope(options.gpu_targets):
+            databases.append(db)
+        else:
+            log.info("dropping %s: %s is outside --gpu-targets", db.kernel_name, db.match.base_arch)
     bad = [
-        f"{db.entry.kernel_name}: handler {db.match.handler.name!r} gives key "
+        f"{db.kernel_name}: handler {db.match.handler.name!r} gives key "
         f"{db.match.base_arch!r}, but '{prefix}_{db.match.base_arch}' is not a valid "
         "artifact dir name"
         for db in databases
@@ -200,8 +185,14 @@ def plan_split(scan: ArtifactScan, prefix: str, options: SplitOptions) -> SplitP
     ]
     if bad:
         raise ArtifactError("database files with unusable shard keys", path=scan.path, problems=bad)
-    fat = scan.of_kind(Kind.FAT)
-    return SplitPlan(scan, prefix, tuple(generic), fat, tuple(databases), tuple(notes))
+    return SplitPlan(
+        scan=scan,
+        prefix=prefix,
+        generic=scan.kept,
+        fat=scan.fat,
+        databases=tuple(databases),
+        notes=scan.notes,
+    )
 
 
 def fat_jobs(
@@ -210,20 +201,20 @@ def fat_jobs(
     """One job per fat binary; the marker's search path climbs ``depth`` directories."""
     jobs: list[FatJob] = []
     for number, entry in enumerate(plan.fat):
-        search = search_path(entry.depth, plan.prefix)
+        depth = entry.relpath.count("/")
         jobs.append(
             FatJob(
                 stage=entry.stage,
-                relpath=entry.relpath,
+                kernel_name=kernel_name(entry),
                 source=entry.source,
+                size=entry.size,
+                depth=depth,
+                search_path=search_path(depth, plan.prefix),
+                spool=spool_dir / f"{number:05d}.spool",
                 dest=generic_root / entry.stage / entry.relpath,
                 mode=entry.mode,
-                size=entry.size,
-                kernel_name=entry.kernel_name,
-                search_path=search,
-                spool=spool_dir / f"{number:05d}.spool",
                 scope=options.kernel_scope,
-                level=frame_level(options.scheme, options.level),
+                level=options.archive_spec(plan.prefix).frame_level,
             )
         )
     return jobs

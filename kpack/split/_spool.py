@@ -36,14 +36,18 @@ from kpack.transform import (
 
 __all__ = [
     "Location",
+    "PageDropper",
+    "Spool",
     "SpooledKernel",
+    "mapped",
+    "spool_into",
     "spool_kernels",
 ]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpooledKernel:
     """Where one kernel's bytes wait for the archive writer: a spool range (the code object,
     or its zstd frame at ``level``), or (in-process only) a zero-copy view of the mapped
@@ -66,7 +70,7 @@ Location = tuple[int, int, str]  # ExtractedKernel.location: bundle offset, offs
 _Write = Callable[[bytes | memoryview], object]
 
 
-class _Spool:
+class Spool:
     """A spool file being written: each code object once (as itself, or as its zstd frame
     at ``level``), its range recorded by location once complete."""
 
@@ -84,7 +88,7 @@ class _Spool:
         )
         self._cctx = compressor(level) if level is not None and self._workers is None else None
 
-    def __enter__(self) -> _Spool:
+    def __enter__(self) -> Spool:
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
@@ -147,7 +151,7 @@ class _Spool:
             return
         if self._workers is not None:
             self._workers.join()  # the spool file is appended to by one writer at a time
-        dropper = _PageDropper()
+        dropper = PageDropper()
         payloads = [k.data for k in todo.values() if k.data is not None]
         for (location, kernel), frame in zip(
             todo.items(), compressed(payloads, self.level, threads), strict=True
@@ -180,9 +184,15 @@ class _Spool:
             )
         offset, size = found
         return SpooledKernel(
-            kernel.index, kernel.target, kernel.triple, self.path, offset, size, kernel.size,
-            self.level,
-        )  # fmt: skip
+            index=kernel.index,
+            target=kernel.target,
+            triple=kernel.triple,
+            spool=self.path,
+            offset=offset,
+            size=size,
+            original_size=kernel.size,
+            level=self.level,
+        )
 
 
 def _mapped_view(data: bytes | memoryview | None) -> memoryview | None:
@@ -201,12 +211,12 @@ def spool_kernels(
     zstd frame at ``level`` if given, compressed on ``threads`` threads); without frames
     and with ``keep_views``, kernels of plain bundles stay zero-copy views of the mapped
     input."""
-    with _Spool(spool, level, threads) as out:
-        return _spool_into(kernels, out, keep_views, threads)
+    with Spool(spool, level, threads) as out:
+        return spool_into(kernels, out, keep_views, threads)
 
 
-def _spool_into(
-    kernels: Sequence[ExtractedKernel], spool: _Spool, keep_views: bool, threads: int = 1
+def spool_into(
+    kernels: Sequence[ExtractedKernel], spool: Spool, keep_views: bool, threads: int = 1
 ) -> tuple[SpooledKernel, ...]:
     """Append the ``kernels`` not in ``spool`` yet (compressed bundles decoded as a
     stream); without frames and with ``keep_views``, kernels of plain bundles stay
@@ -219,7 +229,7 @@ def _spool_into(
         view = _mapped_view(kernel.data) if keep_views and spool.level is None else None
         if view is not None:
             views[kernel.location] = view
-    dropper = _PageDropper()
+    dropper = PageDropper()
 
     def sink(kernel: ExtractedKernel) -> _Write | None:
         write = spool.writer(kernel.location, kernel.size)
@@ -243,7 +253,14 @@ def _spool_into(
             size = view.nbytes
             spooled.append(
                 SpooledKernel(
-                    kernel.index, kernel.target, kernel.triple, spool.path, 0, size, size, view=view
+                    index=kernel.index,
+                    target=kernel.target,
+                    triple=kernel.triple,
+                    spool=spool.path,
+                    offset=0,
+                    size=size,
+                    original_size=size,
+                    view=view,
                 )
             )
         else:
@@ -251,7 +268,7 @@ def _spool_into(
     return tuple(spooled)
 
 
-class _PageDropper:
+class PageDropper:
     """Let go of mapped input pages that spooled views touched, every ``every`` bytes.
 
     The transform hands out zero-copy views of a read-only ``mmap`` of the input; without
@@ -283,7 +300,7 @@ class _PageDropper:
 
 
 @contextmanager
-def _mapped(paths: Sequence[Path]) -> Iterator[dict[Path, memoryview]]:
+def mapped(paths: Sequence[Path]) -> Iterator[dict[Path, memoryview]]:
     """Read-only maps of the spool files (empty files get an empty view)."""
     maps: list[mmap.mmap] = []
     views: dict[Path, memoryview] = {}

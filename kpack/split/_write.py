@@ -17,21 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.artifact.output import Staging, copy_file, make_dirs, write_manifest
+from kpack.artifact.tree import Entry, EntryKind
 from kpack.common.safepath import Root, windows_name_problem
 from kpack.errors import ArtifactError
 from kpack.pe.image import is_pe_file
-from kpack.split._archives import ArchiveJob, remove_spools, write_archives
-from kpack.split._jobs import FatOutcome, group_by_target, retarget, run_fat_jobs
-from kpack.split._parts import Parts, cut_entries, retarget_paths
+from kpack.split._archives import remove_spools
+from kpack.split._fat import FatSplit, split_fat
+from kpack.split._jobs import FatOutcome
 from kpack.split._plan import GENERIC, SplitOptions, SplitPlan, fat_jobs
-from kpack.split._scan import Kind, StageEntry
 
 __all__ = ["ArchiveOutput", "BinaryReport", "SplitResult", "execute"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ArchiveOutput:
     target: str
     path: Path
@@ -40,7 +40,7 @@ class ArchiveOutput:
     size: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BinaryReport:
     kernel_name: str
     kernels: int  # written to archives
@@ -49,7 +49,7 @@ class BinaryReport:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SplitResult:
     artifact_dir: Path
     prefix: str
@@ -66,13 +66,13 @@ def _write_generic(plan: SplitPlan, root: Path) -> None:
     out = Root(root, error=ArtifactError)
     for stage in plan.scan.stages:
         out.mkdir(stage, what="stage directory")
-    dirs: list[StageEntry] = []
+    dirs: list[Entry] = []
     for entry in plan.generic:
         rel = f"{entry.stage}/{entry.relpath}"
-        if entry.kind is Kind.DIR:
+        if entry.kind is EntryKind.DIR:
             out.mkdir(rel)
             dirs.append(entry)
-        elif entry.kind is Kind.SYMLINK:
+        elif entry.kind is EntryKind.SYMLINK:
             out.symlink(rel, entry.link or "", what="symlink")
         else:
             copy_file(entry.source, out.mkdir_parent(rel), entry.mode)
@@ -83,7 +83,7 @@ def _write_generic(plan: SplitPlan, root: Path) -> None:
     write_manifest(root, plan.scan.stages)
 
 
-def _write_database(entry: StageEntry, root: Path) -> Path:
+def _write_database(entry: Entry, root: Path) -> Path:
     out = Root(root, error=ArtifactError)
     rel = f"{entry.stage}/{entry.relpath}"
     if entry.link is not None:
@@ -93,66 +93,43 @@ def _write_database(entry: StageEntry, root: Path) -> Path:
     return dest
 
 
-def _retarget_markers(
-    plan: SplitPlan, outcomes: Sequence[FatOutcome], parts: Parts, used: dict[str, set[int]]
-) -> list[str]:
-    """Transform again, with a search path per further part, each binary that has kernels
-    in a part after the first (the first transform named only the usual archive)."""
+def _part_notes(plan: SplitPlan, split: FatSplit) -> list[str]:
+    """A line per target cut in archive parts and per binary whose marker names them."""
     notes = [
-        f"{plan.out_name(t)}: {len(g)} archive parts, none over the limit every reader loads"
-        for t, g in sorted(parts.items())
-        if len(g) > 1
+        f"{plan.out_name(t)}: {n} archive parts, none over the limit every reader loads"
+        for t, n in split.plan.parted()
     ]
-    for outcome in outcomes:
-        job = outcome.job
-        paths = retarget_paths(used, job.kernel_name, job.relpath.count("/"), plan.prefix)
-        if paths is None:
-            continue
-        retarget(outcome, paths)  # writes job.dest again
-        notes.append(f"{job.kernel_name}: its kernels are in archive parts; searches {paths}")
+    for outcome, paths in zip(split.outcomes, split.plan.search_paths, strict=True):
+        if paths is not None:
+            name = outcome.job.kernel_name
+            notes.append(f"{name}: its kernels are in archive parts; searches {list(paths)}")
     return notes
 
 
-def _write_archives(
-    plan: SplitPlan,
-    staging: Staging,
-    parts: Parts,
-    stages: dict[str, set[str]],
-    options: SplitOptions,
-) -> list[ArchiveOutput]:
-    """One archive per target and part, where :meth:`SplitPlan.archive_place` puts it."""
-    jobs = []
-    for target in sorted(parts):
-        for number, entries in enumerate(parts[target]):
-            place = plan.archive_place(target, stages[target], number)
-            path = staging.root / place.path
-            jobs.append(ArchiveJob(target, path, tuple(entries)))
-    summaries = write_archives(
-        jobs,
-        prefix=plan.prefix,
-        scheme=options.scheme,
-        level=options.level,
-        max_size=options.max_archive_bytes,
-    )
-    return [
-        ArchiveOutput(
-            job.target,
-            staging.output_dir / job.path.relative_to(staging.root),
-            summary.kernel_count,
-            summary.original_bytes,
-            summary.size,
+def _write_archives(split: FatSplit, staging: Staging) -> list[ArchiveOutput]:
+    """Write every archive where :meth:`SplitPlan.archive_place` put it."""
+    outputs = []
+    for archive in split.archives:
+        summary = archive.write()
+        outputs.append(
+            ArchiveOutput(
+                target=archive.target,
+                path=staging.output_dir / archive.path.relative_to(staging.root),
+                kernel_count=summary.kernel_count,
+                original_bytes=summary.original_bytes,
+                size=summary.size,
+            )
         )
-        for job, summary in zip(jobs, summaries, strict=True)
-    ]
+    return outputs
 
 
 def _report(outcome: FatOutcome) -> BinaryReport:
     return BinaryReport(
-        outcome.job.kernel_name,
-        len(outcome.kernels),
-        outcome.skipped,
-        outcome.removed_bytes,
-        outcome.notes,
+        kernel_name=outcome.job.kernel_name,
+        kernels=len(outcome.kernels),
+        skipped=outcome.skipped,
+        removed_bytes=outcome.removed_bytes,
+        notes=outcome.notes,
     )
 
 
@@ -192,41 +169,36 @@ def execute(plan: SplitPlan, output_dir: Path, options: SplitOptions) -> SplitRe
         spool_dir = staging.dir(".spool")
         spool_dir.mkdir()
         jobs = fat_jobs(plan, generic_root, spool_dir, options)
-        outcomes = run_fat_jobs(jobs, options.jobs)
-        _check_windows_targets(outcomes)
-        by_target = group_by_target(outcomes)
-        parts, used = cut_entries(
-            by_target,
-            prefix=plan.prefix,
-            scheme=options.scheme,
-            limit=options.max_archive_bytes,
+        split = split_fat(
+            jobs,
+            workers=options.jobs,
+            spec=options.archive_spec(plan.prefix),
+            place=lambda slot: staging.root / plan.archive_place(slot).path,
         )
-        part_notes = _retarget_markers(plan, outcomes, parts, used)
-        stages = plan.output_stages({t: {s for s, _, _ in e} for t, e in by_target.items()})
+        _check_windows_targets(split.outcomes)
+        stages = plan.output_stages(split.plan.kernel_stages())
         contributors = {plan.out_name(t): s for t, s in stages.items()}
         staging.check_free([generic_name, *contributors])
         moved = [
-            (
-                db.entry.kernel_name,
-                _write_database(db.entry, staging.dir(plan.out_name(db.match.base_arch))),
-            )
+            (db.kernel_name, _write_database(db.entry, staging.dir(plan.out_name(db.target))))
             for db in plan.databases
         ]
-        archives = _write_archives(plan, staging, parts, stages, options)
-        remove_spools([j.spool for j in jobs])
+        archives = _write_archives(split, staging)
+        remove_spools([j.spool for j in jobs if j.spool is not None])
         for name, given in contributors.items():
             for stage in given:  # a stage that only gave kernels has no files here
                 make_dirs(staging.dir(name), stage)
             write_manifest(staging.dir(name), given)
         published = staging.publish([generic_name, *contributors])
     final_moved = tuple((k, output_dir / p.relative_to(staging.root)) for k, p in moved)
-    notes = list(plan.notes) + [n for o in outcomes for n in o.notes] + part_notes
+    outcomes = split.outcomes
+    notes = [*plan.notes, *(n for o in outcomes for n in o.notes), *_part_notes(plan, split)]
     return SplitResult(
-        plan.scan.path,
-        plan.prefix,
-        tuple(published),
-        tuple(archives),
-        tuple(_report(o) for o in outcomes),
-        final_moved,
-        tuple(notes),
+        artifact_dir=plan.scan.path,
+        prefix=plan.prefix,
+        outputs=tuple(published),
+        archives=tuple(archives),
+        binaries=tuple(_report(o) for o in outcomes),
+        databases=final_moved,
+        notes=tuple(notes),
     )

@@ -46,7 +46,6 @@ from kpack.common.outputs import Publication, publish_all, staging
 from kpack.common.safepath import output_dir_problem
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, RocmPackagingError, UsageError, shown_list
-from kpack.split import host_size
 from kpack.wheelfile import InputWheel, Member
 from kpack.wheelsplit._bundles import (
     bundle_key,
@@ -57,7 +56,7 @@ from kpack.wheelsplit._bundles import (
 )
 from kpack.wheelsplit._cli import Parser, add_arguments
 from kpack.wheelsplit._input import Source, open_source
-from kpack.wheelsplit._kernels import KernelResult, split_binaries
+from kpack.wheelsplit._kernels import KernelResult, host_size, split_binaries
 from kpack.wheelsplit._metadata import (
     add_headers,
     device_metadata,

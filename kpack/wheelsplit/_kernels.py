@@ -1,10 +1,11 @@
-"""Split the planned fat binaries and lay out one ``.kpack`` archive per target.
+"""Split the planned fat binaries and lay out their ``.kpack`` archives, with wheel names.
 
-The per-binary work and the archive layout are the artifact splitter's
-(:mod:`kpack.split`): each binary is transformed into ``host_dir`` and its kernels
-spooled as archive frames; each archive is then streamed from the spools straight into
-the device wheels that ship it, never written as a file of its own. The spools live in
-the work directory until the wheels are written.
+The work is the split's (:func:`kpack.split.split_fat`): each binary's transform is planned
+and verified and its kernels spooled as archive frames; each archive is then streamed from
+the spools straight into the device wheels that ship it, never written as a file of its
+own. This module only names things for the wheel: one archive set per archive root
+(:mod:`kpack.wheelsplit._plan`), each archive at its arcname. The spools live in the work
+directory until the wheels are written.
 """
 
 from __future__ import annotations
@@ -15,23 +16,11 @@ from pathlib import Path
 
 from kpack.archive import MAX_ARCHIVE_BYTES, Scheme
 from kpack.errors import PackagingError
-from kpack.split import (
-    ArchiveJob,
-    FatJob,
-    FatOutcome,
-    HostContent,
-    SpooledArchive,
-    cut_entries,
-    frame_level,
-    group_by_target,
-    lay_out_archives,
-    retarget,
-    retarget_paths,
-    run_fat_jobs,
-)
+from kpack.split import ArchiveSpec, FatJob, HostContent, SpooledArchive, split_fat
+from kpack.wheelfile import Generated
 from kpack.wheelsplit._plan import SplitPlan
 
-__all__ = ["ArchiveFile", "KernelResult", "split_binaries"]
+__all__ = ["ArchiveFile", "KernelResult", "host_size", "host_source", "split_binaries"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +50,15 @@ class KernelResult:
     notes: tuple[str, ...]
 
 
+def host_size(content: HostContent) -> int:
+    return content.stat().st_size if isinstance(content, Path) else content.size
+
+
+def host_source(content: HostContent) -> Path | Generated:
+    """``content`` as a member source for the wheel writer."""
+    return content if isinstance(content, Path) else Generated(content.size, content.iter_chunks)
+
+
 def split_binaries(
     plan: SplitPlan, source_root: Path, work: Path, *, scheme: Scheme, level: int, jobs: int
 ) -> KernelResult:
@@ -70,17 +68,32 @@ def split_binaries(
     ``work/spool`` must outlive them."""
     spool_dir = work / "spool"
     spool_dir.mkdir(parents=True, exist_ok=True)
-    fat_jobs = []
-    for number, fat in enumerate(plan.fat):
-        mode = 0o755 if fat.entry.executable else 0o644
-        fat_jobs.append(
-            FatJob(fat.root.rstrip("/"), fat.kernel_name, source_root / fat.entry.arcname,
-                   None, mode, fat.entry.size, fat.kernel_name, fat.search_path,
-                   spool_dir / f"{number}.spool", None, frame_level(scheme, level))
-        )  # fmt: skip
-    outcomes = run_fat_jobs(fat_jobs, jobs)
-    archives, outcomes = _lay_out_archives(plan, outcomes, scheme, level)
-    by_name = {o.job.source: o for o in outcomes}
+    spec = ArchiveSpec(prefix=plan.group, scheme=scheme, level=level, limit=MAX_ARCHIVE_BYTES)
+    fat_jobs = [
+        FatJob(
+            stage=fat.root.rstrip("/"),
+            kernel_name=fat.kernel_name,
+            source=source_root / fat.entry.arcname,
+            size=fat.entry.size,
+            depth=fat.kernel_name.count("/"),
+            search_path=fat.search_path,
+            spool=spool_dir / f"{number}.spool",
+            mode=0o755 if fat.entry.executable else 0o644,
+            level=spec.frame_level,
+        )
+        for number, fat in enumerate(plan.fat)
+    ]
+    split = split_fat(
+        fat_jobs,
+        workers=jobs,
+        spec=spec,
+        place=lambda slot: Path(plan.archive_arcname(_root(slot.group), slot.file_name)),
+        per_stage=True,
+    )
+    archives = tuple(ArchiveFile(a.target, a.path.as_posix(), a) for a in split.archives)
+    for archive in archives:
+        log.info("%s: %d kernels, %d bytes", archive.arcname, archive.kernels, archive.size)
+    by_name = {o.job.source: o for o in split.outcomes}
     stripped: dict[str, HostContent] = {}
     kernels: dict[str, int] = {}
     notes: list[str] = []
@@ -94,38 +107,6 @@ def split_binaries(
     return KernelResult(stripped, kernels, archives, tuple(notes))
 
 
-def _lay_out_archives(
-    plan: SplitPlan, outcomes: list[FatOutcome], scheme: Scheme, level: int
-) -> tuple[tuple[ArchiveFile, ...], list[FatOutcome]]:
-    """One archive per archive root and target (kpack.wheelsplit._plan), in root order;
-    a target whose archive would pass what every reader loads gets parts, and the binaries
-    with kernels in them a transform naming those too (kpack.split's archive-part rule)."""
-    by_root: dict[str, list[FatOutcome]] = {}
-    for outcome in outcomes:
-        by_root.setdefault(outcome.job.stage, []).append(outcome)
-    archives = []
-    retargeted: dict[Path, FatOutcome] = {}
-    limit = MAX_ARCHIVE_BYTES
-    for stage in sorted(by_root):
-        root = f"{stage}/" if stage else ""
-        parts, used = cut_entries(
-            group_by_target(by_root[stage]), prefix=plan.group, scheme=scheme, limit=limit
-        )
-        for outcome in by_root[stage]:
-            name = outcome.job.kernel_name
-            paths = retarget_paths(used, name, name.count("/"), plan.group)
-            if paths is not None:
-                retargeted[outcome.job.source] = retarget(outcome, paths)
-        named = [
-            (plan.archive_arcname(root, t, n), t, entries)
-            for t in sorted(parts)
-            for n, entries in enumerate(parts[t])
-        ]
-        archive_jobs = [ArchiveJob(t, Path(a), tuple(e)) for a, t, e in named]
-        laid = lay_out_archives(
-            archive_jobs, prefix=plan.group, scheme=scheme, level=level, max_size=limit
-        )
-        for (arcname, _, _), archive in zip(named, laid, strict=True):
-            archives.append(ArchiveFile(archive.target, arcname, archive))
-            log.info("%s: %d kernels, %d bytes", arcname, archive.kernel_count, archive.size)
-    return tuple(archives), [retargeted.get(o.job.source, o) for o in outcomes]
+def _root(stage: str) -> str:
+    """The archive root of a job's stage, as an install path ending in '/' ('' = site)."""
+    return f"{stage}/" if stage else ""

@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from kpack.common.safepath import open_new
 from kpack.errors import PackagingError
-from kpack.split import HostContent, host_source
+from kpack.split import HostContent
 from kpack.wheelfile import (
     InputWheel,
     Member,
@@ -28,6 +28,7 @@ from kpack.wheelfile import (
     expand_tag,
     write_wheel,
 )
+from kpack.wheelsplit._kernels import host_source
 
 __all__ = [
     "HostLayout",

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from kpack.databases import Handler, match_database
 from kpack.errors import PackagingError
 from kpack.hipfmt import identify, search_path
-from kpack.split import part_group
 from kpack.transform import inspect_fat_binary
 from kpack.wheelfile import InputWheel, WheelEntry
 from kpack.wheelsplit._bundles import bundle_key
@@ -68,10 +67,10 @@ class SplitPlan:
     databases: tuple[DatabaseFile, ...]
     notes: tuple[str, ...]
 
-    def archive_arcname(self, root: str, target: str, part: int = 0) -> str:
-        """Where part ``part`` (0-based) of ``target``'s archive goes: the usual archive,
-        or ``<root>.kpack/<group>-part<k>_<target>.kpack`` beside it."""
-        return f"{root}.kpack/{part_group(self.group, part)}_{target}.kpack"
+    def archive_arcname(self, root: str, file_name: str) -> str:
+        """Where the archive ``file_name`` of archive root ``root`` goes (the split names it:
+        ``<group>_<target>.kpack``, a further part ``<group>-part<k>_<target>.kpack``)."""
+        return f"{root}.kpack/{file_name}"
 
     @property
     def where(self) -> str:

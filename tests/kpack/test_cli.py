@@ -31,6 +31,7 @@ from transform_fixtures import synthetic
 from kpack.archive import KernelInput, KpackArchive, write_kpack
 from kpack.cli import main
 from kpack.split import _jobs as split_work
+from kpack.split import _pool as split_pool
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parents[2]
@@ -218,13 +219,13 @@ def test_jobs_option(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[tuple[int, int]] = []
-    real_pool = split_work._pool
+    real_pool = split_pool._pool
 
     def spy(jobs: int, count: int):  # type: ignore[no-untyped-def]
         seen.append((jobs, count))
         return real_pool(jobs, count)
 
-    monkeypatch.setattr(split_work, "_pool", spy)
+    monkeypatch.setattr(split_pool, "_pool", spy)
     assert split_cli(capsys, tree, tmp_path / "one", "-j", "1")[0] == 0
     assert split_cli(capsys, tree, tmp_path / "two", "--jobs", "2")[0] == 0
     assert seen == [(1, 3), (2, 3)]  # three fat binaries get transformed

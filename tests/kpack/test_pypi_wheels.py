@@ -304,12 +304,21 @@ def test_each_compressed_bundle_is_decoded_once_while_splitting(
     monkeypatch.setattr(_bundle_ccob.Decoding, "chunks", counting)
     for number, so in enumerate(plugin[1]):
         decodes.clear()
-        job = FatJob("jax_plugin", so.name, so, tmp_path / f"{number}.so", 0o644,
-                     so.stat().st_size, so.name, "x_@GFXARCH@.kpack",
-                     tmp_path / f"{number}.spool", None, level)  # fmt: skip
+        spool_path = tmp_path / f"{number}.spool"
+        job = FatJob(
+            stage="jax_plugin",
+            kernel_name=so.name,
+            source=so,
+            size=so.stat().st_size,
+            depth=0,
+            search_path="x_@GFXARCH@.kpack",
+            spool=spool_path,
+            dest=tmp_path / f"{number}.so",
+            level=level,
+        )
         outcome = run_fat_job(job, keep_views=keep_views, threads=threads)
         assert decodes and set(decodes.values()) == {1}, (so.name, decodes)
-        spool = job.spool.read_bytes()
+        spool = spool_path.read_bytes()
         ours: Digests = collections.Counter()
         for k in outcome.kernels:
             data = bytes(k.view) if k.view is not None else spool[k.offset : k.offset + k.size]

@@ -10,16 +10,17 @@ import pytest
 
 from kpack.artifact.names import ArtifactId
 from kpack.artifact.planned import PlannedArchive, TransformedBinary
-from kpack.artifact.tree import Artifact, EntryKind
+from kpack.artifact.tree import Artifact, Entry, EntryKind
 from kpack.bundle import IndexedBundle
 from kpack.databases import DatabaseMatch, Handler
 from kpack.elf import ElfEdit
-from kpack.split import _inplan
+from kpack.split import _inplan, _jobs
 from kpack.split._plan import SplitOptions
-from kpack.split._scan import ArtifactScan, Kind, StageEntry
+from kpack.split._scan import ArtifactScan, DatabaseFile
 from kpack.transform import ExtractedKernel, TransformPlan
 
 ROOT = Path("/nonexistent/blas_lib_generic")
+ART = ArtifactId("blas", "lib", "generic")
 
 
 def _kernel(index: int, target: str, size: int) -> ExtractedKernel:
@@ -51,19 +52,33 @@ def _transform(source: Path, name: str, targets: dict[str, int]) -> TransformPla
     )
 
 
+def _entry(stage: str, relpath: str, kind: EntryKind, source: Path, size: int = 0) -> Entry:
+    mode = 0o755 if kind is EntryKind.DIR or relpath.endswith(".so") else 0o644
+    return Entry(relpath, kind, source, ART, stage, size=size, mode=mode)
+
+
 def _scan() -> ArtifactScan:
     handler = Handler("rocblas", "", ())
     db = DatabaseMatch(handler, "gfx942", "gfx942")
-    entries = (
-        StageEntry("b/stage", "lib", Kind.DIR, ROOT / "b/stage/lib", 0o755),
-        StageEntry("b/stage", "lib/libb.so", Kind.FAT, ROOT / "b/stage/lib/libb.so", 0o755, 9000),
-        StageEntry("a/stage", "lib", Kind.DIR, ROOT / "a/stage/lib", 0o755),
-        StageEntry("a/stage", "lib/liba.so", Kind.FAT, ROOT / "a/stage/lib/liba.so", 0o755, 8000),
-        StageEntry("a/stage", "lib/x/T_gfx942.co", Kind.DATABASE, ROOT / "db", 0o644, 10,
-                   database=db),
-        StageEntry("a/stage", "include/a.h", Kind.PLAIN, ROOT / "h", 0o644, 5),
-    )  # fmt: skip
-    return ArtifactScan(ROOT, ("a/stage", "b/stage"), entries)
+    return ArtifactScan(
+        path=ROOT,
+        stages=("a/stage", "b/stage"),
+        kept=(
+            _entry("b/stage", "lib", EntryKind.DIR, ROOT / "b/stage/lib"),
+            _entry("a/stage", "lib", EntryKind.DIR, ROOT / "a/stage/lib"),
+            _entry("a/stage", "include/a.h", EntryKind.FILE, ROOT / "h", 5),
+        ),
+        fat=(
+            _entry("b/stage", "lib/libb.so", EntryKind.FILE, ROOT / "b/stage/lib/libb.so", 9000),
+            _entry("a/stage", "lib/liba.so", EntryKind.FILE, ROOT / "a/stage/lib/liba.so", 8000),
+        ),
+        databases=(
+            DatabaseFile(
+                _entry("a/stage", "lib/x/T_gfx942.co", EntryKind.FILE, ROOT / "db", 10), db
+            ),
+        ),
+        notes=(),
+    )
 
 
 @pytest.fixture
@@ -72,7 +87,7 @@ def split(monkeypatch: pytest.MonkeyPatch) -> _inplan.PlannedSplit:
         "a/stage/lib/liba.so": {"gfx942": 300, "gfx9-4-generic": 200},
         "b/stage/lib/libb.so": {"gfx942": 50, "gfx90a:xnack+": 70},
     }
-    artifact = Artifact(ArtifactId("blas", "lib", "generic"), ROOT, ("a/stage", "b/stage"), ())
+    artifact = Artifact(ART, ROOT, ("a/stage", "b/stage"), ())
 
     def classify(
         path: Path, stages: tuple[str, ...], entries: object, handlers: object, **kw: object
@@ -82,14 +97,14 @@ def split(monkeypatch: pytest.MonkeyPatch) -> _inplan.PlannedSplit:
         return _scan()
 
     monkeypatch.setattr(_inplan, "classify_entries", classify)
-    monkeypatch.setattr(
-        _inplan,
+    monkeypatch.setattr(  # the transforms are planned in-process: one job at a time
+        _jobs,
         "plan_host_transform",
         lambda source, kernel_name, search_paths: _transform(
             source, kernel_name, kernels[kernel_name]
         ),
     )
-    result = _inplan.plan_in_place(artifact, SplitOptions(()), fat_of=lambda path: None)
+    result = _inplan.plan_in_place(artifact, SplitOptions(jobs=1), fat_of=lambda path: None)
     assert result is not None
     return result
 

@@ -25,9 +25,9 @@ from kpack.split import (
     plan_in_place,
     split_artifact,
     spool_planned,
-    verify_binary,
 )
 from kpack.transform import inspect_fat_binary
+from kpack.verify import verify_binary
 
 STAGE = "math-libs/BLAS/rocBLAS/stage"
 LIMIT = 2600
@@ -183,16 +183,16 @@ def test_the_package_builder_cuts_the_same_parts(
     stages = read_stages(art)
     artifact = Artifact(ArtifactId("blas", "lib", "generic"), art, stages,
                         walk_stages(art, stages, ArtifactId.parse(art.name)))  # fmt: skip
-    options = SplitOptions((), max_archive_bytes=LIMIT)
+    options = SplitOptions(max_archive_bytes=LIMIT)
     planned = plan_in_place(artifact, options, fat_of=inspect_fat_binary)
-    assert planned is not None and planned.max_archive_bytes == LIMIT
+    assert planned is not None and planned.spec.limit == LIMIT
     out = parted.outputs[0].parent
     written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.kpack") if p.is_file())
     assert sorted(a.key for a in planned.archives) == written
     for fat, content in planned.transformed:
         ref = read_kpack_ref(parted.outputs[0] / fat.stage / fat.relpath)
         assert ref is not None and content.transform.search_paths == ref.search_paths
-    laid = spool_planned([planned], tmp_path, scheme="zstd-per-kernel", level=9, jobs=1)
+    laid = spool_planned([planned], tmp_path, jobs=1)
     for key, archive in laid.items():
         path = tmp_path / "streamed" / key
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,87 @@
+"""The split's parallel runner (private to :mod:`kpack.split`): one job per fat binary, in
+worker processes, largest first.
+
+Every front-end's per-binary work runs here: the artifact splitter's and the wheel
+splitter's transforms and spools, the package builder's planned transforms. The first
+failure (or a signal, :mod:`kpack.common.cancel`) cancels the rest and ends the workers; a
+worker that dies is one error naming the binary it was working on.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from kpack.common import cancel
+from kpack.errors import TransformError
+
+__all__ = ["run_jobs"]
+
+
+class Job(Protocol):
+    @property
+    def source(self) -> Path: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def kernel_name(self) -> str: ...
+
+
+J = TypeVar("J", bound=Job)
+R = TypeVar("R")
+
+
+def run_jobs(
+    jobs: Sequence[J], workers: int, *, work: Callable[[J], R], here: Callable[[J], R]
+) -> list[R]:
+    """``work(job)`` for every job in up to ``workers`` processes, largest job first; one
+    worker (or one job) runs ``here(job)`` in-process instead. Results in the order run."""
+    ordered = sorted(jobs, key=lambda j: (-j.size, j.kernel_name))
+    pool = _pool(workers, len(ordered))
+    if pool is None:
+        return [here(job) for job in ordered]
+    with pool:
+        futures = {pool.submit(work, job): job for job in ordered}
+        results = []
+        try:
+            for future in cancel.completed(futures):
+                results.append(_result(future, futures[future]))
+        except BaseException:
+            _stop(pool)
+            raise
+    return results
+
+
+def _pool(jobs: int, count: int) -> ProcessPoolExecutor | None:
+    if jobs <= 1 or count <= 1:
+        return None
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
+    return ProcessPoolExecutor(max_workers=min(jobs, count), mp_context=context)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now: a worker in the middle of a
+    large binary would otherwise finish it while the caller waits (a signal, a failure)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+
+
+def _result(future: Future[R], job: Job) -> R:
+    """The result of ``job``; a worker that died (killed, out of memory) is one error
+    naming the file it was working on, not a stray ``BrokenProcessPool``."""
+    try:
+        return future.result()
+    except BrokenExecutor as exc:
+        raise TransformError(
+            f"the worker process splitting it died ({exc}); killed, or out of memory?",
+            path=job.source,
+        ) from None
