@@ -32,7 +32,7 @@ from kpack.transform import inspect_fat_binary
 __all__ = ["UnbundleResult", "bundle_triples", "unbundle_binary", "unbundled_names"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UnbundleResult:
     source: Path
     output_dir: Path
@@ -122,4 +122,9 @@ def unbundle_binary(
             for name, co in zip(names, chosen, strict=True):
                 root.write_bytes(name, co.data, what="code object file")
             staging.publish(names)
-    return UnbundleResult(path, output_dir, tuple(names), tuple(co.triple for co in chosen))
+    return UnbundleResult(
+        source=path,
+        output_dir=output_dir,
+        names=tuple(names),
+        triples=tuple(co.triple for co in chosen),
+    )

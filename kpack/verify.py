@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 _EM_AMDGPU = 224
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VerifyReport:
     binary: Path
     ref: KpackRef
@@ -209,4 +209,11 @@ def verify_binary(
             problems=problems + [f"warning: {w}" for w in warnings],
         )
     log.info("%s: %d kernels in %d archives verified", binary, checked, len(paths))
-    return VerifyReport(binary, ref, paths, tuple(sorted(targets)), checked, tuple(warnings))
+    return VerifyReport(
+        binary=binary,
+        ref=ref,
+        archives=paths,
+        targets=tuple(sorted(targets)),
+        kernels_checked=checked,
+        warnings=tuple(warnings),
+    )

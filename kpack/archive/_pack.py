@@ -126,7 +126,7 @@ def write_kpack(
     return KpackSummary(path, size, len(ordered), original, arches)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KpackLayout:
     """An archive laid out before any of it is written (:func:`lay_out_kpack`): its size,
     which input kernel each ordinal holds, and the bytes around the blobs. :meth:`chunks`

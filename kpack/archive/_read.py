@@ -118,7 +118,13 @@ def _check(
         offset, size = locations[raw.ordinal]
         original = size if raw.original_size is None else raw.original_size
         entries[(key, target)] = ArchiveEntry(
-            key, target, raw.ordinal, original, offset, size, raw.metadata
+            binary_key=key,
+            target=target,
+            ordinal=raw.ordinal,
+            original_size=original,
+            offset=offset,
+            size=size,
+            metadata=raw.metadata,
         )
     return toc, entries
 

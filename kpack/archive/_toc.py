@@ -21,7 +21,7 @@ Scheme = Literal["none", "zstd-per-kernel"]
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ArchiveEntry:
     """A TOC entry; ``offset``/``size`` locate the stored bytes (the zstd frame, or the blob)."""
 
@@ -41,7 +41,7 @@ class TocEntry:
     metadata: Mapping[str, str] | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Toc:
     group_name: str
     gfx_arch_family: str

@@ -192,6 +192,7 @@ def too_large(size: int, max_size: int, path: Path) -> ArchiveError:
 def _write_zstd(
     out: BinaryIO,
     payloads: Sequence[Payload],
+    *,
     level: int,
     jobs: int,
     max_blob: int,
@@ -242,7 +243,9 @@ def _write_body(
     if scheme == "none":
         location = _write_none(out, payloads)
     else:
-        location = _write_zstd(out, payloads, level, jobs, max_blob, max_size, path)
+        location = _write_zstd(
+            out, payloads, level=level, jobs=jobs, max_blob=max_blob, max_size=max_size, path=path
+        )
     toc_offset = out.tell()
     out.write(msgpack.packb({**toc, **location}, use_bin_type=True))
     size = out.tell()

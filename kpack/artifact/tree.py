@@ -35,7 +35,7 @@ class EntryKind(enum.Enum):
     SYMLINK = "symlink"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Entry:
     """One path below a stage directory. ``artifact`` is ``None`` only for a directory
     whose name does not parse, split with an explicit prefix; ``planned`` is content a
@@ -105,19 +105,26 @@ def _walk(artifact: ArtifactId | None, stage: str, stage_dir: Path) -> list[Entr
             path = Path(child.path)
             st = child.stat(follow_symlinks=False)
             mode = stat.S_IMODE(st.st_mode)
+            link: str | None = None
+            size = 0
             if stat.S_ISLNK(st.st_mode):
-                link = check_symlink(stage_dir, path)
-                entries.append(
-                    Entry(relpath, EntryKind.SYMLINK, path, artifact, stage, link=link, mode=mode)
-                )
+                kind, link = EntryKind.SYMLINK, check_symlink(stage_dir, path)
             elif stat.S_ISDIR(st.st_mode):
-                entries.append(Entry(relpath, EntryKind.DIR, path, artifact, stage, mode=mode))
+                kind = EntryKind.DIR
                 pending.append((path, relpath + "/"))
             elif stat.S_ISREG(st.st_mode):
-                size = st.st_size
-                entries.append(
-                    Entry(relpath, EntryKind.FILE, path, artifact, stage, size=size, mode=mode)
-                )
+                kind, size = EntryKind.FILE, st.st_size
             else:
                 raise ArtifactError("not a regular file, directory or symlink", path=path)
+            entry = Entry(
+                relpath=relpath,
+                kind=kind,
+                source=path,
+                artifact=artifact,
+                stage=stage,
+                link=link,
+                size=size,
+                mode=mode,
+            )
+            entries.append(entry)
     return sorted(entries, key=lambda e: e.relpath)

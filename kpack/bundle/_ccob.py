@@ -76,7 +76,14 @@ def read_header(view: memoryview, start: int, ctx: Ctx) -> CcobHeader:
         )
     if uncompressed > MAX_UNCOMPRESSED:
         raise ctx.error(f"CCOB uncompressed_size {uncompressed} exceeds {MAX_UNCOMPRESSED}")
-    return CcobHeader(version, METHODS[method_id], header_size, total, uncompressed, digest)
+    return CcobHeader(
+        version=version,
+        method=METHODS[method_id],
+        header_size=header_size,
+        total_size=total,
+        uncompressed_size=uncompressed,
+        hash=digest,
+    )
 
 
 def _zstd_frame_end(view: memoryview, pos: int, limit: int, ctx: Ctx) -> tuple[int, bool]:

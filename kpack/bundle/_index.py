@@ -59,7 +59,7 @@ def _stream_entries(reader: ChunkReader, avail: int, ctx: Ctx) -> tuple[int, lis
         raw = reader.read(triple_len)
         triple = read_triple(memoryview(raw), 0, triple_len, index, ctx)
         pos += triple_len
-        entries.append(checked_entry(index, triple, offset, size, avail, ctx))
+        entries.append(checked_entry(index, triple, offset=offset, size=size, avail=avail, ctx=ctx))
     return pos, entries
 
 

@@ -65,7 +65,7 @@ def _read_entries(view: memoryview, start: int, count: int, ctx: Ctx) -> tuple[i
         check_triple_len(index, triple_len, avail - pos, ctx)
         triple = read_triple(view, start + pos, triple_len, index, ctx)
         pos += triple_len
-        entries.append(checked_entry(index, triple, offset, size, avail, ctx))
+        entries.append(checked_entry(index, triple, offset=offset, size=size, avail=avail, ctx=ctx))
     return pos, entries
 
 
@@ -78,7 +78,7 @@ def check_triple_len(index: int, triple_len: int, left: int, ctx: Ctx) -> None:
 
 
 def checked_entry(
-    index: int, triple: str, offset: int, size: int, avail: int, ctx: Ctx
+    index: int, triple: str, *, offset: int, size: int, avail: int, ctx: Ctx
 ) -> RawEntry:
     """The entry, if its payload lies within the ``avail`` bytes from the bundle start."""
     if offset > avail or size > avail - offset:

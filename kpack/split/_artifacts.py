@@ -39,32 +39,6 @@ class BatchResult:
             )
 
 
-# --- public entry points --------------------------------------------------------------------
-
-
-def _options(
-    handlers: Sequence[Handler],
-    gpu_targets: Sequence[str] | None,
-    scheme: Scheme,
-    level: int,
-    jobs: int,
-    force: bool,
-    max_archive_bytes: int,
-    owns: str = "recorded",
-) -> SplitOptions:
-    """The checked options of one run (sequences as tuples)."""
-    return SplitOptions(
-        handlers=tuple(handlers),
-        gpu_targets=tuple(gpu_targets) if gpu_targets is not None else None,
-        scheme=scheme,
-        level=level,
-        jobs=jobs,
-        force=force,
-        max_archive_bytes=max_archive_bytes,
-        owns=owns,
-    )
-
-
 def split_artifact(
     artifact_dir: Path,
     output_dir: Path,
@@ -85,7 +59,16 @@ def split_artifact(
     :class:`~kpack.errors.RocmPackagingError` subclass on bad input, leaving no output dir.
     ``max_archive_bytes``: a target whose archive would be larger gets archive parts.
     """
-    options = _options(handlers, gpu_targets, scheme, level, jobs, force, max_archive_bytes, owns)
+    options = SplitOptions(
+        handlers=tuple(handlers),
+        gpu_targets=tuple(gpu_targets) if gpu_targets is not None else None,
+        scheme=scheme,
+        level=level,
+        jobs=jobs,
+        force=force,
+        max_archive_bytes=max_archive_bytes,
+        owns=owns,
+    )
     return _split_one(Path(artifact_dir), Path(output_dir), prefix, options)
 
 
@@ -160,7 +143,16 @@ def split_artifacts(
     owns: str = "recorded",
 ) -> BatchResult:
     """Split every artifact below ``parent_dir``; collect failures instead of stopping."""
-    options = _options(handlers, gpu_targets, scheme, level, jobs, force, max_archive_bytes, owns)
+    options = SplitOptions(
+        handlers=tuple(handlers),
+        gpu_targets=tuple(gpu_targets) if gpu_targets is not None else None,
+        scheme=scheme,
+        level=level,
+        jobs=jobs,
+        force=force,
+        max_archive_bytes=max_archive_bytes,
+        owns=owns,
+    )
     inputs = batch_inputs(Path(parent_dir))
     by_prefix: dict[str, list[Path]] = {}
     for path in inputs:

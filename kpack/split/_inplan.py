@@ -74,7 +74,12 @@ class PlannedSplit:
 def _dirs(art: ArtifactId, stage: str, relpath: str, source: Path) -> list[Entry]:
     """Directory entries for the parents of ``relpath`` (as a walk of the output finds)."""
     parents = list(PurePosixPath(relpath).parents)[:-1]
-    return [Entry(str(p), EntryKind.DIR, source, art, stage, mode=0o755) for p in reversed(parents)]
+    return [
+        Entry(
+            relpath=str(p), kind=EntryKind.DIR, source=source, artifact=art, stage=stage, mode=0o755
+        )
+        for p in reversed(parents)
+    ]
 
 
 def _job(entry: Entry, prefix: str) -> FatJob:
@@ -172,11 +177,11 @@ def _target_outputs(
         art = _out(artifact, place.target)
         source = artifact.path / place.stage / place.relpath  # a label only: planned
         file = Entry(
-            place.relpath,
-            EntryKind.FILE,
-            source,
-            art,
-            place.stage,
+            relpath=place.relpath,
+            kind=EntryKind.FILE,
+            source=source,
+            artifact=art,
+            stage=place.stage,
             size=archive.original_bytes,
             planned=archive,
         )

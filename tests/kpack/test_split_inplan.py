@@ -54,7 +54,9 @@ def _transform(source: Path, name: str, targets: dict[str, int]) -> TransformPla
 
 def _entry(stage: str, relpath: str, kind: EntryKind, source: Path, size: int = 0) -> Entry:
     mode = 0o755 if kind is EntryKind.DIR or relpath.endswith(".so") else 0o644
-    return Entry(relpath, kind, source, ART, stage, size=size, mode=mode)
+    return Entry(
+        relpath=relpath, kind=kind, source=source, artifact=ART, stage=stage, size=size, mode=mode
+    )
 
 
 def _scan() -> ArtifactScan:
