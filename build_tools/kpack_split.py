@@ -95,17 +95,21 @@ def plan_fat_splits(
         catalog.root, [(f"{a.id.dirname}: {a.id.target}", a.id.target) for a in catalog.artifacts]
     )
     wanted = set(names)
+    candidates = [
+        a
+        for a in catalog.artifacts
+        if _is_unsplit(a) or (a.id.target == "generic" and a.id.name in wanted)
+    ]
+    planned = plan_in_place(
+        [(a, _options(split_databases.get(a.id.name, ()))) for a in candidates],
+        fat_of=catalog.facts.fat,
+        jobs=jobs,
+    )
     splits: list[PlannedSplit] = []
     relabeled: dict[str, Artifact] = {}
-    for artifact in catalog.artifacts:
-        unsplit = _is_unsplit(artifact)
-        if not unsplit and (artifact.id.target != "generic" or artifact.id.name not in wanted):
-            continue
-        handlers = load_handlers(split_databases.get(artifact.id.name, ()))
-        options = SplitOptions(handlers=tuple(handlers), scheme=_SCHEME, level=_LEVEL, jobs=jobs)
-        split = plan_in_place(artifact, options, fat_of=catalog.facts.fat)
+    for artifact, split in zip(candidates, planned, strict=True):
         if split is None:
-            if unsplit:
+            if _is_unsplit(artifact):
                 relabeled[artifact.id.dirname] = _as_generic(artifact)
             continue
         presplit = sorted(
@@ -139,6 +143,11 @@ def plan_fat_splits(
         artifacts.extend(replaced.get(artifact.id.dirname, (artifact,)))
     ordered = tuple(sorted(artifacts, key=lambda a: a.id.dirname))
     return replace(catalog, artifacts=ordered), KpackSplitPlan(tuple(splits), notices)
+
+
+def _options(databases: Sequence[str]) -> SplitOptions:
+    """The split's options for an artifact whose ``databases`` handlers apply."""
+    return SplitOptions(handlers=tuple(load_handlers(databases)), scheme=_SCHEME, level=_LEVEL)
 
 
 def _holds_archives(artifact: Artifact) -> bool:

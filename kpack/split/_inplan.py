@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
 from pathlib import Path, PurePosixPath
 
 from kpack.artifact.names import ArtifactId
@@ -97,23 +98,44 @@ def _job(entry: Entry, prefix: str) -> FatJob:
 
 
 def plan_in_place(
-    artifact: Artifact,
-    options: SplitOptions,
+    artifacts: Sequence[tuple[Artifact, SplitOptions]],
     *,
     fat_of: Callable[[Path], FatBinaryInfo | None],
-) -> PlannedSplit | None:
-    """The split of ``artifact`` as output artifacts, or ``None`` if it has nothing to
-    split. Each fat binary's transform is planned and verified (on ``options.jobs``
-    processes); nothing is written."""
+    jobs: int,
+) -> list[PlannedSplit | None]:
+    """The split of each artifact (with its options) as output artifacts, or ``None`` for
+    one with nothing to split. Every fat binary's transform is planned and verified, all
+    of them together on ``jobs`` processes; nothing is written."""
+    plans = [_plan(artifact, options, fat_of) for artifact, options in artifacts]
+    fat_jobs = [_job(e, plan.prefix) for plan in plans if plan is not None for e in plan.fat]
+    planned = iter(plan_fat_jobs(fat_jobs, jobs))
+    return [
+        None
+        if plan is None
+        else _split(artifact, options, plan, list(islice(planned, len(plan.fat))))
+        for (artifact, options), plan in zip(artifacts, plans, strict=True)
+    ]
+
+
+def _plan(
+    artifact: Artifact, options: SplitOptions, fat_of: Callable[[Path], FatBinaryInfo | None]
+) -> SplitPlan | None:
+    """What splitting ``artifact`` would do, ``None`` if nothing: its catalog entries
+    classified (headers read by ``fat_of``), nothing transformed yet."""
     scan = classify_entries(
         artifact.path, artifact.stages, artifact.entries, options.handlers, fat_of=fat_of
     )
-    prefix = f"{artifact.id.name}_{artifact.id.component}"
-    plan = plan_split(scan, prefix, options)
-    if not plan.fat and not plan.databases:
-        return None
+    plan = plan_split(scan, f"{artifact.id.name}_{artifact.id.component}", options)
+    return plan if plan.fat or plan.databases else None
+
+
+def _split(
+    artifact: Artifact, options: SplitOptions, plan: SplitPlan, planned: Sequence[PlannedFat]
+) -> PlannedSplit:
+    """The planned split of ``artifact``: its planned transforms (``planned``, one per fat
+    binary) retargeted where parts need it, its archives, its output artifacts."""
+    prefix = plan.prefix
     spec = options.archive_spec(prefix)
-    planned = plan_fat_jobs([_job(e, prefix) for e in plan.fat], options.jobs)
     archive_plan = plan_archives([_binary(p) for p in planned], plan.archive_place, spec)
     transformed = tuple(
         (fat, TransformedBinary(p.transform if paths is None else retarget_plan(p, paths)))
@@ -125,7 +147,7 @@ def plan_in_place(
     archives = [(a.place, _archive(a, prefix)) for a in archive_plan.archives]
     stages = plan.output_stages(archive_plan.kernel_stages())
     outputs = [
-        Artifact(generic, artifact.path, scan.stages, tuple(entries)),
+        Artifact(generic, artifact.path, plan.scan.stages, tuple(entries)),
         *_target_outputs(artifact, plan, archives, stages),
     ]
     notes = plan.notes + tuple(

@@ -40,7 +40,7 @@ def run_jobs(
     """``work(job)`` for every job in up to ``workers`` processes, largest job first; one
     worker (or one job) runs ``here(job)`` in-process instead. Results in the order run."""
     ordered = sorted(jobs, key=lambda j: (-j.size, j.kernel_name))
-    pool = _pool(workers, len(ordered))
+    pool = _pool(workers, len(ordered), preload=work.__module__)
     if pool is None:
         return [here(job) for job in ordered]
     with pool:
@@ -55,11 +55,16 @@ def run_jobs(
     return results
 
 
-def _pool(jobs: int, count: int) -> ProcessPoolExecutor | None:
+def _pool(jobs: int, count: int, preload: str = __name__) -> ProcessPoolExecutor | None:
+    """Up to ``jobs`` workers for ``count`` jobs, or ``None`` for one of either. Workers
+    are forked from a server that imported ``preload`` (the work's module) once, so a
+    run's pools do not each import the engine again."""
     if jobs <= 1 or count <= 1:
         return None
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return ProcessPoolExecutor(max_workers=min(jobs, count))
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", preload])  # once the server runs: no effect
     return ProcessPoolExecutor(max_workers=min(jobs, count), mp_context=context)
 
 

@@ -221,9 +221,9 @@ def test_jobs_option(
     seen: list[tuple[int, int]] = []
     real_pool = split_pool._pool
 
-    def spy(jobs: int, count: int):  # type: ignore[no-untyped-def]
+    def spy(jobs: int, count: int, **kw: str):  # type: ignore[no-untyped-def]
         seen.append((jobs, count))
-        return real_pool(jobs, count)
+        return real_pool(jobs, count, **kw)
 
     monkeypatch.setattr(split_pool, "_pool", spy)
     assert split_cli(capsys, tree, tmp_path / "one", "-j", "1")[0] == 0

@@ -106,7 +106,7 @@ def split(monkeypatch: pytest.MonkeyPatch) -> _inplan.PlannedSplit:
             source, kernel_name, kernels[kernel_name]
         ),
     )
-    result = _inplan.plan_in_place(artifact, SplitOptions(jobs=1), fat_of=lambda path: None)
+    [result] = _inplan.plan_in_place([(artifact, SplitOptions())], fat_of=lambda path: None, jobs=1)
     assert result is not None
     return result
 

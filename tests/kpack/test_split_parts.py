@@ -184,7 +184,7 @@ def test_the_package_builder_cuts_the_same_parts(
     artifact = Artifact(ArtifactId("blas", "lib", "generic"), art, stages,
                         walk_stages(art, stages, ArtifactId.parse(art.name)))  # fmt: skip
     options = SplitOptions(max_archive_bytes=LIMIT)
-    planned = plan_in_place(artifact, options, fat_of=inspect_fat_binary)
+    [planned] = plan_in_place([(artifact, options)], fat_of=inspect_fat_binary, jobs=2)
     assert planned is not None and planned.spec.limit == LIMIT
     out = parted.outputs[0].parent
     written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.kpack") if p.is_file())
