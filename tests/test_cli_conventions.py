@@ -22,7 +22,7 @@ from kpack.common import cli as conventions
 from kpack.common.cli import format_size, split_list, tool_version
 from kpack.wheelsplit import Parser as WheelsplitParser
 from kpack.wheelsplit import add_arguments as wheelsplit_arguments
-from tests.build_tools.test_assemble_shards import make_shard
+from tests.build_tools.shards.test_assembly import make_shard
 from tests.build_tools.treeutil import add_artifact, write_manifest
 
 ROOT = Path(__file__).resolve().parent.parent

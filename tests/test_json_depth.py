@@ -16,7 +16,7 @@ import pytest
 from build_tools import assemble_shards, build_python_packages
 from kpack.common.jsonfile import MAX_JSON_DEPTH, json_too_deep, parse_json_object
 from kpack.errors import ManifestError
-from tests.build_tools.test_assemble_shards import make_shard
+from tests.build_tools.shards.test_assembly import make_shard
 from tests.build_tools.treeutil import add_artifact, write_manifest
 
 ROOT = Path(__file__).resolve().parent.parent

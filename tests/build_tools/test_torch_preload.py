@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.build_tools.plan.test_registry import TORCH_PRELOADS
+
 from .conftest import VERSION, build_dist, install
-from .test_library_registry import TORCH_PRELOADS
 
 pytestmark = [pytest.mark.real, pytest.mark.compile, pytest.mark.slow]
 

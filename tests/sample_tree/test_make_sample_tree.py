@@ -14,8 +14,7 @@ import pytest
 
 from kpack.errors import PackagingError, ToolError, UsageError
 from sample_tree.make_sample_tree import DEB_PACKAGES, make_sample_tree
-
-from ..conftest import require
+from tests.conftest import require
 
 COMPONENTS = {"lib", "run", "dbg", "dev", "doc", "test"}
 FAMILY = "gfx90a-dcgpu"

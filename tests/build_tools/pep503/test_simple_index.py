@@ -27,10 +27,9 @@ from build_tools.pep503 import (
 from kpack.errors import PackagingError
 from kpack.wheelfile import Member, write_wheel
 from kpack.wheelfile._sdist import write_sdist
-
-from ..conftest import require
-from .conftest import VERSION, build_dist
-from .index_server import serve_index
+from tests.build_tools.conftest import VERSION, build_dist
+from tests.build_tools.pep503.index_server import serve_index
+from tests.conftest import require
 
 EPOCH = 1_700_000_000
 LIB_WHEEL = "tiny_lib-1.0-py3-none-any.whl"

@@ -11,8 +11,7 @@ import pytest
 from build_tools.build_python_packages import main
 from build_tools.plan._families import selectable_by
 from build_tools.targets import load_family_table
-
-from .treeutil import add_artifact, write_manifest
+from tests.build_tools.treeutil import add_artifact, write_manifest
 
 PROCESSORS = ("gfx1100", "gfx1101", "gfx90a", "gfx942")
 #: The shipped family table (manifests/targets.yaml), which the error names.

@@ -8,8 +8,7 @@ from build_tools.artifacts import scan_artifacts
 from build_tools.plan._layout import layout_runtime
 from build_tools.plan._namespace import merge
 from kpack.elf import ElfInfo, FileKind
-
-from .treeutil import add_artifact, write_manifest
+from tests.build_tools.treeutil import add_artifact, write_manifest
 
 
 def _info(path: Path, kind: FileKind, soname: str | None = None) -> ElfInfo:

@@ -8,8 +8,7 @@ from build_tools.artifacts import EntryKind, scan_artifacts
 from build_tools.plan._globs import GlobSet
 from build_tools.plan._namespace import merge
 from kpack.errors import ArtifactError
-
-from .treeutil import add_artifact, write_manifest
+from tests.build_tools.treeutil import add_artifact, write_manifest
 
 
 def _catalog(tmp_path: Path, **arts: dict[str, bytes | str]):  # type: ignore[no-untyped-def]

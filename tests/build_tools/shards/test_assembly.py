@@ -20,9 +20,8 @@ from build_tools.report import make_report, render_markdown
 from kpack.errors import PackagingError, UsageError
 from kpack.wheelfile import Member, write_wheel
 from kpack.wheelfile._sdist import write_sdist
-
-from ..conftest import require
-from .conftest import build_dist
+from tests.build_tools.conftest import build_dist
+from tests.conftest import require
 
 VERSION = "7.99.0.dev0"
 TAG = "py3-none-linux_x86_64"

@@ -25,10 +25,9 @@ from build_tools.shards.archives import archive_problems
 from build_tools.shards.scan import _classify
 from kpack.common import staging as staging_mod
 from kpack.common.tempdirs import make_temp_dir
+from tests.build_tools.shards.test_assembly import TAG, VERSION, make_shard
 
-from .test_assemble_shards import TAG, VERSION, make_shard
-
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEVICE = f"rocm_sdk_device_gfx1200-{VERSION}-{TAG}.whl"
 CORE = f"rocm_sdk_core-{VERSION}-{TAG}.whl"
 REPORT_A = "a/dist's report.json"  # the shard whose report the cases edit, as errors name it
