@@ -71,7 +71,7 @@ def _plan_split(
     device = manifests.for_mode(True)["device"]
     names = [n for sel in device.select for n in sel.names]
     catalog, split = plan_fat_splits(
-        catalog, names, device.split_databases, families=options.families
+        catalog, names, device.split_databases, families=options.families, jobs=options.jobs
     )
     if split.splits:
         fat = sum(len(s.transformed) for s in split.splits)

@@ -105,8 +105,18 @@ def test_signal_during_the_split_cleans_up(
     assert _digests(dest) == before
     assert sorted(p.name for p in dest.iterdir()) == ["dist"]
     assert list(tmpdir.iterdir()) == []
-    survivors = {pid for pid in children if Path(f"/proc/{pid}").exists()}
+    survivors = {pid for pid in children if _running(pid)}
     assert not survivors, f"worker processes left running: {survivors}"
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (an exited process its new parent has yet to
+    reap: the fork server and resource tracker the builder leaves when a signal ends it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 def _slow_core_tree(tree: Path) -> Path:

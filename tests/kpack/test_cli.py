@@ -226,6 +226,7 @@ def test_jobs_option(
         return real_pool(jobs, count, **kw)
 
     monkeypatch.setattr(split_pool, "_pool", spy)
+    monkeypatch.setenv("KPACK_POOL_MIN_BYTES", "0")  # small inputs through the workers too
     assert split_cli(capsys, tree, tmp_path / "one", "-j", "1")[0] == 0
     assert split_cli(capsys, tree, tmp_path / "two", "--jobs", "2")[0] == 0
     assert seen == [(1, 3), (2, 3)]  # three fat binaries get transformed
@@ -942,6 +943,7 @@ def test_a_dead_worker_is_one_error_naming_the_file(
     """A worker process killed while it splits (the OOM killer) is one error naming the
     binary, not a ``BrokenProcessPool`` traceback; nothing is published."""
     monkeypatch.setattr(split_work, "run_fat_job", _die)
+    monkeypatch.setenv("KPACK_POOL_MIN_BYTES", "0")  # in a worker, never in this process
     rc, out, err = split_cli(capsys, tree, tmp_path / "out", "-j", "2")
     assert (rc, out) == (1, "")
     line = one_error_line(err)
@@ -951,3 +953,27 @@ def test_a_dead_worker_is_one_error_naming_the_file(
 
 def _die(*args: object, **kwargs: object) -> None:
     os._exit(9)
+
+
+def test_small_inputs_are_split_in_process(
+    capsys: pytest.CaptureFixture[str],
+    tree: BlasTree,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under the pool threshold no worker is started (it costs more than it saves), and the
+    outputs are the ones the workers write."""
+    started: list[int] = []
+    real_pool = split_pool._pool
+
+    def spy(jobs: int, count: int, **kw: str):  # type: ignore[no-untyped-def]
+        started.append(jobs)
+        return real_pool(jobs, count, **kw)
+
+    monkeypatch.setattr(split_pool, "_pool", spy)
+    assert split_cli(capsys, tree, tmp_path / "here", "-j", "2")[0] == 0
+    assert started == []
+    monkeypatch.setenv("KPACK_POOL_MIN_BYTES", "0")
+    assert split_cli(capsys, tree, tmp_path / "pool", "-j", "2")[0] == 0
+    assert started == [2]
+    assert listing(tmp_path / "here") == listing(tmp_path / "pool")
