@@ -13,7 +13,7 @@ name) becomes part of archive, file and directory names, so only these spellings
 runtime takes ``<P>_<target>.kpack`` apart at the last ``_``), spaces or control characters.
 
 The installed runtime (``templates/rocm/src/rocm_sdk/_kpack.py``, which cannot import this
-module) accepts exactly the same target ids; ``tests/templates/test_tpl_target_grammar.py``
+module) accepts exactly the same target ids; ``tests/templates/rocm_sdk/test_target_grammar.py``
 feeds both one table.
 
 - :func:`is_target_id`: the spelling a bundle or ``.kpack`` archive may carry (what both the

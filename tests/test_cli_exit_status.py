@@ -247,12 +247,10 @@ def test_bad_input_data_stays_exit_1(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def rocm_sdk_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The rendered ``rocm_sdk`` runtime, importable from the returned directory."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(ROOT / "tests" / "templates"))
-        from tpl_kit import rocm_sdk_tree
-        from tpl_rendering import context
+    from tests.templates.tpl_kit import rocm_sdk_tree
+    from tests.templates.tpl_rendering import context
 
-        rendered = rocm_sdk_tree(context("kpack", ("gfx942",)), tmp_path_factory.mktemp("rocm"))
+    rendered = rocm_sdk_tree(context("kpack", ("gfx942",)), tmp_path_factory.mktemp("rocm"))
     return rendered / "src"
 
 

@@ -160,18 +160,16 @@ def test_recombine_artifacts_config(tmp_path: Path) -> None:
 def test_the_runtime_reads_dist_info_json_through_its_loader(tmp_path: Path) -> None:
     """``rocm-sdk targets`` on a 200,000-deep dist_info.json, also with the recursion limit
     raised: one ``rocm-sdk: error:`` line naming the file, exit status 1."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(ROOT / "tests" / "templates"))
-        from tpl_kit import fake_install, rocm_sdk_tree
-        from tpl_rendering import context
+    from tests.templates.tpl_kit import fake_install, rocm_sdk_tree
+    from tests.templates.tpl_rendering import context
 
-        ctx = context("kpack", ("gfx942",), nonce="_v7", version="7.1.0")
-        rocm_sdk_tree(ctx, tmp_path / "rocm")
-        site = tmp_path / "site"
-        (tmp_path / "rocm" / "src").rename(site)
-        dist_info = Path("_rocm_sdk_core_v7", "share", "therock", "dist_info.json")
-        files = {"_rocm_sdk_core_v7/__init__.py": b"", dist_info.as_posix(): DEEP.encode()}
-        fake_install(site, "rocm-sdk-core", "7.1.0", files)
+    ctx = context("kpack", ("gfx942",), nonce="_v7", version="7.1.0")
+    rocm_sdk_tree(ctx, tmp_path / "rocm")
+    site = tmp_path / "site"
+    (tmp_path / "rocm" / "src").rename(site)
+    dist_info = Path("_rocm_sdk_core_v7", "share", "therock", "dist_info.json")
+    files = {"_rocm_sdk_core_v7/__init__.py": b"", dist_info.as_posix(): DEEP.encode()}
+    fake_install(site, "rocm-sdk-core", "7.1.0", files)
     env = {**os.environ, "PYTHONPATH": str(site), "ROCM_BOOTSTRAP_DISABLE_DETECTION": "1"}
     raised = "import sys; sys.setrecursionlimit(10**7); from rocm_sdk.__main__ import main; "
     for code in ("from rocm_sdk.__main__ import main; ", raised):

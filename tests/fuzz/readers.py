@@ -536,13 +536,11 @@ def _backend() -> tuple[types.ModuleType, types.ModuleType, tuple[types.ModuleTy
     pip runs them) and two rendered ``_dist_info`` modules: legacy families, and processors
     with LLVM generic targets."""
     backend_dir = REPO / "templates" / "rocm" / "_backend"
-    templates_tests = REPO / "tests" / "templates"
-    for path in (backend_dir, templates_tests):
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
+    if str(backend_dir) not in sys.path:
+        sys.path.insert(0, str(backend_dir))
     import tempfile
 
-    from tpl_rendering import SAMPLE_CONTEXTS, render  # type: ignore[import-not-found]
+    from tests.templates.tpl_rendering import SAMPLE_CONTEXTS, render
 
     spec = importlib.util.spec_from_file_location(
         "fuzz_rocm_sdk_backend", backend_dir / "rocm_sdk_backend.py"

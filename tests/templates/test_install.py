@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tpl_kit import (
+
+from tests.templates.tpl_kit import (
     compile_library,
     platform_init,
     pure_package_files,
@@ -21,7 +22,7 @@ from tpl_kit import (
     tar_bytes,
     write_wheel,
 )
-from tpl_rendering import _script, context
+from tests.templates.tpl_rendering import _script, context
 
 VERSION = "7.1.0"
 FAMILY = "gfx94X-dcgpu"

@@ -6,7 +6,8 @@ from email.parser import HeaderParser
 
 import pytest
 from packaging.metadata import Metadata
-from tpl_rendering import render
+
+from tests.templates.tpl_rendering import render
 
 BASE = {
     "name": "rocm-sdk-device-gfx942",

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tpl_kit import platform_init, pure_package_files, rocm_sdk_tree
-from tpl_rendering import SAMPLE_CONTEXTS, TEMPLATES
 
 from tests.conftest import require
+from tests.templates.tpl_kit import platform_init, pure_package_files, rocm_sdk_tree
+from tests.templates.tpl_rendering import SAMPLE_CONTEXTS, TEMPLATES
 
 REPO = TEMPLATES.parent
 STUBS = TEMPLATES / "common" / "stubs"

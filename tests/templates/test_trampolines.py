@@ -11,8 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from tpl_kit import fake_install, platform_init, pure_package_files, rocm_sdk_tree, tar_bytes
-from tpl_rendering import context
+
+from tests.templates.tpl_kit import (
+    fake_install,
+    platform_init,
+    pure_package_files,
+    rocm_sdk_tree,
+    tar_bytes,
+)
+from tests.templates.tpl_rendering import context
 
 VERSION = "7.1.0"
 CTX = context("kpack", ("gfx942",), nonce="_v7", version=VERSION)

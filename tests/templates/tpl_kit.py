@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tpl_rendering import render, render_tree
+
+from tests.templates.tpl_rendering import render, render_tree
 
 Files = Mapping[str, bytes]
 

@@ -14,10 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_tpl_backend import CALL_HOOK, build
-from test_tpl_dist_info import clean_env, fake_offload_arch, load, use_offload_arch
-from tpl_kit import rocm_sdk_tree, sdist_bytes
-from tpl_rendering import SAMPLE_CONTEXTS, context
+
+from tests.templates.backend.test_hooks import CALL_HOOK, build
+from tests.templates.dist_info.test_dist_info import (
+    clean_env,
+    fake_offload_arch,
+    load,
+    use_offload_arch,
+)
+from tests.templates.tpl_kit import rocm_sdk_tree, sdist_bytes
+from tests.templates.tpl_rendering import SAMPLE_CONTEXTS, context
 
 __all__ = ["clean_env"]  # a fixture used below
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 from packaging.metadata import Metadata
-from tpl_kit import rocm_sdk_tree
-from tpl_rendering import SAMPLE_CONTEXTS, context
+
+from tests.templates.tpl_kit import rocm_sdk_tree
+from tests.templates.tpl_rendering import SAMPLE_CONTEXTS, context
 
 CALL_HOOK = r"""
 import json, os, sys

@@ -7,11 +7,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from test_tpl_backend import CALL_HOOK
-from tpl_kit import rocm_sdk_tree
-from tpl_rendering import SAMPLE_CONTEXTS
-
 from tests.conftest import require
+from tests.templates.backend.test_hooks import CALL_HOOK
+from tests.templates.tpl_kit import rocm_sdk_tree
+from tests.templates.tpl_rendering import SAMPLE_CONTEXTS
 
 
 def _python39() -> str | None:

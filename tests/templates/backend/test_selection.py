@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_tpl_backend import CALL_HOOK, build, metadata_of
-from tpl_kit import fake_install, rocm_sdk_tree
-from tpl_rendering import SAMPLE_CONTEXTS, context
+
+from tests.templates.backend.test_hooks import CALL_HOOK, build, metadata_of
+from tests.templates.tpl_kit import fake_install, rocm_sdk_tree
+from tests.templates.tpl_rendering import SAMPLE_CONTEXTS, context
 
 
 def test_the_built_wheel_records_its_target_family(tmp_path: Path) -> None:

@@ -13,9 +13,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from tpl_rendering import MALICIOUS, SAMPLE_CONTEXTS, TEMPLATES, context, render
 
-HERE = Path(__file__).resolve().parent
+from tests.templates.tpl_rendering import MALICIOUS, SAMPLE_CONTEXTS, TEMPLATES, context, render
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def load(tmp_path: Path, ctx: dict[str, Any], name: str = "_dist_info") -> ModuleType:
@@ -254,7 +255,7 @@ def test_output_is_sorted_whatever_the_input_order(tmp_path: Path) -> None:
 RENDER_ALL = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from tpl_rendering import SAMPLE_CONTEXTS, render
+from tests.templates.tpl_rendering import SAMPLE_CONTEXTS, render
 for name in sorted(SAMPLE_CONTEXTS):
     sys.stdout.write(render("common/_dist_info.py.j2", SAMPLE_CONTEXTS[name]))
 """
@@ -265,7 +266,7 @@ def test_byte_identical_across_hash_seeds() -> None:
     for seed in ("0", "1", "12345"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
         proc = subprocess.run(
-            [sys.executable, "-c", RENDER_ALL, str(HERE)], env=env, capture_output=True, check=True
+            [sys.executable, "-c", RENDER_ALL, str(REPO)], env=env, capture_output=True, check=True
         )
         outputs.add(proc.stdout)
     assert len(outputs) == 1

@@ -9,10 +9,15 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from test_tpl_dist_info import clean_env, fake_offload_arch, load, use_offload_arch
-from tpl_rendering import context
 
 from kpack.owners import owner_table
+from tests.templates.dist_info.test_dist_info import (
+    clean_env,
+    fake_offload_arch,
+    load,
+    use_offload_arch,
+)
+from tests.templates.tpl_rendering import context
 
 __all__ = ["clean_env"]  # the fixture, used by name
 

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_tpl_backend import CALL_HOOK
-from test_tpl_gpu_coverage import legacy_site
-from tpl_kit import rocm_sdk_tree
-from tpl_rendering import context, render
+
+from tests.templates.backend.test_hooks import CALL_HOOK
+from tests.templates.rocm_sdk.test_coverage import legacy_site
+from tests.templates.tpl_kit import rocm_sdk_tree
+from tests.templates.tpl_rendering import context, render
 
 KPACK = context("kpack", ("gfx90a", "gfx1030"), version="7.1.0")
 #: seconds a detection may take before the test calls it blocked (it takes milliseconds)

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tpl_kit import fake_install, rocm_sdk_tree
-from tpl_rendering import context
+
+from tests.templates.tpl_kit import fake_install, rocm_sdk_tree
+from tests.templates.tpl_rendering import context
 
 VERSION = "7.1.0"
 #: a legacy build of one family, named for one processor (TheRock's gfx90a-dcgpu)

@@ -12,8 +12,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tpl_kit import fake_install, importable, rocm_sdk_tree, tar_bytes
-from tpl_rendering import context
+
+from tests.templates.tpl_kit import fake_install, importable, rocm_sdk_tree, tar_bytes
+from tests.templates.tpl_rendering import context
 
 VERSION = "7.1.0"
 CTX = context("legacy", ("gfx94X-dcgpu",), nonce="_v7", version=VERSION)

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tpl_kit import compile_library
-from tpl_rendering import TEMPLATES
+
+from tests.templates.tpl_kit import compile_library
+from tests.templates.tpl_rendering import TEMPLATES
 
 _spec = importlib.util.spec_from_file_location(
     "tpl_rocm_sdk_elf", TEMPLATES / "rocm" / "src" / "rocm_sdk" / "_elf.py"

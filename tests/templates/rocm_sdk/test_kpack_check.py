@@ -25,12 +25,12 @@ import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tpl_kit import fake_install, importable, rocm_sdk_tree
-from tpl_rendering import context
 
 from kpack import resolve
 from kpack.archive import KernelInput, KpackArchive, Scheme, write_kpack
 from kpack.transform import extract_kernels, transform_binary
+from tests.templates.tpl_kit import fake_install, importable, rocm_sdk_tree
+from tests.templates.tpl_rendering import context
 
 pytestmark = pytest.mark.real
 
@@ -639,12 +639,8 @@ def test_transformed_pe_dlls_are_checked_like_elf_libraries(inputs: Inputs, tmp_
     """A kpack-transformed Windows DLL (linked by lld-link, transformed by our engine) in
     the libraries package's ``bin/``: the self-test finds it, reads its ``.kpackrf``
     marker as the engine does, resolves every wrapper, and fails on a damaged archive."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kpack"))
-    from bundle_fixtures import sample_bundle
-
     from kpack.transform import transform_pe
+    from tests.kpack.bundle_fixtures import sample_bundle
     from tests.kpack.pe_fixtures import build_pe
 
     dll = build_pe(tmp_path / "build" / "fat.dll",

@@ -15,7 +15,8 @@ import pytest
 import zstandard
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from tpl_rendering import TEMPLATES
+
+from tests.templates.tpl_rendering import TEMPLATES
 
 RUNTIME = TEMPLATES / "rocm" / "src" / "rocm_sdk"
 

@@ -9,8 +9,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tpl_kit import compile_library, fake_install, importable, rocm_sdk_tree
-from tpl_rendering import context
+
+from tests.templates.tpl_kit import compile_library, fake_install, importable, rocm_sdk_tree
+from tests.templates.tpl_rendering import context
 
 VERSION = "7.1.0"
 CTX = context("legacy", ("gfx94X-dcgpu", "gfx120X-all"), version=VERSION)

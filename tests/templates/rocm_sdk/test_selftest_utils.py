@@ -8,8 +8,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tpl_kit import compile_library, importable, rocm_sdk_tree
-from tpl_rendering import context
+
+from tests.templates.tpl_kit import compile_library, importable, rocm_sdk_tree
+from tests.templates.tpl_rendering import context
 
 CORE = "_rocm_sdk_core"
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from tpl_kit import importable, rocm_sdk_tree
-from tpl_rendering import context
 
 from kpack.targets import MAX_TARGET_ID, is_isa_target, is_target_id
+from tests.templates.tpl_kit import importable, rocm_sdk_tree
+from tests.templates.tpl_rendering import context
 
 VALID = (
     "gfx90a",

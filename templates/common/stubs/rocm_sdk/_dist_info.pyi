@@ -1,6 +1,6 @@
 # The interface of the generated ``_dist_info.py`` (templates/common/_dist_info.py.j2), for
 # type-checking the runtime in place: pyproject.toml's mypy run finds ``rocm_sdk`` in
-# templates/rocm/src and this module here. tests/templates/test_tpl_runtime_types.py checks
+# templates/rocm/src and this module here. tests/templates/test_runtime_types.py checks
 # it against rendered modules with mypy's stubtest, and the rendered runtime with mypy.
 
 from collections.abc import Callable
