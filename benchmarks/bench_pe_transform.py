@@ -27,7 +27,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "kpack"))
 
 _CHILD = """
 import json, shutil, sys, time
@@ -63,8 +62,7 @@ def main() -> int:
     parser.add_argument("--pjrt", action="store_true", help="the 520 MB pjrt library's bundles")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    from pe_fixtures import build_pe
-
+    from tests.kpack.pe_fixtures import build_pe
     from tests.pypi_inputs import JAX_PJRT, JAX_PLUGIN, rocm7_bundles
 
     with tempfile.TemporaryDirectory(prefix="bench-pe-") as tmp:

@@ -35,7 +35,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "kpack")]
+sys.path.insert(0, str(ROOT))
 
 CACHE = Path.home() / ".cache/rocm-packaging/extracted"
 
@@ -127,7 +127,7 @@ def main() -> int:
         elif args.wheel is not None:
             wheel, root, what = args.wheel, args.overlay_root or "", "given wheel"
         else:
-            from wheel_fixtures import make_fat_wheel
+            from tests.kpack.wheel_fixtures import make_fat_wheel
 
             library, soname = _library()
             wheel = make_fat_wheel(work / "in", library, soname=soname)

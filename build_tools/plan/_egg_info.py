@@ -8,7 +8,7 @@ TheRock's release tools read these files from a built sdist (``promote_packages.
 They record what the sdist resolves to for the build's default family; the installing
 machine still resolves its own (both PKG-INFO files keep ``Dynamic: Requires-Dist``). The
 rules are those of the sdist's backend (``templates/rocm/_backend/rocm_sdk_requires.py``)
-resolving ``ROCM_SDK_TARGET_FAMILY=<default>``; tests/build_tools/test_egg_info.py runs that
+resolving ``ROCM_SDK_TARGET_FAMILY=<default>``; tests/build_tools/test_therock_promote.py runs that
 backend and compares.
 """
 

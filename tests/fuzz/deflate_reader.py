@@ -15,7 +15,6 @@ blocks past the index's budget.
 from __future__ import annotations
 
 import random
-import sys
 import zlib
 from pathlib import Path
 
@@ -25,16 +24,12 @@ from .harness import Reader
 
 __all__ = ["DEFLATE_INDEX"]
 
-KPACK_TESTS = Path(__file__).resolve().parents[1] / "kpack"
-if str(KPACK_TESTS) not in sys.path:
-    sys.path.insert(0, str(KPACK_TESTS))
-
 _PIECES = (1, 2, 3, 7, 64, 4096, 1 << 20)
 _OUT_SIZES = (257, 4096, 1 << 16, 1 << 20)
 
 
 def _deflate_seeds() -> list[bytes]:
-    from deflate_fixtures import Encoder  # type: ignore[import-not-found]
+    from tests.kpack.wheelfile.deflate_fixtures import Encoder
 
     rng = random.Random(29)
     words = (b"kernel ", b"gfx942 ", b"\x00" * 40, b"\x7fELF")

@@ -28,9 +28,6 @@ from .deflate_reader import DEFLATE_INDEX
 from .harness import Reader
 
 REPO = Path(__file__).resolve().parents[2]
-KPACK_TESTS = REPO / "tests" / "kpack"
-if str(KPACK_TESTS) not in sys.path:
-    sys.path.insert(0, str(KPACK_TESTS))
 
 __all__ = ["READERS", "reader"]
 
@@ -39,8 +36,8 @@ __all__ = ["READERS", "reader"]
 def _fat_binary() -> bytes:
     import tempfile
 
-    from bundle_fixtures import sample_bundle, section, spec_ccob  # type: ignore[import-not-found]
-    from transform_fixtures import synthetic  # type: ignore[import-not-found]
+    from tests.kpack.bundle_fixtures import sample_bundle, section, spec_ccob
+    from tests.kpack.transform_fixtures import synthetic
 
     content, starts = section(
         sample_bundle(["gfx900", "gfx90a:xnack+"], size=600),
@@ -59,7 +56,7 @@ def _hipcc_binary() -> bytes | None:
         return None
     import tempfile
 
-    from bundle_fixtures import KERNEL_A, compile_hip
+    from tests.kpack.bundle_fixtures import KERNEL_A, compile_hip
 
     with tempfile.TemporaryDirectory() as tmp:
         lib = compile_hip(
@@ -121,7 +118,7 @@ def _run_transform(data: bytes, work: Path) -> None:
 
 
 def _bundle_seeds() -> list[bytes]:
-    from bundle_fixtures import sample_bundle, spec_ccob
+    from tests.kpack.bundle_fixtures import sample_bundle, spec_ccob
 
     plain = sample_bundle(["gfx900", "gfx942:sramecc+:xnack-"], size=300)
     seeds = [plain]
@@ -179,14 +176,13 @@ def _wheel_seeds() -> list[bytes]:
     import hashlib
     import tempfile
 
-    from wheel_fixtures import (  # type: ignore[import-not-found]
+    from kpack.wheelfile import Member, write_wheel
+    from tests.kpack.wheel_fixtures import (
         make_plain_wheel,
         metadata,
         record_name,
         rewrite_zip,
     )
-
-    from kpack.wheelfile import Member, write_wheel
 
     def sha384(members: dict[str, bytes]) -> dict[str, bytes]:
         name = record_name(members)
@@ -480,8 +476,7 @@ def _pe_seeds() -> list[bytes]:
     import shutil
     import tempfile
 
-    from bundle_fixtures import sample_bundle, spec_ccob
-
+    from tests.kpack.bundle_fixtures import sample_bundle, spec_ccob
     from tests.kpack.pe_fixtures import CLANG, LLD_LINK, build_pe
 
     if shutil.which(CLANG) is None or shutil.which(LLD_LINK) is None:

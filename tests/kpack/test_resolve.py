@@ -7,9 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bundle_fixtures import fake_code_object, sample_bundle, section
 from elftools.elf.elffile import ELFFile
-from transform_fixtures import synthetic
 
 from kpack.archive import KernelInput, write_kpack
 from kpack.errors import ElfError, UsageError
@@ -25,6 +23,8 @@ from kpack.resolve import (
 )
 from kpack.transform import transform_binary
 from tests.conftest import require
+from tests.kpack.bundle_fixtures import fake_code_object, sample_bundle, section
+from tests.kpack.transform_fixtures import synthetic
 
 KERNEL = "math-libs/BLAS/rocBLAS/stage/lib/libsynth.so"
 SEARCH = "../.kpack/blas_lib_@GFXARCH@.kpack"

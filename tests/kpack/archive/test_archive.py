@@ -20,14 +20,6 @@ from typing import Any, Literal
 import msgpack
 import pytest
 import zstandard
-from bundle_fixtures import (
-    ROCRAND_LIB,
-    compress,
-    fatbin_extent,
-    read_kpack_by_spec,
-    spec_kpack,
-)
-from hrx_reader import hrx_read
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +37,14 @@ from kpack.archive import _write as _archive_write
 from kpack.archive._write import FrameWriter, compress_frame, compressor
 from kpack.bundle import iter_bundles
 from kpack.errors import ArchiveError
+from tests.kpack.bundle_fixtures import (
+    ROCRAND_LIB,
+    compress,
+    fatbin_extent,
+    read_kpack_by_spec,
+    spec_kpack,
+)
+from tests.kpack.hrx_reader import hrx_read
 
 Scheme = Literal["none", "zstd-per-kernel"]
 SCHEMES: tuple[Scheme, ...] = ("none", "zstd-per-kernel")

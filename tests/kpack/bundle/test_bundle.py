@@ -18,7 +18,22 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from bundle_fixtures import (
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kpack.bundle import (
+    Bundle,
+    CodeObject,
+    iter_bundles,
+    make_ccob,
+    make_plain_bundle,
+    parse_bundle,
+    target_of,
+)
+from kpack.bundle import _ccob as _bundle_ccob
+from kpack.errors import BundleError, RocmPackagingError
+from tests.conftest import require
+from tests.kpack.bundle_fixtures import (
     AMDGCN,
     EM_AMDGPU,
     HOST,
@@ -41,21 +56,6 @@ from bundle_fixtures import (
     spec_plain_bundle,
     wrapper_targets,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from kpack.bundle import (
-    Bundle,
-    CodeObject,
-    iter_bundles,
-    make_ccob,
-    make_plain_bundle,
-    parse_bundle,
-    target_of,
-)
-from kpack.bundle import _ccob as _bundle_ccob
-from kpack.errors import BundleError, RocmPackagingError
-from tests.conftest import require
 
 VERSIONS = (1, 2, 3)
 METHODS = ("zstd", "zlib")

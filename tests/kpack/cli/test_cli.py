@@ -10,8 +10,20 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundle_fixtures import AMDGCN, fake_code_object, sample_bundle, section, spec_plain_bundle
-from test_split import (
+
+from kpack.archive import KernelInput, KpackArchive, write_kpack
+from kpack.cli import main
+from kpack.split import _jobs as split_work
+from kpack.split import _pool as split_pool
+from tests.conftest import require
+from tests.kpack.bundle_fixtures import (
+    AMDGCN,
+    fake_code_object,
+    sample_bundle,
+    section,
+    spec_plain_bundle,
+)
+from tests.kpack.split.test_split import (
     BLAS,
     MIOPEN,
     TENSILE,
@@ -26,15 +38,9 @@ from test_split import (
     names_in,
     put,
 )
-from transform_fixtures import synthetic
+from tests.kpack.transform_fixtures import synthetic
 
-from kpack.archive import KernelInput, KpackArchive, write_kpack
-from kpack.cli import main
-from kpack.split import _jobs as split_work
-from kpack.split import _pool as split_pool
-from tests.conftest import require
-
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -571,7 +577,7 @@ def bad(tmp_path: Path) -> Path:
     """``tmp_path/in``: inputs of every kind a careless or hostile caller passes."""
     import socket
 
-    from wheel_fixtures import make_plain_wheel
+    from tests.kpack.wheel_fixtures import make_plain_wheel
 
     root = tmp_path / "in"
     root.mkdir()

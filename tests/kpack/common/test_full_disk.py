@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bundle_fixtures import sample_bundle
-from wheel_fixtures import metadata
 
 from kpack import cli
 from kpack.archive import KernelInput, write_kpack
@@ -32,8 +30,10 @@ from kpack.common.outfile import OutputFile, named_write_error
 from kpack.errors import ArchiveError
 from kpack.wheelfile import Member, write_wheel
 from kpack.wheelfile import _source as wheel_source
+from tests.kpack.bundle_fixtures import sample_bundle
+from tests.kpack.wheel_fixtures import metadata
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FULL = os.strerror(errno.ENOSPC)  # "No space left on device"
 WHEEL = "torch-2.9.0-py3-none-linux_x86_64.whl"
 SPLIT = ("--overlay-root", "torch/", "--device-package-prefix", "amd-torch-device")

@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_split import make_fat
 
 from kpack.common.output_record import FORMAT, read_record
 from kpack.common.outputs import publish
 from kpack.common.staging import MARKER, remove_debris, staging
 from kpack.errors import PackagingError
+from tests.kpack.split.test_split import make_fat
 
 TOOL = "t"
 REC = ".rec.json"

@@ -231,7 +231,7 @@ def test_split_wheel_never_writes_through_a_planted_symlinked_dir(
     ``<output-dir>-split-reports`` (one planted beside ``dist/`` in a shared workspace):
     staging, outputs and record all land in the link's target. ``kpack extract`` refuses
     a symlinked ``-o``; build-python-packages' ``--dest-dir`` has the same gap."""
-    from wheel_fixtures import make_plain_wheel
+    from tests.kpack.wheel_fixtures import make_plain_wheel
 
     wheel = make_plain_wheel(tmp_path / "in")
     outside = tmp_path / "outside"
@@ -247,7 +247,7 @@ def test_split_wheel_never_writes_through_a_planted_symlinked_dir(
 
 
 def _plain_split(tmp_path: Path) -> tuple[list[str], Path]:
-    from wheel_fixtures import make_plain_wheel
+    from tests.kpack.wheel_fixtures import make_plain_wheel
 
     wheel = make_plain_wheel(tmp_path / "in")
     out = tmp_path / "dist"
@@ -295,7 +295,7 @@ def test_build_python_packages_cli_hostile_record_name_is_one_error_line(
 def test_kpack_extract_cli_deep_claimed_tree_is_one_error_line(tmp_path: Path) -> None:
     """Was a way through: the deep-tree ``RecursionError`` through ``kpack extract``: the
     output names are predictable (``<binary>#<n>.<target>.co``)."""
-    from test_split import make_fat
+    from tests.kpack.split.test_split import make_fat
 
     fat = make_fat(tmp_path / "build", "rocblas", [["gfx942", "gfx90a"]]).path
     out = tmp_path / "out"

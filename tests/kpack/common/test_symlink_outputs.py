@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from wheel_fixtures import make_plain_wheel
 
 from kpack.archive import KernelInput, write_kpack
 from kpack.cli import main
@@ -17,6 +16,7 @@ from kpack.common.safepath import Root, open_new
 from kpack.elf import plan_rpath_edit
 from kpack.errors import PackagingError, UnsafePathError
 from kpack.wheelfile import Member, write_wheel
+from tests.kpack.wheel_fixtures import make_plain_wheel
 
 SPLIT_WHEEL = ["split-wheel", "--overlay-root", "torch/", "--device-package-prefix", "amd-torch"]
 KERNELS = [KernelInput("lib/a.so#0", "gfx942", b"\x7fELF" + bytes(64))]

@@ -8,13 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from elf_samples import Samples, file_phdrs, samples_once
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kpack.elf import FileKind, apply_rpath_edit, classify, plan_rpath_edit, scan_elf, verify_elf
 from kpack.errors import ElfError
 from tests.conftest import require
+from tests.kpack.elf.elf_samples import Samples, file_phdrs, samples_once
 
 
 @pytest.fixture(scope="session")

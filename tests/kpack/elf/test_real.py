@@ -10,11 +10,18 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
-from elf_samples import check_oracles, file_phdrs, loaded_phdrs, patchelf, readelf, run
 
 from kpack.elf import FileKind, apply_rpath_edit, classify, scan_elf
 from kpack.elf import reader as elf_read
 from tests.conftest import require
+from tests.kpack.elf.elf_samples import (
+    check_oracles,
+    file_phdrs,
+    loaded_phdrs,
+    patchelf,
+    readelf,
+    run,
+)
 
 pytestmark = pytest.mark.real
 

@@ -14,7 +14,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from elf_samples import (
+from elftools.elf.elffile import ELFFile
+
+from kpack.elf import apply_rpath_edit, plan_rpath_edit, scan_elf
+from kpack.errors import ElfError
+from tests.conftest import require
+from tests.kpack.elf.elf_samples import (
     DT_NULL,
     DT_RPATH,
     DT_RUNPATH,
@@ -35,11 +40,6 @@ from elf_samples import (
     run,
     samples_once,
 )
-from elftools.elf.elffile import ELFFile
-
-from kpack.elf import apply_rpath_edit, plan_rpath_edit, scan_elf
-from kpack.errors import ElfError
-from tests.conftest import require
 
 CORE = "$ORIGIN/../../_rocm_sdk_core/lib"
 VALUES = {

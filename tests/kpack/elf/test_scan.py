@@ -8,7 +8,14 @@ import struct
 from pathlib import Path
 
 import pytest
-from elf_samples import (
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+
+from kpack.elf import ElfInfo, FileKind, classify, plan_rpath_edit, scan_elf
+from kpack.errors import ElfError
+from tests.conftest import require
+from tests.kpack.elf.elf_samples import (
     DT_RPATH,
     DT_RUNPATH,
     LONG_RPATH,
@@ -21,13 +28,6 @@ from elf_samples import (
     run,
     samples_once,
 )
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
-
-from kpack.elf import ElfInfo, FileKind, classify, plan_rpath_edit, scan_elf
-from kpack.errors import ElfError
-from tests.conftest import require
 
 DT_FLAGS_1 = 0x6FFFFFFB
 DF_1_PIE = 0x08000000

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from elf_samples import Samples, dynamic_entries, file_phdrs, samples_once
 
 from kpack.elf import apply_rpath_edit, verify_elf
 from kpack.errors import ElfError
 from tests.conftest import require
+from tests.kpack.elf.elf_samples import Samples, dynamic_entries, file_phdrs, samples_once
 
 PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE, PT_PHDR = 1, 2, 3, 4, 6
 DT_STRTAB, DT_STRSZ = 5, 10

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from bundle_fixtures import ROCRAND_LIB, sample_bundle
-from test_cli import one_error_line, run_cli
-from test_split import make_fat, manifest, put
 
 from kpack.archive import KernelInput, write_kpack
 from kpack.errors import RocmPackagingError
 from kpack.split import split_artifact
+from tests.kpack.bundle_fixtures import ROCRAND_LIB, sample_bundle
+from tests.kpack.cli.test_cli import one_error_line, run_cli
+from tests.kpack.split.test_split import make_fat, manifest, put
 
 EVIL = "../../../../X"  # as long as "gfx90a:xnack+", so it can replace it in place
 

@@ -12,8 +12,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hrx_reader import hrx_read
-from test_split import Fat, flatten, make_fat, manifest, put
 
 from kpack.artifact.names import ArtifactId
 from kpack.artifact.tree import Artifact, read_stages, walk_stages
@@ -28,6 +26,8 @@ from kpack.split import (
 )
 from kpack.transform import inspect_fat_binary
 from kpack.verify import verify_binary
+from tests.kpack.hrx_reader import hrx_read
+from tests.kpack.split.test_split import Fat, flatten, make_fat, manifest, put
 
 STAGE = "math-libs/BLAS/rocBLAS/stage"
 LIMIT = 2600

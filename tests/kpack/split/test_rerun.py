@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from test_split import HANDLERS, BlasTree, blas_tree, listing, names_in
 
 from kpack.artifact import output as _output
 from kpack.common import outputs as outputs_module
 from kpack.errors import PackagingError, RocmPackagingError
 from kpack.split import split_artifact
+from tests.kpack.split.test_split import HANDLERS, BlasTree, blas_tree, listing, names_in
 
 PREFIX = "blas_lib"
 

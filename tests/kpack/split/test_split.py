@@ -19,16 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from bundle_fixtures import (
-    AMDGCN,
-    ROCRAND_FLAGS,
-    bundler_unbundle,
-    dump_fatbin,
-    fake_code_object,
-    sample_bundle,
-    section,
-)
-from transform_fixtures import synthetic, wrappers
 
 from build_tools.artifacts import THEROCK_MANIFEST_RELPATH, scan_artifacts
 from kpack.archive import KpackArchive
@@ -38,6 +28,16 @@ from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.split import SplitResult, split_artifact, split_artifacts
 from kpack.verify import verify_binary
 from tests.conftest import require
+from tests.kpack.bundle_fixtures import (
+    AMDGCN,
+    ROCRAND_FLAGS,
+    bundler_unbundle,
+    dump_fatbin,
+    fake_code_object,
+    sample_bundle,
+    section,
+)
+from tests.kpack.transform_fixtures import synthetic, wrappers
 
 BLAS = "math-libs/BLAS/rocBLAS/stage"
 MIOPEN = "ml-libs/MIOpen/stage"
@@ -848,7 +848,7 @@ def test_rocsparse_split_with_bounded_memory(tmp_path: Path) -> None:
         "-j",
         "2",
     ]
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     proc = subprocess.run(
         [sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, cwd=repo, check=True
     )

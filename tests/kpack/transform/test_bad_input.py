@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from transform_fixtures import section, synthetic
 
 from kpack.bundle import make_plain_bundle
 from kpack.errors import ElfError, RocmPackagingError, TransformError
@@ -21,6 +20,7 @@ from kpack.transform import (
     transform_binary,
 )
 from tests.conftest import require
+from tests.kpack.transform_fixtures import section, synthetic
 
 NAME = "lib/libbad.so"
 PATHS = ("../.kpack/bad_@GFXARCH@.kpack",)

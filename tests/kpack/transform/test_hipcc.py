@@ -13,7 +13,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from transform_fixtures import (
+
+from kpack.elf import apply_rpath_edit, check_rpath_edit, plan_rpath_edit, scan_elf
+from kpack.errors import TransformError
+from kpack.transform import (
+    AlreadyTransformed,
+    extract_kernels,
+    inspect_fat_binary,
+    plan_transform,
+    transform_binary,
+)
+from tests.conftest import require
+from tests.kpack.transform_fixtures import (
     LLVM_BIN,
     PT_INTERP,
     PT_LOAD,
@@ -35,17 +46,6 @@ from transform_fixtures import (
     unbundle,
     wrappers,
 )
-
-from kpack.elf import apply_rpath_edit, check_rpath_edit, plan_rpath_edit, scan_elf
-from kpack.errors import TransformError
-from kpack.transform import (
-    AlreadyTransformed,
-    extract_kernels,
-    inspect_fat_binary,
-    plan_transform,
-    transform_binary,
-)
-from tests.conftest import require
 
 pytestmark = pytest.mark.compile
 

@@ -22,13 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from minimal_edit import check_minimal_edit, readelf_sections
-from transform_fixtures import SYSTEM_HIP, HipSamples, build_hip_samples, py_call, run
 
 from kpack.archive import KernelInput, write_kpack
 from kpack.transform import TransformPlan, transform_binary
 from kpack.verify import verify_binary
 from tests.conftest import require
+from tests.kpack.transform.minimal_edit import check_minimal_edit, readelf_sections
+from tests.kpack.transform_fixtures import SYSTEM_HIP, HipSamples, build_hip_samples, py_call, run
 from tests.pypi_inputs import CYLLAMA, JAX_PLUGIN, fat_members, pypi_wheel
 
 PATHS = ("x_@GFXARCH@.kpack",)

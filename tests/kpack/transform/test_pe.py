@@ -464,10 +464,9 @@ def test_fuzzer_findings_on_alignments_are_refused(bundles: list[bytes], tmp_pat
 def test_split_artifacts_refuses_windows_names_it_cannot_create(tmp_path: Path) -> None:
     """A PE binary with gfx90a:xnack+ code would need ``P_gfx90a:xnack+`` directories and
     archives: one error naming the binary and target, nothing published."""
-    from bundle_fixtures import sample_bundle
-
     from kpack.errors import ArtifactError
     from kpack.split import split_artifact
+    from tests.kpack.bundle_fixtures import sample_bundle
 
     dll = build_pe(tmp_path / "pe" / "x.dll", [sample_bundle(["gfx90a:xnack+", "gfx1100"])])
     art = tmp_path / "x_lib_generic"
@@ -482,11 +481,10 @@ def test_split_artifacts_refuses_windows_names_it_cannot_create(tmp_path: Path) 
 
 
 def test_a_win_amd64_wheel_with_feature_qualified_code_is_refused(tmp_path: Path) -> None:
-    from bundle_fixtures import sample_bundle
-
     from kpack import wheelsplit as spw
     from kpack.errors import PackagingError
     from kpack.wheelfile import Member, write_wheel
+    from tests.kpack.bundle_fixtures import sample_bundle
 
     dll = build_pe(tmp_path / "pe" / "x.dll", [sample_bundle(["gfx90a:xnack+", "gfx1100"])])
     wheel = write_wheel(
@@ -506,11 +504,10 @@ def test_split_outputs_for_windows_whose_names_differ_only_in_case_are_refused(
 ) -> None:
     """The input's ``torch/.KPACK/`` and the device wheels' ``torch/.kpack/`` would be one
     directory on NTFS: one error naming both, nothing written."""
-    from bundle_fixtures import sample_bundle
-
     from kpack import wheelsplit as spw
     from kpack.errors import PackagingError
     from kpack.wheelfile import Member, write_wheel
+    from tests.kpack.bundle_fixtures import sample_bundle
 
     dll = build_pe(tmp_path / "pe" / "x.dll", [sample_bundle(["gfx1100"])])
     wheel = write_wheel(

@@ -10,7 +10,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from transform_fixtures import (
+
+from kpack.elf import apply_rpath_edit, verify_elf
+from kpack.transform import (
+    AlreadyTransformed,
+    TransformPlan,
+    extract_kernels,
+    inspect_fat_binary,
+    transform_binary,
+)
+from tests.conftest import require
+from tests.kpack.transform_fixtures import (
     PHDRS_C,
     SYSTEM_HIP,
     bundler_list,
@@ -25,16 +35,6 @@ from transform_fixtures import (
     unbundle,
     wrappers,
 )
-
-from kpack.elf import apply_rpath_edit, verify_elf
-from kpack.transform import (
-    AlreadyTransformed,
-    TransformPlan,
-    extract_kernels,
-    inspect_fat_binary,
-    transform_binary,
-)
-from tests.conftest import require
 
 pytestmark = pytest.mark.real
 
@@ -189,7 +189,7 @@ def test_rocsparse_streams_with_bounded_memory(
         "status = open('/proc/self/status').read().splitlines()\n"
         "print(next(int(x.split()[1]) for x in status if x.startswith('VmHWM')))\n"
     )
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     proc = run([sys.executable, "-c", script, lib, dest], cwd=repo)
     counts, peak = proc.stdout.split("\n")[:2]
     kernels, wrappers_seen, removed = map(int, counts.split())

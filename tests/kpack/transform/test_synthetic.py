@@ -17,7 +17,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from transform_fixtures import (
+
+from kpack.bundle import make_ccob, make_plain_bundle
+from kpack.elf import apply_rpath_edit
+from kpack.errors import TransformError
+from kpack.transform import (
+    extract_kernels,
+    inspect_fat_binary,
+    plan_transform,
+    transform_binary,
+)
+from tests.conftest import require
+from tests.kpack.transform_fixtures import (
     PT_LOAD,
     check_pinned,
     check_transformed,
@@ -32,17 +43,6 @@ from transform_fixtures import (
     synthetic,
     wrappers,
 )
-
-from kpack.bundle import make_ccob, make_plain_bundle
-from kpack.elf import apply_rpath_edit
-from kpack.errors import TransformError
-from kpack.transform import (
-    extract_kernels,
-    inspect_fat_binary,
-    plan_transform,
-    transform_binary,
-)
-from tests.conftest import require
 
 NAME = "math-libs/synth/stage/lib/libsynth.so"
 PATHS = ("../.kpack/synth_lib_@GFXARCH@.kpack", "/opt/extra/synth_@GFXARCH@.kpack")

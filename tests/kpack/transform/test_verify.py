@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from transform_fixtures import middle_note_script, synthetic
 
 import kpack.transform._cut as cut_mod
 import kpack.transform._layout as layout_mod
@@ -26,6 +25,7 @@ from kpack.errors import TransformError
 from kpack.transform import transform_binary
 from kpack.transform._scan import FatLayout, Pointer
 from tests.conftest import require
+from tests.kpack.transform_fixtures import middle_note_script, synthetic
 
 NAME = "lib/libv.so"
 PATHS = ("../.kpack/v_@GFXARCH@.kpack",)

@@ -18,8 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from deflate_fixtures import Encoder
-from wheel_fixtures import ROCRAND_LIB, make_fat_wheel, raw_member
 
 from kpack import cli
 from kpack.elf import ElfEdit
@@ -27,6 +25,8 @@ from kpack.wheelfile._inflate import member_chunks
 from kpack.wheelfile._reuse import DeflateStream, Reuse, plan_reuse, write_reused
 from kpack.wheelfile._zip import ZipWriter
 from kpack.wheelfile._zstream import BlockInflater, zlib_library
+from tests.kpack.wheel_fixtures import ROCRAND_LIB, make_fat_wheel, raw_member
+from tests.kpack.wheelfile.deflate_fixtures import Encoder
 
 pytestmark = pytest.mark.skipif(zlib_library() is None, reason="needs a shared zlib (Z_BLOCK)")
 

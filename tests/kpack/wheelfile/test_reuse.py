@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 from isal import isal_zlib
-from wheel_fixtures import ROCRAND_LIB, TAG, VERSION, metadata, raw_member
 
 from kpack.elf import ElfEdit
 from kpack.errors import PackagingError
 from kpack.wheelfile import InputWheel, Member, Reuse, open_wheel, write_wheel
 from kpack.wheelfile._reuse import WHOLE, plan_reuse
 from kpack.wheelfile._zstream import zlib_library
+from tests.kpack.wheel_fixtures import ROCRAND_LIB, TAG, VERSION, metadata, raw_member
 
 pytestmark = pytest.mark.real
 
@@ -222,9 +222,8 @@ def test_a_split_splices_a_large_pe_dll(
     """A Windows wheel's DLL of 20 MB (real ROCm 7 bundles from PyPI, real host bytes
     around them), split: the DLL in the host wheel is the input's deflate stream spliced,
     and decodes, by two decoders, to the transformed image."""
-    from pe_fixtures import build_pe
-
     from kpack import wheelsplit
+    from tests.kpack.pe_fixtures import build_pe
     from tests.pypi_inputs import rocm7_bundles
 
     bundles = rocm7_bundles(tmp_path_factory.mktemp("jax"))

@@ -24,7 +24,6 @@ from pathlib import Path
 import deflate as libdeflate
 import pytest
 from isal import isal_zlib
-from wheel_fixtures import ROCRAND_LIB, TAG, VERSION, metadata, raw_member
 
 from kpack.common import cancel
 from kpack.elf import ElfEdit
@@ -34,6 +33,7 @@ from kpack.wheelfile._inflate import member_chunks
 from kpack.wheelfile._reuse import WHOLE, DeflateStream, Reuse, plan_reuse, write_reused
 from kpack.wheelfile._zip import ZipWriter
 from kpack.wheelfile._zstream import zlib_library
+from tests.kpack.wheel_fixtures import ROCRAND_LIB, TAG, VERSION, metadata, raw_member
 
 pytestmark = [
     pytest.mark.real,

@@ -645,7 +645,7 @@ def test_single_1_31_gb_member_stays_under_400_mb(
     root = debian_package("librocsparse0")
     src = max(root.rglob("librocsparse.so.*"), key=lambda p: p.stat().st_size)
     assert src.stat().st_size > 1_300_000_000
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     proc = subprocess.run(
         [sys.executable, "-c", _LARGE_CHILD, str(src), str(tmp_path)],
         capture_output=True,

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from wheel_fixtures import INIT_PY, ROCRAND_LIB, TAG, VERSION, metadata
 
 from kpack import wheelsplit as spw
 from kpack.resolve import resolve_binary
 from kpack.transform import extract_kernels
 from kpack.wheelfile import Member, write_wheel
 from tests.kpack.bundle_fixtures import read_kpack_by_spec
+from tests.kpack.wheel_fixtures import INIT_PY, ROCRAND_LIB, TAG, VERSION, metadata
 from tests.pypi_inputs import fat_sections
 
 pytestmark = pytest.mark.real

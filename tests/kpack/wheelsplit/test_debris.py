@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from wheel_fixtures import ROCRAND_LIB, make_fat_wheel
+
+from tests.kpack.wheel_fixtures import ROCRAND_LIB, make_fat_wheel
 
 pytestmark = pytest.mark.real
 

@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_split_wheels import _assert_no_output, _options
-from wheel_fixtures import make_plain_wheel, record_name, rewrite_zip
 
 from kpack import cli
 from kpack import wheelsplit as spw
 from kpack.errors import PackagingError
 from kpack.wheelfile import _source as _wheel_source
 from kpack.wheelfile._source import Limits
+from tests.kpack.wheel_fixtures import make_plain_wheel, record_name, rewrite_zip
+from tests.kpack.wheelsplit.test_wheelsplit import _assert_no_output, _options
 
 NAME = "torch-2.9.0-py3-none-linux_x86_64.whl"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(autouse=True, params=["inline", "read-ahead"])
@@ -338,9 +338,8 @@ WIN = "torch-2.9.0-py3-none-win_amd64.whl"
 def _wheel_with(tmp_path: Path, tag: str, members: list[tuple[str, bytes]]) -> Path:
     """A wheel of ``members`` named with ``tag`` (written as a Linux wheel: our writer
     refuses such names in a Windows one)."""
-    from wheel_fixtures import metadata
-
     from kpack.wheelfile import Member, write_wheel
+    from tests.kpack.wheel_fixtures import metadata
 
     result = write_wheel(
         tmp_path / tag,

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from wheel_fixtures import make_fat_wheel
 
 from kpack import wheelsplit as spw
 from tests.build_tools.conftest import install
 from tests.conftest import require
 from tests.kpack.bundle_fixtures import sample_bundle
 from tests.kpack.transform_fixtures import synthetic
+from tests.kpack.wheel_fixtures import make_fat_wheel
 
 TARGETS = ["gfx1100", "gfx11-generic", "gfx1250", "gfx1250-strict", "gfx942"]
 

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hrx_reader import hrx_read
-from wheel_fixtures import INIT_PY, ROCRAND_LIB, TAG, VERSION, metadata
 
 from kpack import wheelsplit as spw
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.transform import extract_kernels
 from kpack.wheelfile import Member, write_wheel
 from kpack.wheelsplit import _kernels
+from tests.kpack.hrx_reader import hrx_read
+from tests.kpack.wheel_fixtures import INIT_PY, ROCRAND_LIB, TAG, VERSION, metadata
 
 pytestmark = pytest.mark.real
 

@@ -5,7 +5,7 @@ CCOB v3 zstd bundles for up to 22 ISAs, ``.hipFatB`` wrappers, base relocations.
 ``pefile`` (headers, warnings, checksum, base relocations, exports, imports), ``llvm-readobj
 --coff`` and a bundle decoder written from the spec for the code objects, ``pip install
 --platform win_amd64`` for the split wheels, and Wine's PE loader running the DLLs' own HIP
-registration (``tests/kpack/wine_probe.py``) for what the runtime is handed.
+registration (``tests/kpack/wheelsplit/wine_probe.py``) for what the runtime is handed.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import kpack.wheelsplit as spw
 from kpack.resolve import resolve_binary
 from kpack.transform import extract_kernels, plan_pe_transform, transform_binary
 from tests.kpack.bundle_fixtures import read_kpack_by_spec
-from tests.kpack.wine_probe import WineProbe
+from tests.kpack.wheelsplit.wine_probe import WineProbe
 from tests.pypi_inputs import (
     BITSANDBYTES_WIN,
     Digests,

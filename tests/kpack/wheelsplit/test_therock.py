@@ -71,7 +71,7 @@ def _run(
         "PACKAGE_DIST_DIR": str(dist),
         "ROCM_SDK_VERSION": SDK_VERSION,
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[3]),
         "SOURCE_DATE_EPOCH": "1700000000",
     }
     done = subprocess.run(

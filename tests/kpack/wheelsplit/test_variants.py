@@ -19,11 +19,11 @@ from variantlib.api import (
 )
 from variantlib.errors import ValidationError
 from variantlib.variants_json import VariantsJson
-from wheel_fixtures import ROCRAND_LIB, make_fat_wheel
 
 from kpack import wheelsplit as spw
 from kpack.errors import UsageError
 from kpack.wheelsplit._variant import SCHEMAS, check_label
+from tests.kpack.wheel_fixtures import ROCRAND_LIB, make_fat_wheel
 
 pytestmark = pytest.mark.real
 

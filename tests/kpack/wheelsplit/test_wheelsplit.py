@@ -14,15 +14,6 @@ from pathlib import Path
 import pytest
 import rocm_bootstrap.naming as rb_naming
 import rocm_bootstrap.targets as rb_targets
-from wheel_fixtures import (
-    DATABASES,
-    NEUTRAL_DATABASE,
-    ROCRAND_LIB,
-    make_fat_wheel,
-    make_plain_wheel,
-    record_name,
-    rewrite_zip,
-)
 
 from kpack import cli
 from kpack import wheelsplit as spw
@@ -33,6 +24,15 @@ from kpack.transform import extract_kernels
 from kpack.wheelfile import open_wheel
 from kpack.wheelsplit._bundles import device_dist_name, known_targets, packaging_chain
 from kpack.wheelsplit._types import load_wheel_types
+from tests.kpack.wheel_fixtures import (
+    DATABASES,
+    NEUTRAL_DATABASE,
+    ROCRAND_LIB,
+    make_fat_wheel,
+    make_plain_wheel,
+    record_name,
+    rewrite_zip,
+)
 
 pytestmark = pytest.mark.real
 
@@ -424,7 +424,7 @@ def _strip_hashes(members: dict[str, bytes], *, bad_size: bool = False) -> dict[
 def test_record_rows_without_a_hash_are_accepted_as_pip_does(
     fat_wheel: Path, tmp_path: Path
 ) -> None:
-    from wheel_fixtures import rewrite_zip
+    from tests.kpack.wheel_fixtures import rewrite_zip
 
     (tmp_path / "in").mkdir()
     src = rewrite_zip(fat_wheel, tmp_path / "in" / fat_wheel.name, _strip_hashes)
@@ -432,7 +432,7 @@ def test_record_rows_without_a_hash_are_accepted_as_pip_does(
     proc = subprocess.run(
         [sys.executable, "-m", "kpack", "split-wheel", "--input", str(src), "--output-dir",
          str(out), "--wheel-type", "torch-fat"],
-        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[2],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[3],
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if "have no hash" in line]
