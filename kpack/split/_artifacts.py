@@ -59,7 +59,32 @@ def split_artifact(
     :class:`~kpack.errors.RocmPackagingError` subclass on bad input, leaving no output dir.
     ``max_archive_bytes``: a target whose archive would be larger gets archive parts.
     """
-    options = SplitOptions(
+    options = _options(
+        handlers,
+        gpu_targets,
+        scheme=scheme,
+        level=level,
+        jobs=jobs,
+        force=force,
+        max_archive_bytes=max_archive_bytes,
+        owns=owns,
+    )
+    return _split_one(Path(artifact_dir), Path(output_dir), prefix, options)
+
+
+def _options(
+    handlers: Sequence[Handler],
+    gpu_targets: Sequence[str] | None,
+    *,
+    scheme: Scheme,
+    level: int,
+    jobs: int,
+    force: bool,
+    max_archive_bytes: int,
+    owns: str,
+) -> SplitOptions:
+    """The checked options of one run, its sequences as tuples."""
+    return SplitOptions(
         handlers=tuple(handlers),
         gpu_targets=tuple(gpu_targets) if gpu_targets is not None else None,
         scheme=scheme,
@@ -69,7 +94,6 @@ def split_artifact(
         max_archive_bytes=max_archive_bytes,
         owns=owns,
     )
-    return _split_one(Path(artifact_dir), Path(output_dir), prefix, options)
 
 
 def _split_one(
@@ -143,9 +167,9 @@ def split_artifacts(
     owns: str = "recorded",
 ) -> BatchResult:
     """Split every artifact below ``parent_dir``; collect failures instead of stopping."""
-    options = SplitOptions(
-        handlers=tuple(handlers),
-        gpu_targets=tuple(gpu_targets) if gpu_targets is not None else None,
+    options = _options(
+        handlers,
+        gpu_targets,
         scheme=scheme,
         level=level,
         jobs=jobs,

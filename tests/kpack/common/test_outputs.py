@@ -6,7 +6,6 @@ planted anywhere (nothing outside changes, no file the tool did not write goes).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import random
@@ -17,60 +16,31 @@ from pathlib import Path
 import pytest
 
 from kpack.common.output_record import FORMAT, read_record
-from kpack.common.outputs import publish
 from kpack.common.staging import MARKER, remove_debris, staging
 from kpack.errors import PackagingError
+from tests.kpack.common.outputs_kit import (
+    REC,
+    TOOL,
+)
+from tests.kpack.common.outputs_kit import (
+    file_entry as _file_entry,
+)
+from tests.kpack.common.outputs_kit import (
+    plant_record as _record,
+)
+from tests.kpack.common.outputs_kit import (
+    publish_files as _publish,
+)
+from tests.kpack.common.outputs_kit import (
+    sha as _sha,
+)
+from tests.kpack.common.outputs_kit import (
+    snapshot as _snapshot,
+)
+from tests.kpack.common.outputs_kit import (
+    stage as _stage,
+)
 from tests.kpack.split.test_split import make_fat
-
-TOOL = "t"
-REC = ".rec.json"
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _snapshot(root: Path) -> dict[str, object]:
-    """Everything below ``root``, never followed: files' bytes, links' targets, dirs."""
-    out: dict[str, object] = {}
-    for dirpath, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(dirpath) / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                out[rel] = ("link", os.readlink(path))
-            elif path.is_dir():
-                out[rel] = "dir"
-            else:
-                out[rel] = path.read_bytes()
-    return out
-
-
-def _stage(root: Path, files: dict[str, bytes]) -> Path:
-    for rel, data in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data)
-    return root
-
-
-def _publish(dest: Path, tmp: Path, files: dict[str, bytes], *, force: bool = False) -> None:
-    staged = _stage(tmp / f"s{len(list(tmp.glob('s*')))}", files)
-    publish(dest, staged, sorted(files), record=REC, tool=TOOL, force=force)
-
-
-def _record(dest: Path, outputs: dict[str, object]) -> None:
-    doc = {"format": FORMAT, "tool": TOOL, "outputs": outputs}
-    (dest / REC).write_text(json.dumps(doc))
-
-
-def _file_entry(path: Path) -> dict[str, object]:
-    st = path.lstat()
-    return {
-        "kind": "file",
-        "size": st.st_size,
-        "sha256": _sha(path.read_bytes()),
-        "inode": st.st_ino,
-    }
 
 
 @pytest.fixture

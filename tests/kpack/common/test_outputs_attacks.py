@@ -10,7 +10,6 @@ start and are kept because ``test_outputs.py`` does not cover them.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import subprocess
@@ -21,61 +20,35 @@ from pathlib import Path
 import pytest
 
 from kpack.common.output_record import FORMAT
-from kpack.common.outputs import publish
 from kpack.common.staging import MARKER, remove_debris, staging
 from kpack.errors import PackagingError
+from tests.kpack.common.outputs_kit import (
+    REC,
+    TOOL,
+)
+from tests.kpack.common.outputs_kit import (
+    file_entry as _file_entry,
+)
+from tests.kpack.common.outputs_kit import (
+    link_entry as _link_entry,
+)
+from tests.kpack.common.outputs_kit import (
+    plant_record as _record,
+)
+from tests.kpack.common.outputs_kit import (
+    publish_files as _publish,
+)
+from tests.kpack.common.outputs_kit import (
+    record_doc as _record_doc,
+)
+from tests.kpack.common.outputs_kit import (
+    sha as _sha,
+)
+from tests.kpack.common.outputs_kit import (
+    snapshot as _snapshot,
+)
 
-TOOL = "t"
-REC = ".rec.json"
 PUBLIC = b"a wheel from PyPI, bytes anyone knows"
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _snapshot(root: Path) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for dirpath, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(dirpath) / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                out[rel] = ("link", os.readlink(path))
-            elif path.is_dir():
-                out[rel] = "dir"
-            else:
-                out[rel] = path.read_bytes()
-    return out
-
-
-def _publish(
-    dest: Path, tmp: Path, files: dict[str, bytes], *, force: bool = False, record: str = REC
-) -> None:
-    staged = tmp / f"s{len(list(tmp.glob('s*')))}"
-    for rel, data in files.items():
-        (staged / rel).parent.mkdir(parents=True, exist_ok=True)
-        (staged / rel).write_bytes(data)
-    staged.mkdir(exist_ok=True)
-    publish(dest, staged, sorted(files), record=record, tool=TOOL, force=force)
-
-
-def _record_doc(outputs: dict[str, object]) -> str:
-    return json.dumps({"format": FORMAT, "tool": TOOL, "outputs": outputs})
-
-
-def _record(dest: Path, outputs: dict[str, object], name: str = REC) -> None:
-    (dest / name).write_text(_record_doc(outputs))
-
-
-def _file_entry(path: Path) -> dict[str, object]:
-    st = path.lstat()
-    data = path.read_bytes()
-    return {"kind": "file", "size": st.st_size, "sha256": _sha(data), "inode": st.st_ino}
-
-
-def _link_entry(path: Path) -> dict[str, object]:
-    return {"kind": "symlink", "target": os.readlink(path), "inode": path.lstat().st_ino}
 
 
 @pytest.fixture
