@@ -42,6 +42,7 @@ def _pool_min_bytes() -> int:
     value = os.environ.get("KPACK_POOL_MIN_BYTES", "")
     return int(value) if value.isdigit() and len(value) < 20 else POOL_MIN_BYTES
 
+
 J = TypeVar("J", bound=Job)
 R = TypeVar("R")
 
