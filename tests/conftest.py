@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,27 @@ def debian_package() -> Callable[[str], Path]:
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _subprocess_tmpdir() -> Iterator[None]:
+    """Child processes get a private ``TMPDIR``, removed when the session ends.
+
+    clang-15 (``hipcc``) leaves two empty ``<source>-XXXXXX`` directories in ``$TMPDIR`` for
+    every compile; without this a test run leaves hundreds in ``/tmp``. Tests that check what
+    a tool leaves in ``TMPDIR`` set their own.
+    """
+    path = tempfile.mkdtemp(prefix="rocm-packaging-tests-")
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = path
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
