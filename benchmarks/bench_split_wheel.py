@@ -31,11 +31,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.rezip import rezip  # noqa: E402  (the baseline, shared with bench_small_wheels)
 
 CACHE = Path.home() / ".cache/rocm-packaging/extracted"
 
@@ -62,15 +63,7 @@ def _child(mode: str, wheel: Path, out: Path, jobs: int, root: str) -> None:
 
         split_wheel(wheel, out, SplitOptions(root, "amd-device", ("rocblas",), jobs=jobs))
     else:  # the baseline: one process re-zips the wheel, member by member, nothing on disk
-        out.mkdir(parents=True)
-        with (
-            zipfile.ZipFile(wheel) as zin,
-            zipfile.ZipFile(out / wheel.name, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as zout,
-        ):
-            for info in zin.infolist():
-                with zin.open(info) as src, zout.open(info.filename, "w", force_zip64=True) as dst:
-                    while chunk := src.read(1 << 20):
-                        dst.write(chunk)
+        rezip(wheel, out)
     wall = time.perf_counter() - start
     rss = (
         max(

@@ -7,6 +7,7 @@ them. Nothing here touches the files themselves.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -111,7 +112,7 @@ def match_database(relpath: str, handlers: Iterable[Handler]) -> DatabaseMatch |
 
 def handler_names(path: Path | None = None) -> tuple[str, ...]:
     """Names of every handler in the YAML, in file order."""
-    return tuple(h.name for h in _load_all(path or manifest_path(DATABASES_YAML)))
+    return tuple(h.name for h in _handlers(path))
 
 
 def load_handlers(
@@ -123,7 +124,7 @@ def load_handlers(
     Raises :class:`ManifestError` for an invalid YAML file (naming file and key) and
     :class:`UsageError` for an unknown handler name.
     """
-    handlers = _load_all(path or manifest_path(DATABASES_YAML))
+    handlers = _handlers(path)
     if names is None:
         return handlers
     known = {h.name for h in handlers}
@@ -145,6 +146,17 @@ class _Problems:
 
     def add(self, key: str, message: str) -> None:
         self.items.append(f"{key}: {message}")
+
+
+def _handlers(path: Path | None) -> tuple[Handler, ...]:
+    """The handlers of ``path``, or of the shipped manifest (read once per process: a
+    command's parser lists the names and its run loads them)."""
+    return _shipped() if path is None else _load_all(path)
+
+
+@functools.cache
+def _shipped() -> tuple[Handler, ...]:
+    return _load_all(manifest_path(DATABASES_YAML))
 
 
 def _load_all(path: Path) -> tuple[Handler, ...]:

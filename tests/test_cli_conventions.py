@@ -113,7 +113,7 @@ def test_the_version_of_a_checkout_that_is_not_installed(monkeypatch: pytest.Mon
     def missing(name: str) -> str:
         raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(conventions.metadata, "version", missing)
+    monkeypatch.setattr(metadata, "version", missing)  # imported when -V asks
     declared = re.search(r'^version = "(.+)"', (ROOT / "pyproject.toml").read_text(), re.M)
     assert declared is not None and tool_version() == declared.group(1)
     monkeypatch.setattr(conventions, "_PYPROJECT", ROOT / "no-such-file.toml")

@@ -23,7 +23,6 @@ import logging
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -53,6 +52,8 @@ _SEPARATORS = re.compile(r"[,;\s]+")
 def tool_version() -> str:
     """The installed project's version; in a checkout that is not installed, the one its
     ``pyproject.toml`` declares (``unknown`` when neither is there)."""
+    from importlib import metadata  # only -V asks: importing it costs a tool's start 15 ms
+
     try:
         return metadata.version(DIST_NAME)
     except metadata.PackageNotFoundError:

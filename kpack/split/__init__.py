@@ -37,15 +37,43 @@ However the kernels arrive, they become archives by one function,
 
 from __future__ import annotations
 
-from kpack.split._archives import SpooledArchive
-from kpack.split._artifacts import BatchResult, split_artifact, split_artifacts
-from kpack.split._fat import FatSplit, split_fat
-from kpack.split._inplan import PlannedSplit, plan_in_place, spool_planned
-from kpack.split._jobs import FatJob, HostContent
-from kpack.split._pipeline import ArchiveSpec
-from kpack.split._plan import SplitOptions
-from kpack.split._recombine import RecombineResult, load_recombine_config, recombine_artifacts
-from kpack.split._write import SplitResult
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kpack.split._archives import SpooledArchive
+    from kpack.split._artifacts import BatchResult, split_artifact, split_artifacts
+    from kpack.split._fat import FatSplit, split_fat
+    from kpack.split._inplan import PlannedSplit, plan_in_place, spool_planned
+    from kpack.split._jobs import FatJob, HostContent
+    from kpack.split._pipeline import ArchiveSpec
+    from kpack.split._plan import SplitOptions
+    from kpack.split._recombine import RecombineResult, load_recombine_config, recombine_artifacts
+    from kpack.split._write import SplitResult
+else:  # each tool imports the modules of what it uses (kpack.common.lazy)
+    from kpack.common.lazy import lazy_face
+
+    __getattr__, __dir__ = lazy_face(
+        __name__,
+        {
+            "SpooledArchive": "_archives",
+            "BatchResult": "_artifacts",
+            "split_artifact": "_artifacts",
+            "split_artifacts": "_artifacts",
+            "FatSplit": "_fat",
+            "split_fat": "_fat",
+            "PlannedSplit": "_inplan",
+            "plan_in_place": "_inplan",
+            "spool_planned": "_inplan",
+            "FatJob": "_jobs",
+            "HostContent": "_jobs",
+            "ArchiveSpec": "_pipeline",
+            "SplitOptions": "_plan",
+            "RecombineResult": "_recombine",
+            "load_recombine_config": "_recombine",
+            "recombine_artifacts": "_recombine",
+            "SplitResult": "_write",
+        },
+    )
 
 __all__ = [
     "ArchiveSpec",

@@ -9,15 +9,17 @@ worker that dies is one error naming the binary it was working on.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
+from concurrent.futures import BrokenExecutor, Future
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kpack.common import cancel
 from kpack.errors import TransformError
+
+if TYPE_CHECKING:  # multiprocessing is imported when a pool starts: in-process runs skip it
+    from concurrent.futures import ProcessPoolExecutor
 
 __all__ = ["run_jobs"]
 
@@ -75,6 +77,9 @@ def _pool(jobs: int, count: int, preload: str = __name__) -> ProcessPoolExecutor
     run's pools do not each import the engine again."""
     if jobs <= 1 or count <= 1:
         return None
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return ProcessPoolExecutor(max_workers=min(jobs, count))
     context = multiprocessing.get_context("forkserver")
@@ -85,6 +90,8 @@ def _pool(jobs: int, count: int, preload: str = __name__) -> ProcessPoolExecutor
 def _stop(pool: ProcessPoolExecutor) -> None:
     """Cancel what has not started and end the workers now: a worker in the middle of a
     large binary would otherwise finish it while the caller waits (a signal, a failure)."""
+    import multiprocessing
+
     pool.shutdown(wait=False, cancel_futures=True)
     terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
     if terminate is not None:
