@@ -10,14 +10,13 @@ Thin layer: argparse, logging setup and printing; the conventions every tool sha
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kpack.archive import DEFAULT_LEVEL
-from kpack.cli._inspect import cmd_extract, cmd_inspect
-from kpack.cli._split import cmd_resolve, cmd_split, cmd_split_wheel, cmd_verify
 from kpack.common.boundary import guarded
 from kpack.common.cli import (
     Parser,
@@ -28,6 +27,7 @@ from kpack.common.cli import (
 )
 from kpack.databases import handler_names
 from kpack.wheelsplit import add_arguments as add_split_wheel_arguments
+from kpack.wheelsplit import run as run_split_wheel
 
 __all__ = ["add_split_artifacts_arguments", "main"]
 
@@ -35,6 +35,25 @@ log = logging.getLogger(__name__)
 
 #: ``kpack --help``'s description: plain text (the module docstring is reST).
 DESCRIPTION = "kpack: inspect, extract, split, verify and resolve HIP device code."
+
+
+def _command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """The command ``name`` of ``kpack.cli.<module>``, imported when it runs: each command
+    pays at start-up for its own modules only (``split-wheel`` none of ``inspect``'s)."""
+
+    def run(args: argparse.Namespace) -> int:
+        command = getattr(importlib.import_module(f"kpack.cli.{module}"), name)
+        return int(command(args))
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+cmd_inspect = _command("_inspect", "cmd_inspect")
+cmd_extract = _command("_inspect", "cmd_extract")
+cmd_split = _command("_split", "cmd_split")
+cmd_verify = _command("_split", "cmd_verify")
+cmd_resolve = _command("_split", "cmd_resolve")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -119,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
         "split-wheel", help="split a fat Python wheel into a host wheel and device wheels"
     )
     add_split_wheel_arguments(p)
-    p.set_defaults(func=cmd_split_wheel)
+    p.set_defaults(func=run_split_wheel)
     return parser
 
 

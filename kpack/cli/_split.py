@@ -1,6 +1,6 @@
-"""``kpack split-artifacts``, ``verify``, ``resolve`` and ``split-wheel``: the commands
-that run :mod:`kpack.split`, :mod:`kpack.verify`, :mod:`kpack.resolve` and
-:mod:`kpack.wheelsplit`.
+"""``kpack split-artifacts``, ``verify`` and ``resolve``: the commands that run
+:mod:`kpack.split`, :mod:`kpack.verify` and :mod:`kpack.resolve` (``split-wheel`` is
+:func:`kpack.wheelsplit.run`).
 """
 
 from __future__ import annotations
@@ -152,9 +152,3 @@ def cmd_resolve(args: argparse.Namespace) -> int:
             path=args.binary,
         )
     return 0
-
-
-def cmd_split_wheel(args: argparse.Namespace) -> int:
-    from kpack.wheelsplit import run  # the application layer, loaded on use
-
-    return run(args)
