@@ -26,8 +26,11 @@ Inputs: ``jax-rocm7-plugin`` 0.10.0 from PyPI (8.0 MB: three extension modules, 
 CCOB v3 zstd bundle for gfx908, gfx90a and four generic targets; cached,
 ``tests/pypi_inputs.py``), and, when ``hipcc`` is installed (Debian bookworm's), three
 wheels built here around a HIP extension compiled for gfx900, gfx906, gfx908, gfx90a and
-gfx1030 with 1, 64 and 256 kernels (about 6 KB, 1 MB and 4 MB; the libraries are cached by
-their source's digest). ``--wheel`` adds any wheel (its fat binaries anywhere in it).
+gfx1030 with 1, 64 and 256 kernels (wheels of 6 KB, 0.1 MB and 0.35 MB: device code
+compresses well; the libraries are cached by their source's digest), and two with the
+64-kernel extension that vendor, as auditwheel does (``<name>.libs/``), Debian bookworm's real
+ROCm host libraries: ``libhsa-runtime64.so.1`` (1.0 MB), and that with ``libamdhip64.so.5``
+(5.3 MB). ``--wheel`` adds any wheel (its fat binaries anywhere in it).
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ REZIP = ROOT / "benchmarks" / "rezip.py"
 TARGETS = ("gfx900", "gfx906", "gfx908", "gfx90a", "gfx1030")
 #: kernels in each hipcc-built extension
 HIP_SIZES = (1, 64, 256)
+#: extension wheels that vendor ROCm host libraries: (Debian packages, label)
+VENDORING = (
+    (("libhsa-runtime64-1",), "hsa"),
+    (("libhsa-runtime64-1", "libamdhip64-5"), "hsa, hip"),
+)
 SMALL = 10e6  # the issue's "small": under 10 MB
 #: the split's options besides input and output (the same for both commands)
 SPLIT_ARGS = ("--device-package-prefix", "amd-device")
@@ -110,11 +118,20 @@ def _hip_library(kernels: int, cache: Path) -> Path:
     return lib
 
 
-def _hip_wheel(kernels: int, cache: Path, dest: Path) -> Path:
-    """A wheel ``hipext<kernels>`` around the extension, with a small Python package."""
+#: Debian bookworm's ROCm host libraries a wheel may vendor: package -> library file, SONAME
+VENDORED = {
+    "libhsa-runtime64-1": ("libhsa-runtime64.so.1.5.0", "libhsa-runtime64.so.1"),
+    "libamdhip64-5": ("libamdhip64.so.5.2.21153", "libamdhip64.so.5"),
+}
+
+
+def _hip_wheel(kernels: int, cache: Path, dest: Path, vendored: tuple[str, ...] = ()) -> Path:
+    """A wheel ``hipext<kernels>`` around the extension, with a small Python package and,
+    auditwheel's way, the ROCm host libraries of the Debian packages ``vendored`` in
+    ``<name>.libs/`` (host code only: nothing of theirs is split)."""
     from kpack.wheelfile import Member, write_wheel
 
-    name = f"hipext{kernels}"
+    name = f"hipext{kernels}" + "".join(f"_{p.split('-')[0][3:]}" for p in vendored)
     init = (
         b"import ctypes, os\n\n"
         b'_LIB = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "lib", "libhipext.so"))\n'
@@ -123,6 +140,14 @@ def _hip_wheel(kernels: int, cache: Path, dest: Path) -> Path:
         Member(f"{name}/__init__.py", init),
         Member(f"{name}/lib/libhipext.so", _hip_library(kernels, cache), executable=True),
     ]
+    if vendored:
+        from sample_tree.debian_inputs import fetch_debs
+
+        roots = fetch_debs(list(vendored))
+        for package in vendored:
+            filename, soname = VENDORED[package]
+            library = roots[package] / "usr/lib/x86_64-linux-gnu" / filename
+            members.append(Member(f"{name}.libs/{soname}", library, executable=True))
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()
     result = write_wheel(
         dest, dist_name=name, version="1.0", tag="cp311-cp311-linux_x86_64",
@@ -145,6 +170,9 @@ def _inputs(args: argparse.Namespace, work: Path) -> list[Input]:
         for kernels in HIP_SIZES:
             wheel = _hip_wheel(kernels, cache, work / "inputs")
             inputs.append(Input(name=f"hipcc {kernels} kernels", wheel=wheel, what="hipcc"))
+        for vendored, label in VENDORING:
+            wheel = _hip_wheel(64, cache, work / "inputs", vendored)
+            inputs.append(Input(name=f"hipcc 64 + {label}", wheel=wheel, what="hipcc"))
     elif not args.no_hipcc:
         print("hipcc not found: no hipcc-built wheels (apt-get install hipcc)")
     inputs += [Input(name=w.name, wheel=w, what="given") for w in args.wheel]

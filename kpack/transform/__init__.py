@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kpack.bundle import BundleSink
 from kpack.hipfmt import MAX_MARKER_SIZE
@@ -48,22 +48,40 @@ from kpack.transform._model import (
     kernels_of_wrappers,
     stream_kernels,
 )
-from kpack.transform._pe import (
-    PeTransformPlan,
-    plan_pe_transform,
-    transform_pe,
-    write_pe_transform,
-)
-from kpack.transform._pe_read import (
-    PeFat,
-    PeKpackRef,
-    extract_pe_kernels,
-    inspect_pe,
-    read_pe_fat,
-    read_pe_kpack_ref,
-    transformed_problems,
-)
 from kpack.transform._scan import is_elf64le
+
+if TYPE_CHECKING:
+    from kpack.transform._pe import (
+        PeTransformPlan,
+        plan_pe_transform,
+        transform_pe,
+        write_pe_transform,
+    )
+    from kpack.transform._pe_read import (
+        PeFat,
+        PeKpackRef,
+        extract_pe_kernels,
+        read_pe_fat,
+        read_pe_kpack_ref,
+        transformed_problems,
+    )
+else:  # the PE transform is imported when a PE image is met (kpack.common.lazy)
+    from kpack.common.lazy import lazy_face
+
+    __getattr__, __dir__ = lazy_face(
+        __name__,
+        {
+            **dict.fromkeys(
+                ("PeTransformPlan", "plan_pe_transform", "transform_pe", "write_pe_transform"),
+                "_pe",
+            ),
+            **dict.fromkeys(
+                ("PeFat", "PeKpackRef", "extract_pe_kernels", "read_pe_fat", "read_pe_kpack_ref",
+                 "transformed_problems"),
+                "_pe_read",
+            ),
+        },
+    )  # fmt: skip
 
 __all__ = [
     "MAX_MARKER_SIZE",
@@ -119,7 +137,11 @@ def inspect_fat_binary(path: Path) -> FatBinaryInfo | None:
     raises :class:`TransformError`.
     """
     path = Path(path)
-    return inspect_pe(path) if host_format(path) == "pe" else inspect_elf(path)
+    if host_format(path) == "pe":
+        from kpack.transform._pe_read import inspect_pe
+
+        return inspect_pe(path)
+    return inspect_elf(path)
 
 
 def extract_kernels(path: Path) -> list[ExtractedKernel]:
@@ -129,7 +151,11 @@ def extract_kernels(path: Path) -> list[ExtractedKernel]:
     stays mapped while a view is alive); nothing copies the section.
     """
     path = Path(path)
-    return extract_pe_kernels(path) if host_format(path) == "pe" else elf_kernels(path)
+    if host_format(path) == "pe":
+        from kpack.transform._pe_read import extract_pe_kernels
+
+        return extract_pe_kernels(path)
+    return elf_kernels(path)
 
 
 def plan_host_transform(
@@ -141,8 +167,13 @@ def plan_host_transform(
 ) -> TransformPlan | PeTransformPlan:
     """:func:`plan_transform` for an ELF file, the PE transform for a Windows image."""
     path = Path(path)
-    plan = plan_pe_transform if host_format(path) == "pe" else plan_transform
-    return plan(path, kernel_name=kernel_name, search_paths=search_paths, decoded=decoded)
+    if host_format(path) == "pe":
+        from kpack.transform._pe import plan_pe_transform
+
+        return plan_pe_transform(
+            path, kernel_name=kernel_name, search_paths=search_paths, decoded=decoded
+        )
+    return plan_transform(path, kernel_name=kernel_name, search_paths=search_paths, decoded=decoded)
 
 
 def transform_binary(
@@ -160,6 +191,8 @@ def transform_binary(
     at ``dest`` (or ``dest`` being ``src`` itself) is replaced, never written through.
     """
     if host_format(Path(src)) == "pe":  # its own layout, same contract
+        from kpack.transform._pe import transform_pe
+
         return transform_pe(
             src, dest, kernel_name=kernel_name, search_paths=search_paths, decoded=decoded
         )

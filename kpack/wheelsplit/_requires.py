@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from kpack.errors import UsageError
 from kpack.wheelsplit._bundles import Level, level_of
 
@@ -37,6 +35,9 @@ def _shown(text: str) -> str:
 def _parse(line: str, template: str) -> None:
     if any(c in line for c in "\r\n\0"):
         raise UsageError(f"--device-requires-dist {_shown(template)}: holds a line break")
+    # imported when a template is given: a split without one does not pay for the parser
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         Requirement(line)
     except InvalidRequirement as exc:

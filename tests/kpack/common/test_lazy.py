@@ -1,6 +1,6 @@
 """Lazy package faces (kpack.common.lazy): each name the face's ``TYPE_CHECKING`` imports
 give the type checker is the one it hands out at run time, imported from that module, and
-importing the face alone imports none of its modules."""
+importing the face alone imports none of those modules."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 from kpack.common.lazy import lazy_face
 
 ROOT = Path(__file__).resolve().parents[3]
-#: every package whose face is lazy
-LAZY_FACES = ("kpack.split",)
+#: every package whose face is lazy, in all (split) or in part (transform: the PE transform)
+LAZY_FACES = ("kpack.split", "kpack.transform")
 
 
 def _checked_imports(package: str) -> dict[str, str]:
@@ -42,11 +42,13 @@ def _fresh(code: str) -> object:
 
 
 @pytest.mark.parametrize("package", LAZY_FACES)
-def test_the_checked_names_are_the_public_names(package: str) -> None:
+def test_the_checked_names_are_public_names(package: str) -> None:
     face = importlib.import_module(package)
     checked = _checked_imports(package)
-    assert checked and sorted(checked) == sorted(face.__all__)
+    assert checked and set(checked) <= set(face.__all__)
     assert set(face.__all__) <= set(dir(face))
+    if package == "kpack.split":
+        assert sorted(checked) == sorted(face.__all__)  # a face and nothing else
 
 
 @pytest.mark.parametrize("package", LAZY_FACES)
@@ -57,12 +59,11 @@ def test_each_name_comes_from_its_checked_module(package: str) -> None:
 
 
 @pytest.mark.parametrize("package", LAZY_FACES)
-def test_the_face_alone_imports_none_of_its_modules(package: str) -> None:
-    code = (
-        f"import json, sys, {package}\n"
-        f"print(json.dumps([m for m in sys.modules if m.startswith('{package}.')]))"
-    )
-    assert _fresh(code) == []
+def test_the_face_alone_imports_none_of_its_lazy_modules(package: str) -> None:
+    code = f"import json, sys, {package}\nprint(json.dumps(sorted(sys.modules)))"
+    loaded = _fresh(code)
+    assert isinstance(loaded, list)
+    assert set(_checked_imports(package).values()).isdisjoint(loaded)
 
 
 def test_one_name_imports_its_module_only() -> None:
