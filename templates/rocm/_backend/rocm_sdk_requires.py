@@ -63,6 +63,18 @@ def device_requirements(di: ModuleType, target: str) -> tuple[str, ...]:
     return tuple(requirement(di, "device", t) for t in di.device_targets_for(target))
 
 
+def _machine_targets(di: ModuleType, family: str, source: str) -> list[str]:
+    """What the ``device`` extra serves: every GPU of this machine (a machine with two GPU
+    kinds needs both's code) when detection chose, else the family the user named."""
+    if source != "discovered":
+        return [family]
+    try:
+        gpus = [g.target for g in di.detect_gpus()]
+    except ValueError:
+        gpus = []
+    return [family, *gpus]
+
+
 def _device_extras(
     di: ModuleType, family: str, source: str
 ) -> tuple[dict[str, tuple[str, ...]], list[str]]:
@@ -78,7 +90,10 @@ def _device_extras(
             "'rocm[device-<gfx>]' or set ROCM_SDK_TARGET_FAMILY"
         )
     else:
-        extras["device"] = device_requirements(di, family)
+        extras["device"] = tuple(
+            dict.fromkeys(r for t in _machine_targets(di, family, source)
+                          for r in device_requirements(di, t))
+        )  # fmt: skip
     built = device_targets(di)
     for target in sorted({*built, *di.served_processors()}):
         extras[normalize_extra(f"device-{target}")] = device_requirements(di, target)

@@ -173,8 +173,8 @@ def test_the_runtime_finishes_and_names_the_file(tmp_path: Path, kind: str) -> N
 @pytest.mark.parametrize("kind", ["5000-digit-version", "fifo"])
 def test_pip_install_rocm_skips_the_node(tmp_path: Path, kind: str) -> None:
     """The sdist's build backend (what ``pip install rocm`` runs): the wheel is built for
-    the good node's GPU, with one clean warning for the bad one; no traceback, no
-    int-conversion error."""
+    the good nodes' GPUs (its 'device' extra pulls both's code), with one clean warning for
+    the bad one; no traceback, no int-conversion error."""
     tree = rocm_sdk_tree(KPACK, tmp_path / "rocm")
     bad_file = kfd_tree(tmp_path / "nodes", BAD[kind])
     out = tmp_path / "out"
@@ -185,7 +185,7 @@ def test_pip_install_rocm_skips_the_node(tmp_path: Path, kind: str) -> None:
     with zipfile.ZipFile(out / json.loads(proc.stdout.splitlines()[-1])) as zf:
         chosen = json.loads(zf.read("rocm_sdk/_selection.json"))
     assert chosen["target_family"] == "gfx90a" and chosen["source"] == "discovered"
-    assert chosen["device_extra"] == ["rocm-sdk-device-gfx90a"]
+    assert chosen["device_extra"] == ["rocm-sdk-device-gfx90a", "rocm-sdk-device-gfx1030"]
     assert "gfx90a (found by kfd), gfx1030 (found by kfd)" in chosen["how"]
 
 

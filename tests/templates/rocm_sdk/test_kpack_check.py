@@ -718,7 +718,7 @@ def _gpu_selftest(gpu: str, monkeypatch: pytest.MonkeyPatch) -> unittest.TestRes
     monkeypatch.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", gpu)
     test = gpu_test.GpuCoverageTest("testDeviceCodeForEveryDetectedGpu")
     result = unittest.TestResult()
-    test.run(result)
+    unittest.TestSuite([test]).run(result)  # a suite: the class's detection runs first
     return result
 
 

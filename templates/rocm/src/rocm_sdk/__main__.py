@@ -79,10 +79,12 @@ def _report_gpus() -> None:
         return
     for entry in coverage(gpus):
         where = f"rocm: GPU {_plain(entry.gpu.target)} (found by {entry.gpu.source}): "
+        agent = f" for {' or '.join(entry.isas)}" if entry.isas else ""
         if entry.served_by:
-            print(where + "device code from " + ", ".join(entry.served_by), file=sys.stderr)
+            served = ", ".join(entry.served_by)
+            print(f"{where}device code from {served}{agent}", file=sys.stderr)
         else:
-            print(where + f"NO device code installed; {entry.fix}", file=sys.stderr)
+            print(f"{where}NO {entry.missing}; {entry.fix}", file=sys.stderr)
 
 
 def _plain(value: str) -> str:
@@ -113,7 +115,9 @@ def _report_selection() -> None:
         return
     family, source = str(chosen["target_family"]), str(chosen["source"])
     how = _text(str(chosen.get("how", source)))
-    if chosen.get("device_extra") == []:  # kpack-split: rocm[device] installed nothing
+    if chosen.get("device_extra") == [] and _device_code_installed():
+        pass  # the user chose a GPU's device code (device-<gfx>): the GPU lines say what serves
+    elif chosen.get("device_extra") == []:  # kpack-split: rocm[device] installed nothing
         fix = _text(str(chosen.get("device_fix", "pip install 'rocm[device-gfxNNN]'")))
         built = chosen.get("device_targets")
         has = _text(", ".join(map(str, built))) if isinstance(built, list) and built else ""
@@ -134,6 +138,14 @@ def _report_selection() -> None:
             "--reinstall --no-cache)",
             file=sys.stderr,
         )
+
+
+def _device_code_installed() -> bool:
+    """Whether a device package of ours is installed (the user chose a GPU's code)."""
+    from ._coverage import device_sites
+    from ._kpack_installed import find_device_wheels
+
+    return any(find_device_wheels(site, splitter=False) for site in device_sites())
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -184,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="rocm-sdk", description="ROCm SDK for Python", epilog=EXPANSION_NOTE
     )
+    parser.add_argument("--version", action="version", version=di.__version__,
+                        help="print the version of the installed ROCm packages and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     path = sub.add_parser("path", help="print a path of the devel tree (expands it if needed)",
                           epilog=EXPANSION_NOTE)

@@ -1,25 +1,30 @@
-"""Which installed packages serve each GPU of this machine (package level, no file read
-beyond the installed distributions' names).
+"""Which installed packages serve each GPU of this machine: the one verdict that ``rocm-sdk
+targets`` prints, ``initialize_process`` warns from and ``rocm-sdk test`` starts from (package
+level: installed distributions' names and RECORDs, no archive read).
 
 Kpack-split sets: a GPU is served by the device packages of its processor and of its LLVM
 generic target (``device_targets_for``), in the libraries' site dir or in another one on
-sys.path, whose archives ``initialize_process`` hands the runtime through
-ROCM_KPACK_PATH_PREFIX. Legacy sets: by a libraries package of one of its families.
-``rocm-sdk targets`` prints this, ``initialize_process`` warns from it, and ``rocm-sdk test``
-goes further: every kernel must resolve (see :mod:`.tests.gpu_test`), also those of the
-host packages of the wheel splitter's device wheels (:func:`splitter_hosts`).
+sys.path (``initialize_process`` hands their archives to the runtime through
+ROCM_KPACK_PATH_PREFIX), whose archives hold code the runtime loads on the GPU's agent:
+its processor with its active features (:mod:`._agent`; ``gfx90a:xnack+`` code does not load
+where xnack is off). The fix names what changes the outcome: the install of a missing
+device package, or the variable that turns the agent's feature to the one the installed code
+needs. Legacy sets: a libraries package of one of its families. ``rocm-sdk test`` goes
+further: every kernel must resolve (see :mod:`.tests.gpu_test`), also those of the host
+packages of the wheel splitter's device wheels (:func:`splitter_hosts`).
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from . import _dist_info as di
+from ._agent import agent_isas, loads, switches
 from ._errors import RocmSdkError
 from ._jsonfile import read_json
-from ._kpack_installed import DeviceWheel, find_device_wheels
+from ._kpack_installed import DeviceWheel, archive_target, find_device_wheels
 from ._layout import find_dist_info, package_dir
 
 __all__ = [
@@ -36,7 +41,7 @@ __all__ = [
 DIST_INFO_JSON = Path("share", "therock", "dist_info.json")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuCoverage:
     gpu: di.DetectedGpu
     served_by: tuple[str, ...]  # installed distributions that carry its code
@@ -44,6 +49,11 @@ class GpuCoverage:
     #: False when the installed packages do not tell whether they serve it (a legacy
     #: family this build does not name for the GPU, and no dist_amdgpu_targets)
     checked: bool = True
+    #: the agent ISAs looked for (kpack-split sets; :func:`._agent.agent_isas`)
+    isas: tuple[str, ...] = ()
+    #: what is missing, after "no" / "NO": 'device code installed', or 'device code for
+    #: gfx90a:sramecc+:xnack- installed (rocm-sdk-device-gfx90a has gfx90a:xnack+)'
+    missing: str = "device code installed"
 
 
 def device_sites() -> list[Path]:
@@ -118,24 +128,53 @@ def layered_archives() -> list[Path]:
     return [w.dist_info.parent / rel for w in layered_wheels() for rel in w.archives]
 
 
+def _installed_code(wanted: set[str]) -> dict[str, tuple[str, list[str]]]:
+    """Our installed device wheels of the base targets ``wanted``: base -> (the wheel's
+    name with its site dir, the target ids of the archives its RECORD lists)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    for site in device_sites():
+        for wheel in find_device_wheels(site, splitter=False):
+            if wheel.base in wanted and wheel.base not in found:
+                names = (archive_target(PurePosixPath(rel).name) for rel in wheel.archives)
+                found[wheel.base] = (f"{wheel.name} ({site})", [t for t in names if t])
+    return found
+
+
 def _kpack(gpu: di.DetectedGpu) -> GpuCoverage:
     owner = di.package_owner(gpu.target)
-    wanted = set(di.device_targets_for(owner))
-    home = _libraries_site()
-    served = [
-        f"{w.name} ({site})"
-        for site in device_sites()
-        for w in find_device_wheels(site, splitter=False)
-        if w.base in wanted
-    ]
-    if served and home is not None:
-        return GpuCoverage(gpu, tuple(dict.fromkeys(served)), None)
+    wanted = di.device_targets_for(owner)
+    isas = agent_isas(gpu)
     if not wanted:
         built = ", ".join(sorted(di.AVAILABLE_TARGET_FAMILIES)) or "none"
-        return GpuCoverage(
-            gpu, (), f"this ROCm {di.__version__} build has no code for {owner} (it has: {built})"
+        fix = f"this ROCm {di.__version__} build has no code for {owner} (it has: {built})"
+        return GpuCoverage(gpu=gpu, served_by=(), fix=fix, isas=isas)
+    installed = _installed_code(set(wanted))
+    served = [name for name, targets in installed.values() if any(loads(t, isas) for t in targets)]
+    if served and _libraries_site() is None:
+        fix = f"pip install 'rocm[libraries]=={di.__version__}'"
+        return GpuCoverage(gpu=gpu, served_by=(), fix=fix, isas=isas,
+                           missing="libraries package installed for its device code")  # fmt: skip
+    if served:
+        return GpuCoverage(gpu=gpu, served_by=tuple(served), fix=None, isas=isas)
+    install = f"pip install 'rocm[device-{owner}]=={di.__version__}'"
+    carried = sorted({t for _name, targets in installed.values() for t in targets})
+    if not carried:
+        return GpuCoverage(gpu=gpu, served_by=(), fix=install, isas=isas)
+    shown = " or ".join(isas)
+    has = "; ".join(
+        f"{di.ALL_PACKAGES['device'].dist_name(base)} has {', '.join(targets) or 'no code'}"
+        for base, (_name, targets) in installed.items()
+    )
+    missing = f"device code for {shown} installed ({has})"
+    fixes = [s.text(gpu) for s in switches(gpu) if any(loads(t, s.isas) for t in carried)]
+    if len(installed) < len(wanted):
+        fixes.append(install)
+    if not fixes:
+        fixes.append(
+            f"this ROCm {di.__version__} build's device packages for {owner} have no code for it"
         )
-    return GpuCoverage(gpu, (), f"pip install 'rocm[device-{owner}]=={di.__version__}'")
+    return GpuCoverage(gpu=gpu, served_by=(), fix="; or ".join(fixes), isas=isas,
+                       missing=missing)  # fmt: skip
 
 
 def build_targets(family: str | None = None) -> list[str] | None:
@@ -188,16 +227,17 @@ def _legacy(gpu: di.DetectedGpu) -> GpuCoverage:
     entry = di.ALL_PACKAGES["libraries"]
     mine = [entry.dist_name(f) for f in families if f in installed]
     if mine:
-        return GpuCoverage(gpu, tuple(mine), None)
+        return GpuCoverage(gpu=gpu, served_by=tuple(mine), fix=None)
     if families:
         fix = (
             f"{di.TARGET_FAMILY_ENV}={families[0]} pip install --force-reinstall "
             f"--no-cache-dir 'rocm[libraries]=={di.__version__}'"
         )
-        return GpuCoverage(gpu, (), fix)
+        return GpuCoverage(gpu=gpu, served_by=(), fix=fix)
     built = build_targets(installed[0]) if installed else None
     if built is not None and owner in built:
-        return GpuCoverage(gpu, tuple(entry.dist_name(f) for f in installed), None)
+        served = tuple(entry.dist_name(f) for f in installed)
+        return GpuCoverage(gpu=gpu, served_by=served, fix=None)
     offered = ", ".join(di.AVAILABLE_TARGET_FAMILIES) or "none"
     fix = (
         f"this ROCm {di.__version__} build has no libraries for {owner} (it has {offered}"
@@ -205,7 +245,8 @@ def _legacy(gpu: di.DetectedGpu) -> GpuCoverage:
         + f"): pip install --force-reinstall --no-cache-dir 'rocm[libraries]' from an "
         f"index whose rocm offers a family for {owner}"
     )
-    return GpuCoverage(gpu, (), fix, checked=built is not None or not installed)
+    checked = built is not None or not installed
+    return GpuCoverage(gpu=gpu, served_by=(), fix=fix, checked=checked)
 
 
 def coverage(gpus: list[di.DetectedGpu]) -> list[GpuCoverage]:

@@ -311,41 +311,47 @@ class KpackChecker:
                 refs.append(ref)
         return refs, failures
 
-    def check_gpu(self, refs: Sequence[KpackRef], target: str) -> list[Failure]:
+    def check_gpu(
+        self,
+        refs: Sequence[KpackRef],
+        isas: Sequence[str],
+        strings_of: Callable[[str], Sequence[str]] | None = None,
+    ) -> list[Failure]:
         """For a GPU of this machine: every kernel of every transformed binary must resolve
-        as the runtime looks it up (the GPU's ISA, then its generic target), in whatever
-        device package installed it. One failure per binary that misses any."""
+        as the runtime looks it up for the GPU's agent, in whatever device package installed
+        it. ``isas``: the agent's ISA with its active features (``gfx90a:sramecc+:xnack-``),
+        or one per value of a feature detection could not tell (then one of them must
+        resolve them all); ``strings_of`` gives the target ids the runtime tries for an ISA
+        (by default :meth:`lookup_strings`). One failure per binary that misses any."""
+        lookup = strings_of or self.lookup_strings
+        shown = " or ".join(isas)
         failures = []
         for ref in refs:
-            strings = self._gpu_strings(ref, target)
-            _paths, archives, broken = self._archives_for(ref, strings)
-            missing = [i for i in ref.co_indices if _find(archives, ref.key(i), strings) is None]
-            if missing:
+            worst: tuple[list[int], list[str], list[str]] | None = None
+            for isa in isas:
+                strings = list(lookup(isa))
+                _paths, archives, broken = self._archives_for(ref, strings)
+                missing = [
+                    i for i in ref.co_indices if _find(archives, ref.key(i), strings) is None
+                ]
+                if not missing:
+                    worst = None
+                    break
+                worst = worst or (missing, strings, broken)
+            if worst is not None:
+                missing, strings, broken = worst
                 notes = "; ".join(broken)
                 failures.append(
                     Failure(
                         self.rel(ref.path),
-                        target,
+                        shown,
                         None,
                         f"{len(missing)} of {len(ref.co_indices)} kernels have no code object "
-                        f"for {target} (looked for {', '.join(strings)})"
+                        f"for {shown} (looked for {', '.join(strings)})"
                         + (f"; {notes}" if notes else ""),
                     )
                 )
         return failures
-
-    def _gpu_strings(self, ref: KpackRef, target: str) -> list[str]:
-        """What to look up for a GPU: the runtime's strings for ``target``; a processor
-        detected without its features (KFD reports none) runs in one of its feature modes,
-        so the installed variants of it and of its generic target count too, and so do the
-        targets it owns (KFD reports 120500 for gfx1250 and gfx1250-strict alike)."""
-        strings = self.lookup_strings(target)
-        if ":" in target:
-            return strings
-        owners = {self.owner_of(s) for s in strings}
-        named = [*self._pattern_targets(ref), *(archive_target(p.name) for p in self.prefix)]
-        variants = [t for t in named if t and self.owner_of(t) in owners]
-        return list(dict.fromkeys([*strings, *sorted(variants)]))
 
     def check(self, wheels: Sequence[DeviceWheel], dirs: Iterable[Path]) -> KpackReport:
         """Check every transformed binary under ``dirs`` against the installed targets."""

@@ -222,6 +222,6 @@ def _warn_uncovered_gpus() -> None:
     for entry in coverage(gpus):
         if not entry.served_by:
             _warn(
-                f"GPU {entry.gpu.target} has no device code installed, so its kernels will "
+                f"GPU {entry.gpu.target} has no {entry.missing}, so its kernels will "
                 f"not load; {entry.fix} (set {NO_GPU_CHECK_ENV}=1 to silence)"
             )

@@ -2,13 +2,16 @@
 never look healthy.
 
 The GPUs come from the shared detector (``ROCM_BOOTSTRAP_FORCE_GFX_ARCH``, KFD's sysfs
-topology, then ``offload-arch``). Kpack-split sets: every kernel of every transformed host
-library must resolve for each GPU the way the runtime looks it up (the GPU's ISA, then its
-generic target); so must those of the host packages (torch) of installed device wheels of
-the wheel splitter (``amd-torch-device-gfx90a``), in any set. Legacy sets: the installed
-libraries package must be one of the GPU's family (or, for a GPU this build names no family
-for, compiled for it: the build's ``dist_amdgpu_targets``). A failure names the GPU, what
-is missing and the ``pip install`` that fixes it.
+topology, then ``offload-arch``), each with its agent's ISA: the processor and the features
+the runtime gives it (xnack on only with HSA_XNACK=1, sramecc from the KFD node). The
+verdict is :func:`rocm_sdk._coverage.coverage`'s, the one ``rocm-sdk targets`` prints and
+``initialize_process`` warns from. Kpack-split sets then go further: every kernel of every
+transformed host library must resolve for the agent the way the runtime looks it up (its ISA,
+then its generic target); so must those of the host packages (torch) of installed device
+wheels of the wheel splitter (``amd-torch-device-gfx90a``), in any set. Legacy sets: the
+installed libraries package must be one of the GPU's family (or, for a GPU this build names
+no family for, compiled for it: the build's ``dist_amdgpu_targets``). A failure names the
+GPU, what is missing and the command that changes it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import _dist_info as di
-from .._coverage import coverage, layered_archives, splitter_hosts
+from .._agent import agent_isas, lookup_strings
+from .._coverage import GpuCoverage, coverage, layered_archives, splitter_hosts
 from .._kpack_check import KpackChecker
 from .._kpack_report import Failure, format_failures
 from . import utils
@@ -61,14 +65,56 @@ def _fixes(
     return "; ".join(dict.fromkeys(fixes))
 
 
+def _gpu_lines(
+    gpu: di.DetectedGpu,
+    verdict: GpuCoverage | None,
+    failures: list[Failure],
+    hosts: dict[Path, str],
+    rel: Callable[[Path], str],
+    total: int,
+) -> list[str]:
+    """The failure lines of one GPU: the package-level verdict when it is not served (then
+    its kernels' failures in our libraries say nothing more), and the host libraries that
+    miss kernels for its agent."""
+    lines = []
+    if verdict is not None and not verdict.served_by:
+        lines.append(f"{gpu.target} (found by {gpu.source}) has no {verdict.missing}; fix: "
+                     f"{verdict.fix}")  # fmt: skip
+        roots = tuple(rel(path) + "/" for path in hosts)
+        failures = [f for f in failures if f.binary.startswith(roots)]
+    if failures:
+        shown = " or ".join(agent_isas(gpu))
+        agent = f" {shown} in" if shown != gpu.target else ""
+        lines.append(
+            f"{gpu.target} (found by {gpu.source}) has no device code for{agent} "
+            f"{len(failures)} of {total} host libraries; fix: "
+            f"{_fixes(failures, hosts, rel, gpu.target)}"
+        )
+        lines += format_failures(failures[:5])
+        if len(failures) > 5:
+            lines.append(f"  … and {len(failures) - 5} more")
+    return lines
+
+
 class GpuCoverageTest(unittest.TestCase):
-    def setUp(self) -> None:
+    gpus: list[di.DetectedGpu]
+    detection_error: str | None = None
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        """Detected once; without a GPU the class is skipped (one skip line, not one per
+        test)."""
         try:
-            self.gpus = _detected()
+            cls.gpus = _detected()
         except ValueError as exc:
-            self.fail(str(exc))
-        if not self.gpus:
-            self.skipTest(NO_GPU)
+            cls.gpus, cls.detection_error = [], str(exc)
+            return
+        if not cls.gpus:
+            raise unittest.SkipTest(NO_GPU)
+
+    def setUp(self) -> None:
+        if self.detection_error is not None:
+            self.fail(self.detection_error)
 
     def testDeviceCodeForEveryDetectedGpu(self) -> None:
         """Kpack-split: each detected GPU finds every kernel of the installed libraries, and
@@ -83,6 +129,7 @@ class GpuCoverageTest(unittest.TestCase):
         dirs = [*([libraries, *([core] if core else [])] if libraries else []), *hosts]
         lines = []
         site = libraries.parent if libraries else next(iter(hosts)).parent
+        verdicts = {e.gpu.target: e for e in coverage(self.gpus)} if libraries else {}
         with KpackChecker(
             site, None, di.generic_target, layered_archives(), di.package_owner
         ) as checker:
@@ -90,16 +137,9 @@ class GpuCoverageTest(unittest.TestCase):
             if unreadable:
                 lines += format_failures(unreadable)
             for gpu in self.gpus:
-                failures = checker.check_gpu(refs, gpu.target)
-                if failures:
-                    lines.append(
-                        f"{gpu.target} (found by {gpu.source}) has no device code for "
-                        f"{len(failures)} of {len(refs)} host libraries; fix: "
-                        f"{_fixes(failures, hosts, checker.rel, gpu.target)}"
-                    )
-                    lines += format_failures(failures[:5])
-                    if len(failures) > 5:
-                        lines.append(f"  … and {len(failures) - 5} more")
+                failures = checker.check_gpu(refs, agent_isas(gpu), lookup_strings)
+                lines += _gpu_lines(gpu, verdicts.get(gpu.target), failures, hosts, checker.rel,
+                                    len(refs))  # fmt: skip
         if lines:
             self.fail("\n".join(lines))
 
