@@ -23,6 +23,7 @@ from kpack.common.outputs import check_outputs, publish, staging
 from kpack.split import SpooledArchive
 from kpack.wheelfile import (
     Member,
+    libdeflate,
     normalize_dist_name,
     normalize_version,
     wheel_filename,
@@ -213,6 +214,7 @@ def apply_plan(
 
 def _apply_plan(plan: BuildPlan, progress: Progress | None, *, force: bool) -> list[Built]:
     dest = plan.options.dest_dir
+    libdeflate()  # a missing wheel compressor is named before anything is written
     check_outputs(dest, _planned_outputs(plan), record=RECORD, tool=TOOL, force=force)
     with staging(dest, TOOL) as tmp:
         archives: Archives = {}

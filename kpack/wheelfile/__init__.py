@@ -6,6 +6,7 @@ This is a lower layer: :mod:`build_tools` and :mod:`kpack.tools` both write thro
 
 from __future__ import annotations
 
+from kpack.wheelfile._libdeflate import libdeflate
 from kpack.wheelfile._member import (
     ContentSource,
     Generated,
@@ -39,6 +40,7 @@ __all__ = [
     "WheelResult",
     "atomic_output",
     "expand_tag",
+    "libdeflate",
     "normalize_dist_name",
     "normalize_version",
     "open_regular",

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import zlib
 
-import deflate as libdeflate
-
 from kpack.common import cancel
 from kpack.wheelfile._join import joiner
+from kpack.wheelfile._libdeflate import libdeflate
 
 __all__ = ["Task", "deflate_batch", "deflate_chunk", "deflate_task", "deflate_whole"]
 
@@ -29,7 +28,7 @@ def deflate_whole(data: bytes | bytearray, level: int) -> bytes:
     """Raw deflate of a whole member (libdeflate)."""
     if level == 0:  # libdeflate's level 0 is stored blocks, as zlib's
         return deflate_chunk(data, None, True, 0)
-    return bytes(libdeflate.deflate_compress(data, level))
+    return bytes(libdeflate().deflate_compress(data, level))
 
 
 def deflate_chunk(data: bytes | bytearray, zdict: bytes | None, final: bool, level: int) -> bytes:

@@ -22,9 +22,8 @@ import ctypes
 import functools
 import threading
 
-import deflate as libdeflate
-
 from kpack.errors import PackagingError
+from kpack.wheelfile._libdeflate import libdeflate
 from kpack.wheelfile._zstream import ZlibLibrary, zlib_library
 
 __all__ = ["SYNC_MARKER", "ChunkJoiner", "joiner"]
@@ -49,7 +48,7 @@ class ChunkJoiner:
     def compress(self, data: bytes | bytearray, level: int, *, final: bool) -> bytes:
         """Raw deflate of ``data`` by libdeflate; unless ``final``, left open and ended on a
         byte boundary with an empty stored block."""
-        raw = bytes(libdeflate.deflate_compress(data, level))
+        raw = bytes(libdeflate().deflate_compress(data, level))
         if final:
             return raw
         last_block, end = self._locate(raw, data)

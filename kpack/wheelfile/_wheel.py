@@ -22,6 +22,7 @@ from packaging.utils import canonicalize_name
 from kpack.common.safepath import case_collisions, windows_platform
 from kpack.errors import PackagingError
 from kpack.wheelfile._deflate import ByteProgress, MemberStreamer, default_jobs
+from kpack.wheelfile._libdeflate import libdeflate
 from kpack.wheelfile._member import ContentSource, Member
 from kpack.wheelfile._names import (
     expand_tag,
@@ -75,6 +76,8 @@ def write_wheel(
     tags = expand_tag(tag)
     dist_info = f"{name}-{norm_version}.dist-info"
     _check_metadata(metadata, dist_name, norm_version)
+    if compression:
+        libdeflate()  # its error before anything is staged
     if "\n" in generator or "\r" in generator:
         raise PackagingError(f"generator must be one line: {generator!r}")
     generated = [

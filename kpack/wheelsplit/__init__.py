@@ -46,7 +46,7 @@ from kpack.common.outputs import Publication, publish_all, staging
 from kpack.common.safepath import output_dir_problem
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, RocmPackagingError, UsageError, shown_list
-from kpack.wheelfile import InputWheel, Member
+from kpack.wheelfile import InputWheel, Member, libdeflate
 from kpack.wheelsplit._bundles import (
     bundle_key,
     device_dist_name,
@@ -107,6 +107,7 @@ def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> S
     """Split ``input_wheel`` (a ``.whl`` or an unpacked wheel directory) into
     ``output_dir`` and write its report beside it; publish both under the output-directory
     rule, all or nothing."""
+    libdeflate()  # a missing wheel compressor is named before the split's work
     output_dir = Path(output_dir).absolute()
     report_dir = report_dir_for(output_dir, options.report_dir)
     handlers = load_handlers(options.databases)

@@ -49,11 +49,13 @@ AMDGCN = "hipv4-amdgcn-amd-amdhsa--"
 BUNDLER = "build/compiler/amd-llvm/dist/lib/llvm/bin/clang-offload-bundler"
 
 
-def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(
+    argv: list[str], cwd: Path, python: str = sys.executable
+) -> subprocess.CompletedProcess[str]:
     """``cmake -E env PYTHONPATH=<kpack>/python <python> ...``, as TheRock's CMake runs it."""
     env = {**os.environ, "PYTHONPATH": str(KPACK_PY)}
     return subprocess.run(
-        [sys.executable, *argv], capture_output=True, text=True, cwd=cwd, env=env, check=False
+        [python, *argv], capture_output=True, text=True, cwd=cwd, env=env, check=False
     )
 
 
@@ -82,6 +84,12 @@ class Inputs:
 
 @pytest.fixture(scope="module")
 def inputs(
+    tmp_path_factory: pytest.TempPathFactory, debian_package: Callable[[str], Path]
+) -> Inputs:
+    return make_inputs(tmp_path_factory, debian_package)
+
+
+def make_inputs(
     tmp_path_factory: pytest.TempPathFactory, debian_package: Callable[[str], Path]
 ) -> Inputs:
     require(shutil.which("hipcc") is not None, "hipcc is not installed")

@@ -1,5 +1,6 @@
-"""Wheel members inflated by ISA-L: the same bytes as ``zipfile`` gives, in bounded pieces,
-and every damage ``zipfile`` would notice noticed (CRC, a stream cut short or running on)."""
+"""Wheel members inflated by ISA-L, or by ``zlib`` where ``isal`` is not installed: the same
+bytes as ``zipfile`` gives, in bounded pieces, and every damage ``zipfile`` would notice
+noticed (CRC, a stream cut short or running on). Every test runs on both engines."""
 
 from __future__ import annotations
 
@@ -12,12 +13,23 @@ from pathlib import Path
 
 import pytest
 
+from kpack.wheelfile import _inflate
 from kpack.wheelfile._inflate import member_chunks
 from kpack.wheelfile._reuse import DeflateStream
 from kpack.wheelfile._zstream import zlib_library
 from tests.pypi_inputs import JAX_PLUGIN, pypi_wheel
 
 CHUNK = 1 << 20
+
+
+@pytest.fixture(autouse=True, params=["isal", "zlib"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "zlib":
+        monkeypatch.setattr(_inflate, "_inflate_lib", zlib)
+        monkeypatch.setattr(_inflate, "_InflateError", zlib.error)
+    else:
+        assert _inflate._inflate_lib.__name__ == "isal.isal_zlib"
+    return str(request.param)
 
 
 def _archive(members: dict[str, bytes]) -> zipfile.ZipFile:

@@ -8,6 +8,7 @@ import os
 import random
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import deflate as libdeflate
 import pytest
@@ -80,9 +81,11 @@ def test_a_stream_that_does_not_decode_back_is_refused(
     good = bytes(libdeflate.deflate_compress(data, 6))
     wrong = data[:-1] + bytes([data[-1] ^ 1])
     other = bytes(libdeflate.deflate_compress(wrong, 6))  # valid, other bytes
-    monkeypatch.setattr(_join.libdeflate, "deflate_compress", lambda d, lv: other)
+    wrong_bytes = SimpleNamespace(deflate_compress=lambda d, lv: other)
+    monkeypatch.setattr(_join, "libdeflate", lambda: wrong_bytes)
     with pytest.raises(PackagingError, match="did not decode back"):
         join.compress(data, 6, final=False)
-    monkeypatch.setattr(_join.libdeflate, "deflate_compress", lambda d, lv: good[: len(good) // 2])
+    half = SimpleNamespace(deflate_compress=lambda d, lv: good[: len(good) // 2])
+    monkeypatch.setattr(_join, "libdeflate", lambda: half)
     with pytest.raises(PackagingError, match=r"does not inflate|did not decode back"):
         join.compress(data, 6, final=False)
