@@ -1,7 +1,7 @@
 """Small wheels: the split as a whole command against a streaming rezip of the same wheel.
 
     python benchmarks/bench_small_wheels.py [--repeat N] [--no-hipcc] [--no-pypi]
-                                            [--wheel X.whl ...] [--json PATH]
+                                            [--wheel X.whl ...] [--against REV] [--json PATH]
 
 For a wheel of a few MB, what a split costs is mostly fixed: the interpreter, the imports,
 the command's own set-up. So this times whole processes, started the way a user starts them,
@@ -20,7 +20,8 @@ installed wheel ships or writes its ``.pyc``; ``PYTHONDONTWRITEBYTECODE`` would 
 run compile kpack's sources again). Both split commands must write byte-identical outputs in
 every run. Start-up is measured the same way: the bare interpreter (``python -c pass``), the
 command's start-up (``kpack split-wheel -V``: its parser and every module imported before the
-work), and ``import kpack.wheelsplit``.
+work), and ``import kpack.wheelsplit``. ``--against REV`` also times both split commands (and
+the start-up) of git revision ``REV`` in the same rounds: a before/after under the same load.
 
 Inputs: ``jax-rocm7-plugin`` 0.10.0 from PyPI (8.0 MB: three extension modules, each with one
 CCOB v3 zstd bundle for gfx908, gfx90a and four generic targets; cached,
@@ -179,30 +180,63 @@ def _inputs(args: argparse.Namespace, work: Path) -> list[Input]:
     return inputs
 
 
-def _env(work: Path) -> dict[str, str]:
+@dataclass(frozen=True, kw_only=True)
+class Tree:
+    """A copy of the project whose split commands are timed: this checkout (label ``""``)
+    or, with ``--against REV``, that revision (label ``@REV``), in the same rounds."""
+
+    label: str
+    root: Path
+
+
+def _against(rev: str, dest: Path) -> Tree:
+    """The tree of ``rev`` (``git archive``) extracted below ``dest``."""
+    import io
+    import tarfile
+
+    proc = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=False
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"git archive {rev} failed: {proc.stderr.decode(errors='replace')}")
+    with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
+        tar.extractall(dest, filter="data")
+    return Tree(label=f"@{rev}", root=dest)
+
+
+def _env(work: Path, tree: Tree) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree.root), env.get("PYTHONPATH")]))
     return env
 
 
-def _timed(cmd: list[str], env: dict[str, str]) -> float:
+Command = tuple[list[str], dict[str, str]]
+
+
+def _timed(command: Command, cwd: Path) -> float:
+    """Wall time of one run (in a directory of no tree: ``-m`` looks there first)."""
+    cmd, env = command
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr}")
     return wall
 
 
-def _commands(wheel: Path, out: Path) -> dict[str, list[str]]:
+def _commands(wheel: Path, out: Path, trees: list[Tree], work: Path) -> dict[str, Command]:
     py = sys.executable
     split = ["--input", str(wheel), "--output-dir", str(out), *SPLIT_ARGS]
-    return {
-        "rezip": [py, str(REZIP), str(wheel), str(out)],
-        "split-wheel": [py, "-m", "kpack", "split-wheel", *split],
-        "split_python_wheels": [py, "-m", "kpack.tools.split_python_wheels", *split],
-    }
+    commands = {"rezip": ([py, str(REZIP), str(wheel), str(out)], _env(work, trees[0]))}
+    for tree in trees:
+        env = _env(work, tree)
+        commands[f"split-wheel{tree.label}"] = ([py, "-m", "kpack", "split-wheel", *split], env)
+        commands[f"split_python_wheels{tree.label}"] = (
+            [py, "-m", "kpack.tools.split_python_wheels", *split],
+            env,
+        )
+    return commands
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -211,47 +245,72 @@ class Row:
     wheel: str
     bytes: int
     walls: dict[str, float]  # command -> best wall time (s)
-    identical: bool
+    identical: bool  # each tree's split outputs byte-identical across its runs and commands
 
     def ratio(self, mode: str) -> float:
         return self.walls[mode] / self.walls["rezip"]
 
 
-def _measure(item: Input, work: Path, env: dict[str, str], repeat: int) -> Row:
+def _measure(item: Input, work: Path, trees: list[Tree], repeat: int) -> Row:
     from benchmarks.bench_split_wheel import tree_digests
 
-    out = work / "out"
+    out, runs = work / "out", work / "runs"
+    runs.mkdir(exist_ok=True)
     best: dict[str, float] = {}
-    digests: set[tuple[tuple[str, str], ...]] = set()
+    digests: dict[str, set[tuple[tuple[str, str], ...]]] = {t.label: set() for t in trees}
     for round_ in range(repeat + 1):  # round 0 warms the .pyc cache and the page cache
-        for mode, cmd in _commands(item.wheel, out).items():
+        for mode, command in _commands(item.wheel, out, trees, work).items():
             shutil.rmtree(out, ignore_errors=True)
             shutil.rmtree(work / "out-split-reports", ignore_errors=True)
-            wall = _timed(cmd, env)
+            wall = _timed(command, runs)
             if mode != "rezip":
-                digests.add(tree_digests(out))
+                digests[mode[mode.find("@") :] if "@" in mode else ""].add(tree_digests(out))
             if round_:
                 best[mode] = min(best.get(mode, wall), wall)
     return Row(
         input=item.name, wheel=item.wheel.name, bytes=item.wheel.stat().st_size, walls=best,
-        identical=len(digests) == 1,
+        identical=all(len(d) == 1 for d in digests.values()),
     )  # fmt: skip
 
 
-def _startup(env: dict[str, str], repeat: int) -> dict[str, float]:
+def _startup(work: Path, trees: list[Tree], repeat: int) -> dict[str, float]:
     py = sys.executable
-    cmds = {
-        "python -c pass": [py, "-c", "pass"],
-        "kpack split-wheel -V": [py, "-m", "kpack", "split-wheel", "-V"],
-        "import kpack.wheelsplit": [py, "-c", "import kpack.wheelsplit"],
-    }
+    commands: dict[str, Command] = {"python -c pass": ([py, "-c", "pass"], _env(work, trees[0]))}
+    for tree in trees:
+        env = _env(work, tree)
+        commands[f"kpack split-wheel -V{tree.label}"] = (
+            [py, "-m", "kpack", "split-wheel", "-V"],
+            env,
+        )
+        commands[f"import kpack.wheelsplit{tree.label}"] = (
+            [py, "-c", "import kpack.wheelsplit"],
+            env,
+        )
+    (work / "runs").mkdir(exist_ok=True)
     best: dict[str, float] = {}
     for round_ in range(repeat + 1):
-        for name, cmd in cmds.items():
-            wall = _timed(cmd, env)
+        for name, command in commands.items():
+            wall = _timed(command, work / "runs")
             if round_:
                 best[name] = min(best.get(name, wall), wall)
     return best
+
+
+def _report(rows: list[Row], trees: list[Tree]) -> bool:
+    """Print one line per input; whether every wheel under 10 MB met the target (this
+    checkout's splits) and every tree's outputs were byte-identical."""
+    modes = [f"{m}{t.label}" for t in trees for m in ("split-wheel", "split_python_wheels")]
+    print(f"\n{'input':22s} {'MB':>6s} {'rezip':>7s}  " + "  ".join(f"{m:>24s}" for m in modes)
+          + "  identical")  # fmt: skip
+    met = True
+    for r in rows:
+        cells = "  ".join(f"{r.walls[m]:7.3f}s {r.ratio(m):5.2f}x".rjust(24) for m in modes)
+        print(
+            f"{r.input:22s} {r.bytes / 1e6:6.2f} {r.walls['rezip']:6.3f}s  {cells}  {r.identical}"
+        )
+        small_ok = r.bytes >= SMALL or all(r.ratio(m) <= 1.0 for m in modes[:2])
+        met = met and small_ok and r.identical
+    return met
 
 
 def main() -> int:
@@ -260,34 +319,33 @@ def main() -> int:
     parser.add_argument("--no-hipcc", action="store_true", help="no hipcc-built wheels")
     parser.add_argument("--no-pypi", action="store_true", help="not the PyPI wheel")
     parser.add_argument("--wheel", type=Path, action="append", default=[], help="another wheel")
+    parser.add_argument(
+        "--against", metavar="REV", help="also time the splits of this git revision, same rounds"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=Path.home()) as tmp:
         work = Path(tmp)
-        env = _env(work)
+        trees = [Tree(label="", root=ROOT)]
+        if args.against:
+            trees.append(_against(args.against, work / "against"))
         inputs = _inputs(args, work)
-        startup = _startup(env, args.repeat)
-        rows = [_measure(item, work, env, args.repeat) for item in inputs]
+        startup = _startup(work, trees, args.repeat)
+        rows = [_measure(item, work, trees, args.repeat) for item in inputs]
     print(f"start-up, best of {args.repeat} (whole processes):")
     for name, wall in startup.items():
-        print(f"  {name:28s} {wall * 1e3:7.1f} ms")
-    splits = ("split-wheel", "split_python_wheels")
-    print(f"\n{'input':22s} {'MB':>6s} {'rezip':>8s} {'split-wheel':>12s} {'ratio':>6s} "
-          f"{'split_python_wheels':>20s} {'ratio':>6s}  identical")  # fmt: skip
-    met = True
-    for r in rows:
-        print(f"{r.input:22s} {r.bytes / 1e6:6.2f} {r.walls['rezip']:7.3f}s "
-              f"{r.walls[splits[0]]:11.3f}s {r.ratio(splits[0]):5.2f}x "
-              f"{r.walls[splits[1]]:19.3f}s {r.ratio(splits[1]):5.2f}x  {r.identical}")  # fmt: skip
-        small_ok = r.bytes >= SMALL or all(r.ratio(m) <= 1.0 for m in splits)
-        met = met and small_ok and r.identical
+        print(f"  {name:36s} {wall * 1e3:7.1f} ms")
+    met = _report(rows, trees)
     print(f"\ntarget: every wheel under 10 MB splits in <= 1.0x its rezip: "
           f"{'met' if met else 'NOT met'}")  # fmt: skip
     if args.json:
         doc = {
             "repeat": args.repeat,
+            "against": args.against,
             "startup": startup,
-            "wheels": [dataclasses.asdict(r) | {m: r.ratio(m) for m in splits} for r in rows],
+            "wheels": [
+                dataclasses.asdict(r) | {"ratios": {m: r.ratio(m) for m in r.walls}} for r in rows
+            ],
             "met": met,
         }
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
