@@ -104,7 +104,7 @@ def _add_split(parser: argparse.ArgumentParser) -> None:
         metavar="REQ",
         help="a Requires-Dist of every device wheel (repeatable), a PEP 508 requirement; "
         "@GFXARCH@ becomes the wheel's target (rocm-sdk-device-@GFXARCH@ == 7.1), and such "
-        "a line goes only to target and generic-target wheels",
+        "a line goes only to wheels of one real target (not generic, family or sub-family)",
     )
     parser.add_argument(
         "--databases",

@@ -3,10 +3,11 @@
 rocm-kpack's splitter takes templates such as ``rocm-sdk-device-@GFXARCH@ == 7.1`` (TheRock's
 PyTorch workflows pass exactly that) and writes each one, ``@GFXARCH@`` replaced by the device
 wheel's bundle key, into every device wheel's METADATA. A template naming ``@GFXARCH@`` names a
-per-target package, so, as upstream, it goes only to device wheels of one target (``gfx942``)
-or, since the SDK ships those too, of one LLVM generic target (``gfx9-4-generic``); a
-sub-family or family wheel (``gfx9_4``, ``gfx9``) is always installed next to a target's wheel
-that carries it. A template without ``@GFXARCH@`` goes to every device wheel.
+per-target package (TheRock publishes ``rocm-sdk-device-<target>`` for real targets only), so,
+as rocm-kpack's splitter does, it goes only to device wheels of one real target (``gfx942``,
+rocm-bootstrap's ``PackagingLevel.TARGET``): never to a sub-family, family or LLVM generic
+target wheel (``gfx9_4``, ``gfx9``, ``gfx9-4-generic``), whose key names no such package. A
+template without ``@GFXARCH@`` goes to every device wheel.
 
 Every template is checked up front as a PEP 508 requirement (``packaging.requirements``) with
 a sample key in place of ``@GFXARCH@``, and every expanded line again, so METADATA never holds
@@ -61,7 +62,7 @@ def check_requires(templates: Sequence[str]) -> tuple[str, ...]:
 
 def device_requires(templates: Sequence[str], key: str) -> list[str]:
     """The requirement lines of bundle ``key``'s device wheel, in the templates' order."""
-    per_target = level_of(key) in (Level.TARGET, Level.GENERIC)
+    per_target = level_of(key) is Level.TARGET
     lines = []
     for template in templates:
         if PLACEHOLDER in template and not per_target:
