@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
 
 from tests.templates.backend.test_hooks import CALL_HOOK, build, metadata_of
 from tests.templates.tpl_kit import fake_install, rocm_sdk_tree
@@ -123,3 +124,38 @@ def test_the_record_says_how_the_gpu_was_found(
         "rocm: the rocm package chose target family gfx90a when pip or uv built it (from this "
         f"machine's GPUs: {found}); that is a record, not this machine's state"
     ) in _targets(tmp_path, members)
+
+
+def _device_extra(members: dict[str, bytes]) -> list[str]:
+    """The distributions the built wheel's METADATA requires for the 'device' extra, read
+    with packaging (not our writer's code)."""
+    requires, _extras, _text = metadata_of(members)
+    out = []
+    for text in requires:
+        req = Requirement(text)
+        if req.marker is not None and req.marker.evaluate({"extra": "device"}):
+            out.append(req.name)
+    return out
+
+
+def test_rocm_device_on_a_machine_with_two_gpu_kinds_installs_both(tmp_path: Path) -> None:
+    """Two GPU kinds found: 'rocm[device]' pulls both's device code, not the first's only;
+    the family the user names stays the only one."""
+    both = _build(tmp_path / "a", KPACK, ROCM_BOOTSTRAP_FORCE_GFX_ARCH="gfx1030,gfx90a:xnack-")
+    expected = ["rocm-sdk-device-gfx1030", "rocm-sdk-device-gfx90a"]
+    assert json.loads(both["rocm_sdk/_selection.json"])["device_extra"] == expected
+    assert _device_extra(both) == expected
+    chosen = _build(tmp_path / "b", KPACK, ROCM_BOOTSTRAP_FORCE_GFX_ARCH="gfx1030,gfx90a",
+                    ROCM_SDK_TARGET_FAMILY="gfx90a")  # fmt: skip
+    assert _device_extra(chosen) == ["rocm-sdk-device-gfx90a"]
+
+
+def test_no_device_extra_hint_once_the_user_chose_a_gpus_code(tmp_path: Path) -> None:
+    """Built where no GPU was visible (its 'device' extra installed nothing), then the user
+    installed 'rocm[device-gfx90a]': rocm-sdk targets no longer hints at the build's first
+    target."""
+    members = _build(tmp_path, KPACK, ROCM_BOOTSTRAP_DISABLE_DETECTION="1")
+    assert "installs a GPU's" in _targets(tmp_path / "before", members)
+    fake_install(tmp_path / "after" / "site", "rocm-sdk-device-gfx90a", "7.1.0", {})
+    stderr = _targets(tmp_path / "after", members)
+    assert "installs a GPU's" not in stderr and "device-gfx1030" not in stderr, stderr

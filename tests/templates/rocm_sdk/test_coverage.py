@@ -128,3 +128,22 @@ def test_initialize_process_warns_once_in_one_line(tmp_path: Path, warnings_filt
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     served = run(site, [str(script)], ROCM_BOOTSTRAP_FORCE_GFX_ARCH="gfx90a")
     assert served.returncode == 0 and served.stderr == "", served.stderr
+
+
+def test_version_flag_prints_the_installed_version(tmp_path: Path) -> None:
+    """``rocm-sdk --version``: the set's version on stdout, exit 0 (not a usage error)."""
+    proc = run(legacy_site(tmp_path), ["-m", "rocm_sdk", "--version"])
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"{VERSION}\n", ""), proc
+
+
+def test_without_a_gpu_each_command_says_so_once(tmp_path: Path) -> None:
+    """No GPU: the self-test's skip line and rocm-sdk targets' note appear once each;
+    targets' stdout is its one list."""
+    site = legacy_site(tmp_path)
+    off = {"ROCM_BOOTSTRAP_DISABLE_DETECTION": "1"}
+    test = run(site, GPU_TEST, **off)
+    assert test.returncode == 0, test.stderr
+    assert test.stderr.count("no GPU detected") == 1, test.stderr
+    targets = run(site, ["-m", "rocm_sdk", "targets"], **off)
+    assert targets.returncode == 0 and targets.stdout == "gfx90a\n", targets
+    assert targets.stderr.count("no GPU detected") == 1, targets.stderr
