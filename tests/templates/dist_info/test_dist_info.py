@@ -38,6 +38,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
         "ROCM_SDK_NO_DEVEL_EXPANSION",
         "ROCM_BOOTSTRAP_DISABLE_DETECTION",
         "ROCM_BOOTSTRAP_FORCE_GFX_ARCH",
+        "HSA_XNACK",
+        "HSA_ENABLE_SRAMECC",
     ):
         monkeypatch.delenv(var, raising=False)
     # this machine's own GPUs (if any) never take part: detection sees an empty topology

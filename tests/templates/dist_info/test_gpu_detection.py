@@ -232,3 +232,53 @@ def test_a_failing_rocminfo_finds_no_gpu(tmp_path: Path, clean_env: pytest.Monke
     use_offload_arch(clean_env, di, bindir)
     clean_env.setenv("PATH", str(bindir))
     assert di.detect_gpus() == []
+
+
+#: kfd_topology.h's HSA_CAP_SRAM_EDCSUPPORTED
+SRAM_EDC = 0x04000000
+
+
+def test_each_gpu_carries_its_agents_isa(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+    """The agent's ISA as the ROCm runtime names it: sramecc from the node's capability bit
+    (HSA_ENABLE_SRAMECC=0/1 overrides it), xnack on only with HSA_XNACK=1, each only on a
+    processor that has the feature; a node without a capability leaves sramecc unknown."""
+    di = load(tmp_path, KPACK)
+    nodes = {
+        "1": {**_gpu(90010), "capability": SRAM_EDC | 0x4000},
+        "2": {**_gpu(110000), "capability": SRAM_EDC},
+        "3": {**_gpu(90402), "capability": 0},
+        "4": _gpu(90010),
+    }
+    clean_env.setenv("ROCM_SDK_KFD_TOPOLOGY", str(_topology(tmp_path / "n", nodes)))
+
+    def isas() -> list[tuple[str, str, tuple[str, ...]]]:
+        return [(g.target, g.isa, g.unknown) for g in di.detect_gpus()]
+
+    assert isas() == [
+        ("gfx90a", "gfx90a:sramecc+:xnack-", ()),
+        ("gfx1100", "gfx1100", ()),
+        ("gfx942", "gfx942:sramecc-:xnack-", ()),
+        ("gfx90a", "gfx90a:xnack-", ("sramecc",)),
+    ]
+    clean_env.setenv("HSA_XNACK", "1")
+    clean_env.setenv("HSA_ENABLE_SRAMECC", "0")
+    assert [isa for _t, isa, _u in isas()] == [
+        "gfx90a:sramecc-:xnack+", "gfx1100", "gfx942:sramecc-:xnack+", "gfx90a:sramecc-:xnack+"
+    ]  # fmt: skip
+    clean_env.setenv("HSA_XNACK", "true")  # ROCr reads "0" and "1" only
+    assert isas()[0][1] == "gfx90a:sramecc-:xnack-"
+
+
+def test_a_forced_targets_features_are_taken_as_given(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """Named features stand (HSA_XNACK does not change them); unnamed ones the processor has
+    follow the runtime's rules, sramecc unknown without a KFD node."""
+    di = load(tmp_path, KPACK)
+    clean_env.setenv("HSA_XNACK", "1")
+    clean_env.setenv("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx942:sramecc+:xnack-,gfx90a,gfx1030")
+    assert [(g.isa, g.unknown) for g in di.detect_gpus()] == [
+        ("gfx942:sramecc+:xnack-", ()),
+        ("gfx90a:xnack+", ("sramecc",)),
+        ("gfx1030", ()),
+    ]
