@@ -312,3 +312,27 @@ def test_detection_matches_rocm_bootstrap(
         support = lookup_target(gpu.target).xnack
         assert (":xnack" in gpu.isa) == (support == XnackMode.SUPPORTED), gpu
         assert gpu.isa == oracle_isa(gpu.target, cap, {"HSA_XNACK": xnack}), gpu
+
+
+def test_an_archive_missing_kernels_fails_the_self_test_with_a_reinstall(
+    inputs: Inputs, tmp_path: Path
+) -> None:
+    """The device wheel is there and its archive names the agent's target, but lacks the
+    library's kernel: targets and initialize_process (package level) see it served; the
+    self-test, which resolves every kernel, fails and names the reinstall."""
+    site = make_site(inputs, tmp_path, {})
+    data = next(k for k in extract_kernels(inputs.original) if k.target == "gfx90a:xnack-")
+    archive = tmp_path / "partial.kpack"
+    write_kpack(archive, [KernelInput("other#0", "gfx90a:xnack-", data.read())],
+                group_name="rand_lib", gfx_arch_family="gfx90a:xnack-")  # fmt: skip
+    fake_install(site, "rocm-sdk-device-gfx90a", VERSION,
+                 {f"{LIBS}/.kpack/rand_lib_gfx90a:xnack-.kpack": archive.read_bytes()})  # fmt: skip
+    env = {"ROCM_SDK_KFD_TOPOLOGY": str(_topology(tmp_path / "kfd", [(GFX90A, SRAM_EDC)]))}
+    assert targets_verdicts(site, env) == {"gfx90a": Verdict(True)}
+    check_init(site, env, {"gfx90a": Verdict(True)})
+    proc = _run(site, ["-m", "unittest", "rocm_sdk.tests.gpu_test"], env)
+    assert proc.returncode != 0
+    assert (
+        "gfx90a (found by kfd) has no device code for gfx90a:sramecc+:xnack- in 1 of 1 host "
+        f"libraries; fix: pip install --force-reinstall 'rocm[device-gfx90a]=={VERSION}'"
+    ) in proc.stderr, proc.stderr

@@ -52,16 +52,27 @@ def fix_for(target: str) -> str:
 
 
 def _fixes(
-    failures: list[Failure], hosts: dict[Path, str], rel: Callable[[Path], str], target: str
+    failures: list[Failure],
+    hosts: dict[Path, str],
+    rel: Callable[[Path], str],
+    target: str,
+    served: bool,
 ) -> str:
-    """The installs that fix ``failures``: ours, or the host's extra for binaries of a host
-    package of the wheel splitter (``pip install 'torch[device-gfx90a]'``)."""
+    """The installs that fix ``failures``: ours (reinstalled where the verdict found our
+    device packages serving the GPU, so a damaged or partial install is replaced), or the
+    host's extra for binaries of a host package of the wheel splitter
+    (``pip install 'torch[device-gfx90a]'``)."""
     roots = {rel(path): name for path, name in hosts.items()}
     owner = di.package_owner(target)
+    ours = (
+        f"pip install --force-reinstall 'rocm[device-{owner}]=={di.__version__}'"
+        if served
+        else fix_for(target)
+    )
     fixes = []
     for failure in failures:
         host = next((n for r, n in roots.items() if failure.binary.startswith(r + "/")), None)
-        fixes.append(f"pip install '{host}[device-{owner}]'" if host else fix_for(target))
+        fixes.append(f"pip install '{host}[device-{owner}]'" if host else ours)
     return "; ".join(dict.fromkeys(fixes))
 
 
@@ -88,7 +99,7 @@ def _gpu_lines(
         lines.append(
             f"{gpu.target} (found by {gpu.source}) has no device code for{agent} "
             f"{len(failures)} of {total} host libraries; fix: "
-            f"{_fixes(failures, hosts, rel, gpu.target)}"
+            f"{_fixes(failures, hosts, rel, gpu.target, bool(verdict and verdict.served_by))}"
         )
         lines += format_failures(failures[:5])
         if len(failures) > 5:
