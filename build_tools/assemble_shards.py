@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Merge the dist directories of target-sharded kpack-split builds into one.
+"""Merge the dist directories of target-sharded kpack-split builds into one (or check and
+index a legacy set).
 
     python build_tools/assemble_shards.py --input S1/dist --input S2/dist --output DIST \\
         [--linux-amdgpu-families LIST] [--windows-amdgpu-families LIST] [--version V] \\
@@ -25,7 +26,10 @@ per-target download rows recomputed over every device wheel (a shard's own rows 
 its share). Without ``report.json`` in some shard the merge is skipped with a notice. A
 report must be a regular file (not a symlink), one per shard, and each row must name a file
 of its kind (a device row: the wheel of its target) and size.
-``--index`` also writes a PEP 503 simple repository of the result. The last line printed is
+``--index`` also writes a PEP 503 simple repository of the result. A legacy set (libraries
+per family, no device wheels) is not sharded: its inputs must hold the same files, and the
+family flags name the families that need a libraries wheel
+(:mod:`build_tools.shards.assembly`). The last line printed is
 the absolute path of ``--output``. Outputs follow the project's one output-directory rule
 (:mod:`kpack.common.outputs`): written into temporary siblings, then published in one step;
 a re-run replaces what an earlier run wrote there (recorded beside each directory in
@@ -161,6 +165,14 @@ def _expected(args: argparse.Namespace) -> tuple[str, ...] | None:
     )
 
 
+def _families(args: argparse.Namespace) -> tuple[str, ...]:
+    """The family flags' families (a legacy set has a libraries wheel for each)."""
+    from build_tools.targets import parse_family_list
+
+    linux = parse_family_list(args.linux_amdgpu_families)
+    return tuple(sorted({*linux, *parse_family_list(args.windows_amdgpu_families)}))
+
+
 def _check_apart(dirs: Sequence[Path], output: Path, index: Path | None) -> None:
     """The outputs stay out of the shards: neither inside one, nor ``--output`` beside one
     (the merged report next to it would replace, or become, that shard's report)."""
@@ -194,7 +206,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         raise UsageError("bad --input", problems=problems)
     _check_apart(dirs, args.output, args.index)
     expected = _expected(args)
-    plan = plan_assembly(scan_shards(dirs), expected_targets=expected, version=version)
+    families = None if expected is None else _families(args)
+    plan = plan_assembly(
+        scan_shards(dirs), expected_targets=expected, expected_families=families, version=version
+    )
     for notice in () if args.quiet else plan.notices:
         print(f"notice: {notice}", file=sys.stderr)
     write_assembly(plan, args.output, index=args.index, force=args.force)

@@ -5,6 +5,9 @@ Everything goes into a temporary directory inside ``--dest-dir``, then
 run of the builder wrote there (listed in :data:`RECORD`, beside ``dist/``) is replaced,
 every other file is left alone, and a file the builder did not write is never overwritten
 without ``--force``. A failed or interrupted run leaves the destination as it was.
+With ``index``, the PEP 503/658/691 simple repository of ``dist/``
+(:func:`build_tools.pep503.stage_dist_index`: flat, or one per family for a multi-family
+legacy set) is staged beside it and published with the packages in one step.
 """
 
 from __future__ import annotations
@@ -18,8 +21,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from build_tools.pep503 import stage_dist_index
 from kpack.common import cancel
-from kpack.common.outputs import check_outputs, publish, staging
+from kpack.common.outputs import (
+    Publication,
+    check_outputs,
+    publish_all,
+    record_beside,
+    staging,
+)
 from kpack.split import SpooledArchive
 from kpack.wheelfile import (
     Member,
@@ -199,9 +209,14 @@ def _write_report(plan: BuildPlan, built: list[Built], tmp: Path) -> None:
 
 
 def apply_plan(
-    plan: BuildPlan, progress: Progress | None = None, *, force: bool = False
+    plan: BuildPlan,
+    progress: Progress | None = None,
+    *,
+    force: bool = False,
+    index: Path | None = None,
 ) -> list[Built]:
-    """Write every package of ``plan``; returns what was written, in plan order.
+    """Write every package of ``plan``; returns what was written, in plan order; with
+    ``index``, the simple repository of the written ``dist/`` there too.
 
     Packages are written two at a time, so one package's final drain or the serial
     devel tarball overlaps another's compression. ``force``: replace files in the way
@@ -209,10 +224,12 @@ def apply_plan(
     written (:mod:`kpack.common.cancel`) and those not started yet.
     """
     with cancel.scope():
-        return _apply_plan(plan, progress, force=force)
+        return _apply_plan(plan, progress, force=force, index=index)
 
 
-def _apply_plan(plan: BuildPlan, progress: Progress | None, *, force: bool) -> list[Built]:
+def _apply_plan(
+    plan: BuildPlan, progress: Progress | None, *, force: bool, index: Path | None
+) -> list[Built]:
     dest = plan.options.dest_dir
     libdeflate()  # a missing wheel compressor is named before anything is written
     check_outputs(dest, _planned_outputs(plan), record=RECORD, tool=TOOL, force=force)
@@ -243,5 +260,19 @@ def _apply_plan(plan: BuildPlan, progress: Progress | None, *, force: bool) -> l
             staged, outputs = tmp, [*(b.path.as_posix() for b in built), REPORT_JSON, REPORT_MD]
         else:
             staged, outputs = tmp / "stage", [b.path.as_posix() for b in built]
-        publish(dest, staged, outputs, record=RECORD, tool=TOOL, force=force)
+        output = Publication(dest=dest, staged=staged, outputs=tuple(outputs), record=RECORD)
+        if index is None:
+            publish_all([output], tool=TOOL, force=force)
+            return built
+        if progress is not None:
+            progress.phase(f"indexing into {index}")
+        with staging(index.parent, TOOL) as index_tmp:
+            files = stage_dist_index(tmp / "dist", index_tmp / index.name)
+            pages = Publication(
+                dest=index.parent,
+                staged=index_tmp,
+                outputs=tuple(f"{index.name}/{rel}" for rel in files),
+                record=record_beside(index, TOOL),
+            )
+            publish_all([pages, output], tool=TOOL, force=force)
     return built

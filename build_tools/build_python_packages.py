@@ -134,6 +134,14 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="parse family -> target table from TheRock's therock_amdgpu_targets.cmake",
     )
     p.add_argument(
+        "--index",
+        type=Path,
+        metavar="DIR",
+        help="also write a PEP 503 simple repository of DEST/dist here, with PEP 658 "
+        "metadata files and PEP 691 JSON pages (a multi-family legacy set: one per family, "
+        "DIR/<family>/)",
+    )
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="print the plan (packages, file counts, sizes) and write nothing",
@@ -203,11 +211,26 @@ def _check_dirs_apart(artifact_dir: Path, dest_dir: Path) -> None:
         )
 
 
+def _check_index_place(args: argparse.Namespace) -> None:
+    """``--index`` is a directory of its own: not DEST/dist nor inside it or around it, not
+    in the input tree, and only with packages to index."""
+    if args.index is None:
+        return
+    if not args.build_packages:
+        raise UsageError("--index needs packages to index; it cannot go with --no-build-packages")
+    index, dist = args.index.resolve(), (args.dest_dir / "dist").resolve()
+    if index == dist or index.is_relative_to(dist) or dist.is_relative_to(index):
+        raise UsageError(f"--index {args.index} and DEST/dist ({dist}) must be apart")
+    if index.is_relative_to(args.artifact_dir.resolve()):
+        raise UsageError(f"--index {args.index} lies inside --artifact-dir {args.artifact_dir}")
+
+
 def _options(args: argparse.Namespace, table: FamilyTable) -> BuildOptions:
     from build_tools.options import BuildOptions, default_platform_tag, source_date_epoch
     from build_tools.targets import parse_family_list
 
     _check_dirs_apart(args.artifact_dir, args.dest_dir)
+    _check_index_place(args)
     linux = parse_family_list(args.linux_amdgpu_families)
     windows = parse_family_list(args.windows_amdgpu_families)
     shard = parse_family_list(args.targets)
@@ -267,10 +290,14 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
         _print_dry_run(plan)
         print(f"nothing written (dry run); the packages would go to {output_line(out)}")
         return 0
-    built = apply_plan(plan, progress=progress, force=args.force)  # the report beside dist/
+    index = Path(os.path.abspath(args.index)) if args.index is not None else None
+    # the report beside dist/
+    built = apply_plan(plan, progress=progress, force=args.force, index=index)
     progress.phase("done")
     if not args.quiet:
         _print_built(built, options.dest_dir)
+        if index is not None:
+            print(f"index: {output_line(index)}")
     print(output_line(out))
     return 0
 

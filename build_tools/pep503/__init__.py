@@ -26,7 +26,8 @@ moves into place, all or nothing; a re-run replaces what an earlier one wrote th
 in a record beside ``index_dir``, ``.<tool>.<name>.json``) and leaves every other file
 alone, and a file in the way that it did not write needs ``force``.
 :func:`stage_simple_index` writes the pages only, for a caller that publishes them along
-with other outputs.
+with other outputs; :func:`stage_dist_index` does so for a builder's dist dir as its layout
+asks (a multi-family legacy set: one repository per family, ``index_dir/<family>/``).
 
 Use it with ``pip install --index-url file:///…/index_dir rocm`` (pip reads
 ``<project>/index.html`` of a ``file:`` index directly), or serve ``index_dir`` over HTTP:
@@ -55,8 +56,15 @@ from ._scan import (
     file_sha256,
     project_of,
     scan_dist_dir,
+    scan_dist_dirs,
 )
-from ._write import TOOL, stage_simple_index, write_simple_index
+from ._write import (
+    TOOL,
+    family_dirs,
+    stage_dist_index,
+    stage_simple_index,
+    write_simple_index,
+)
 
 __all__ = [
     "API_VERSION",
@@ -67,6 +75,7 @@ __all__ = [
     "IndexFile",
     "Project",
     "SimpleIndex",
+    "family_dirs",
     "file_sha256",
     "project_of",
     "read_core_metadata",
@@ -75,6 +84,8 @@ __all__ = [
     "render_root",
     "render_root_json",
     "scan_dist_dir",
+    "scan_dist_dirs",
+    "stage_dist_index",
     "stage_simple_index",
     "write_simple_index",
 ]

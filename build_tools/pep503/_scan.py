@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +31,7 @@ __all__ = [
     "file_sha256",
     "project_of",
     "scan_dist_dir",
+    "scan_dist_dirs",
 ]
 
 ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
@@ -104,14 +105,22 @@ def _describe(path: Path, sha256: str | None) -> IndexFile:
     )
 
 
-def _group(dist_dir: Path) -> tuple[list[Path], dict[str, list[Path]]]:
+def _listed(dist_dir: Path) -> list[Path]:
     try:
-        entries = sorted(p for p in Path(dist_dir).iterdir() if p.name.endswith(ARCHIVE_SUFFIXES))
+        return sorted(p for p in Path(dist_dir).iterdir() if p.name.endswith(ARCHIVE_SUFFIXES))
     except OSError as exc:
         raise PackagingError(f"cannot list the dist directory: {exc}", path=dist_dir) from exc
+
+
+def _group(dirs: Sequence[Path]) -> tuple[list[Path], dict[str, list[Path]]]:
+    entries = sorted((p for d in dirs for p in _listed(d)), key=lambda p: p.name)
     problems: list[str] = []
     grouped: dict[str, list[Path]] = {}
+    seen: dict[str, Path] = {}
     for path in entries:
+        if seen.setdefault(path.name, path) != path:
+            problems.append(f"{path.name}: in both {seen[path.name].parent} and {path.parent}")
+            continue
         if not path.is_file():
             problems.append(f"{path.name}: not a regular file")
             continue
@@ -120,7 +129,7 @@ def _group(dist_dir: Path) -> tuple[list[Path], dict[str, list[Path]]]:
         except PackagingError as exc:
             problems.append(str(exc))
     if problems:
-        raise PackagingError("cannot index", path=dist_dir, problems=problems)
+        raise PackagingError("cannot index", path=dirs[0], problems=problems)
     return entries, grouped
 
 
@@ -129,7 +138,15 @@ def scan_dist_dir(
 ) -> SimpleIndex:
     """Group the archives of ``dist_dir`` by project, read each one's core metadata, and
     hash those not in ``digests``."""
-    entries, grouped = _group(dist_dir)
+    return scan_dist_dirs([Path(dist_dir)], digests=digests, jobs=jobs)
+
+
+def scan_dist_dirs(
+    dirs: Sequence[Path], *, digests: Mapping[str, str] | None = None, jobs: int | None = None
+) -> SimpleIndex:
+    """:func:`scan_dist_dir` over the top level of several directories as one repository
+    (a file name in two of them is a problem)."""
+    entries, grouped = _group([Path(d) for d in dirs])
     known = dict(digests or {})
     described: dict[str, IndexFile] = {}
     problems: list[str] = []
@@ -145,7 +162,7 @@ def scan_dist_dir(
     with ThreadPoolExecutor(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
         list(pool.map(describe, entries))
     if problems:
-        raise PackagingError("cannot index", path=dist_dir, problems=sorted(problems))
+        raise PackagingError("cannot index", path=dirs[0], problems=sorted(problems))
     projects = tuple(
         Project(name, tuple(described[p.name] for p in grouped[name])) for name in sorted(grouped)
     )

@@ -1,13 +1,19 @@
 """The simple index written: its pages, the dist files (hard-linked or copied) and their
 metadata files staged in a new directory, then published all or nothing
-(:mod:`kpack.common.outputs`)."""
+(:mod:`kpack.common.outputs`).
+
+A builder's dist directory is indexed as its layout asks (:func:`stage_dist_index`): flat (a
+kpack set, a one-family legacy set) as one repository; a multi-family legacy set (the shared
+wheels at the top, each family's ``rocm`` sdist and devel wheel in ``dist/<family>/``, as
+TheRock lays it out) as one repository per family, ``<index>/<family>/``, holding the shared
+files and that family's, as TheRock's per-family indexes do."""
 
 from __future__ import annotations
 
 import logging
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kpack.common.outputs import publish, record_beside, staging
@@ -15,9 +21,9 @@ from kpack.errors import PackagingError
 
 from ._metadata import METADATA_SUFFIX
 from ._pages import render_project, render_project_json, render_root, render_root_json
-from ._scan import SimpleIndex, scan_dist_dir
+from ._scan import SimpleIndex, scan_dist_dirs
 
-__all__ = ["TOOL", "stage_simple_index", "write_simple_index"]
+__all__ = ["TOOL", "family_dirs", "stage_dist_index", "stage_simple_index", "write_simple_index"]
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +59,47 @@ def _populate(index: SimpleIndex, into: Path) -> list[str]:
 
 
 def stage_simple_index(
-    dist_dir: Path, into: Path, *, digests: Mapping[str, str] | None = None
+    dist_dir: Path | Sequence[Path], into: Path, *, digests: Mapping[str, str] | None = None
 ) -> tuple[SimpleIndex, tuple[str, ...]]:
-    """Write the simple repository of ``dist_dir`` into the new directory ``into`` (it must
-    not exist); returns the index and its files, relative to ``into``, for publishing.
+    """Write the simple repository of ``dist_dir`` (or of several directories' top levels
+    together) into the new directory ``into`` (it must not exist); returns the index and its
+    files, relative to ``into``, for publishing.
 
     ``digests`` (file name -> sha256 hex) saves hashing files the caller already hashed.
     """
-    index = scan_dist_dir(Path(dist_dir), digests=digests)
+    dirs = [Path(dist_dir)] if isinstance(dist_dir, (str, Path)) else [Path(d) for d in dist_dir]
+    index = scan_dist_dirs(dirs, digests=digests)
     into.mkdir()
     return index, tuple(_populate(index, into))
+
+
+def family_dirs(dist_dir: Path) -> tuple[str, ...]:
+    """The family subdirectories of a multi-family legacy dist dir (none for a flat one);
+    hidden entries are not families."""
+    try:
+        return tuple(
+            sorted(p.name for p in Path(dist_dir).iterdir() if p.is_dir() and p.name[:1] != ".")
+        )
+    except OSError as exc:
+        raise PackagingError(f"cannot list the dist directory: {exc}", path=dist_dir) from exc
+
+
+def stage_dist_index(
+    dist_dir: Path, into: Path, *, digests: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
+    """The index of a builder's dist dir staged in the new directory ``into``, flat or one
+    repository per family (see the module doc); its files, relative to ``into``.
+    ``digests`` serve the flat layout only: by name, the families' ``rocm`` sdists are
+    alike."""
+    families = family_dirs(dist_dir)
+    if not families:
+        return stage_simple_index(dist_dir, into, digests=digests)[1]
+    into.mkdir()
+    files: list[str] = []
+    for family in families:
+        _index, staged = stage_simple_index([dist_dir, dist_dir / family], into / family)
+        files += [f"{family}/{rel}" for rel in staged]
+    return tuple(files)
 
 
 def write_simple_index(

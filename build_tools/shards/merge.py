@@ -4,8 +4,9 @@ Device rows are united (the same wheel's rows must agree), the generic rows must
 same in every shard, and every row must name a file the shards hold, of its kind and
 size; a device row's kernels and database files must be those counted in its wheel. The
 per-target download rows are computed again over all device wheels, since a shard's own
-rows count only its share. Without a report in some shard the merge is skipped with a
-notice.
+rows count only its share (a legacy set's per-family rows, which no sharding splits, must
+be the same in every shard and are kept). Without a report in some shard the merge is
+skipped with a notice.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ def merge_reports(
     version: str,
     problems: list[str],
     notices: list[str],
+    *,
+    mode: str = "kpack",
 ) -> Report | None:
     """The shards' reports as one over ``files``, the planned output; None (with a notice)
     when some shard has no report. Problems are added to ``problems``."""
@@ -50,7 +53,16 @@ def merge_reports(
         if f.kind is Kind.DEVICE and f.name not in {r.wheel for r in device}
     ]
     device.sort(key=lambda r: (r.target, r.wheel))
-    return Report(version, "kpack", tuple(device), _target_rows(files), reports[0].generic)
+    if mode == "legacy":
+        problems += [
+            f"{s.directory}'s {REPORT_JSON}: family rows differ from {shards[0].directory}'s"
+            for s in shards[1:]
+            if s.report is not None and reports[0].targets != s.report.targets
+        ]
+        targets = reports[0].targets
+    else:
+        targets = _target_rows(files)
+    return Report(version, mode, tuple(device), targets, reports[0].generic)
 
 
 def _unite(rows: Iterable[Any], key: str, what: str, problems: list[str]) -> list[Any]:

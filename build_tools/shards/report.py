@@ -22,10 +22,12 @@ from build_tools.report import DeviceRow, GenericRow, Report, TargetRow
 from kpack.common.jsonfile import load_json_object
 from kpack.errors import PackagingError
 
-__all__ = ["REPORT_JSON", "REPORT_MD", "parse_report", "parse_version", "shown"]
+__all__ = ["MODES", "REPORT_JSON", "REPORT_MD", "parse_report", "parse_version", "shown"]
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
+#: A set's modes: kpack-split (device wheels per target) or legacy (libraries per family).
+MODES = ("kpack", "legacy")
 
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}
 _SHOWN = 160  # characters of a bad value quoted in an error
@@ -78,8 +80,8 @@ def parse_report(path: Path) -> Report:
     doc = load_json_object(path, error=PackagingError)
     problems: list[str] = []
     mode = doc.get("mode")
-    if mode != "kpack":
-        problems.append(f"mode: expected 'kpack', got {shown(mode)}")
+    if mode not in MODES:
+        problems.append(f"mode: expected 'kpack' or 'legacy', got {shown(mode)}")
     version = doc.get("version")
     if not isinstance(version, str):
         problems.append(f"version: expected a string, got {shown(version)}")

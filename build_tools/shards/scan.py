@@ -38,6 +38,7 @@ from .report import REPORT_JSON, REPORT_MD, parse_report, shown
 __all__ = [
     "DEVEL",
     "DEVICE_PREFIX",
+    "LIBRARIES",
     "META_SDIST",
     "REQUIRED_WHEELS",
     "DistFile",
@@ -49,6 +50,9 @@ __all__ = [
 
 META_SDIST = "rocm"
 REQUIRED_WHEELS = ("rocm-sdk-core", "rocm-sdk-libraries")
+#: The libraries wheel: ``rocm-sdk-libraries`` in a kpack set, ``rocm-sdk-libraries-<family>``
+#: in a legacy one.
+LIBRARIES = "rocm-sdk-libraries"
 DEVEL = "rocm-sdk-devel"
 DEVICE_PREFIX = "rocm-sdk-device-"
 
@@ -157,6 +161,12 @@ def _list_shard(
     for entry in entries:
         if not entry.name.isprintable():
             problems.append(f"{directory}: file name {shown(entry.name)} is not printable")
+        elif entry.is_dir() and not entry.is_symlink():
+            problems.append(
+                f"{entry}: a directory (a multi-family legacy set's family files?): "
+                "assemble-shards takes flat dist dirs; build-python-packages --index DIR "
+                "indexes a multi-family set, one repository per family"
+            )
         elif entry.is_symlink() or not entry.is_file():
             problems.append(f"{entry}: unexpected entry (not a regular file)")
         elif entry.name == REPORT_JSON:

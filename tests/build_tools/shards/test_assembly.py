@@ -207,7 +207,7 @@ def test_unexpected_files_and_bad_names(tmp_path: Path) -> None:
     text = "\n".join(info.value.problems)
     assert "notes.txt: unexpected file" in text
     assert "not-a-wheel.whl: invalid archive name" in text
-    assert "sub: unexpected entry" in text
+    assert "sub: a directory" in text
 
 
 def test_output_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -445,3 +445,87 @@ def test_real_shards_assemble_into_the_full_build(kpack_tree: Path, tmp_path: Pa
         timeout=900,
     )
     assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-6000:]
+
+
+# --- legacy sets (libraries per family, no device wheels) -----------------------------------
+
+
+def make_legacy_shard(dest: Path, family: str = "gfx90a-dcgpu", *, report: bool = True) -> Path:
+    """``dest/dist`` as the builder writes a one-family legacy set, its report beside it."""
+    from build_tools.report import make_legacy_report
+
+    dist = dest / "dist"
+    dist.mkdir(parents=True)
+    write_sdist(
+        dist,
+        dist_name="rocm",
+        version=VERSION,
+        files=[Member("setup.py", b"from setuptools import setup\nsetup()\n")],
+        pkg_info=_metadata("rocm", VERSION),
+        epoch=EPOCH,
+    )
+    names = {"core": "rocm-sdk-core", "libraries": f"rocm-sdk-libraries-{family}"}
+    names |= {"devel": "rocm-sdk-devel"}
+    built = [
+        (kind, family, _wheel(dist, name, VERSION, name.encode())) for kind, name in names.items()
+    ]
+    if report:
+        legacy = make_legacy_report(VERSION, built)
+        (dest / "report.json").write_text(legacy.to_json(), encoding="utf-8")
+        (dest / "report.md").write_text(render_markdown(legacy), encoding="utf-8")
+    return dist
+
+
+@pytest.mark.parametrize("report", [True, False], ids=["report", "no-report"])
+def test_a_legacy_set_is_assembled_with_its_report_and_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], report: bool
+) -> None:
+    """Once refused (``mode: expected 'kpack', got 'legacy'``): a legacy set comes out as it
+    went in, with its report (mode and per-family rows kept) and its index."""
+    a = make_legacy_shard(tmp_path / "a", report=report)
+    b = make_legacy_shard(tmp_path / "b", report=report)  # the same set, built twice
+    out, index = tmp_path / "out" / "dist", tmp_path / "index"
+    families = ("--linux-amdgpu-families", "gfx90a-dcgpu")
+    assert run("--input", a, "--input", b, "--output", out, "--index", index, *families) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in a.iterdir())
+    assert all((out / p.name).read_bytes() == p.read_bytes() for p in a.iterdir())
+    if report:
+        assert (out.parent / "report.json").read_text() == (a.parent / "report.json").read_text()
+    projects = sorted(p.name for p in index.iterdir() if p.is_dir())
+    assert projects == [
+        "rocm",
+        "rocm-sdk-core",
+        "rocm-sdk-devel",
+        "rocm-sdk-libraries-gfx90a-dcgpu",
+    ]
+    assert (index / "rocm-sdk-core" / f"rocm_sdk_core-{VERSION}-{TAG}.whl.metadata").is_file()
+    capsys.readouterr()
+    assert (
+        run("--input", a, "--output", tmp_path / "o2", "--linux-amdgpu-families", "gfx110X-all")
+        == 1
+    )
+    assert "missing libraries wheels for expected families: gfx110X-all" in capsys.readouterr().err
+
+
+def test_legacy_and_kpack_sets_do_not_mix(tmp_path: Path) -> None:
+    a = make_legacy_shard(tmp_path / "a")
+    b = make_shard(tmp_path / "b", ("gfx1200",))
+    with pytest.raises(PackagingError) as info:
+        plan_assembly(scan_shards([a, b]))
+    assert f"kpack and legacy sets cannot be assembled together: kpack in {b}; legacy in {a}" in (
+        info.value.problems
+    )
+
+
+def test_a_legacy_set_without_its_libraries_wheel(tmp_path: Path) -> None:
+    a = make_legacy_shard(tmp_path / "a", report=False)
+    (a / f"rocm_sdk_libraries_gfx90a_dcgpu-{VERSION}-{TAG}.whl").unlink()
+    (a / f"rocm_sdk_core-{VERSION}-{TAG}.whl").unlink()
+    with pytest.raises(PackagingError) as info:
+        plan_assembly(scan_shards([a]))  # no report, no family wheel: read as a kpack set
+    assert "required dist missing: the rocm-sdk-libraries wheel" in info.value.problems
+    b = make_legacy_shard(tmp_path / "b")
+    (b / f"rocm_sdk_libraries_gfx90a_dcgpu-{VERSION}-{TAG}.whl").unlink()
+    with pytest.raises(PackagingError) as info:
+        plan_assembly(scan_shards([b]))
+    assert "required dist missing: a rocm-sdk-libraries-<family> wheel" in info.value.problems
