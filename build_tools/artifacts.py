@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kpack.artifact.facts import FactsTable
+from kpack.artifact.inputs import find_inputs
 from kpack.artifact.names import COMPONENTS, ArtifactId, Component, check_manifest_line
+from kpack.artifact.packed import PackedArtifact, naming_archive, unpack_artifact
 from kpack.artifact.tree import Artifact, Entry, EntryKind, read_stages, walk_stages
 from kpack.common.jsonfile import load_json_object
 from kpack.errors import ArtifactError
@@ -31,7 +34,9 @@ __all__ = [
     "Component",
     "Entry",
     "EntryKind",
+    "PackedArtifact",
     "check_manifest_line",
+    "find_inputs",
     "scan_artifact",
     "scan_artifacts",
 ]
@@ -42,7 +47,6 @@ THEROCK_MANIFEST_RELPATH = (
     "base_lib_generic/base/aux-overlay/stage/share/therock/therock_manifest.json"
 )
 DIST_INFO_RELPATH = "share/therock/dist_info.json"
-_ARCHIVE_SUFFIXES = (".tar.zst", ".tar.xz")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,8 +76,12 @@ class Catalog:
         return tuple(sorted({a.id.target for a in self.artifacts} - {"generic"}))
 
 
-def _load_therock_manifest(root: Path) -> tuple[Path, Mapping[str, Any], bool]:
-    path = root / THEROCK_MANIFEST_RELPATH
+def _load_therock_manifest(
+    root: Path, artifacts: Iterable[Artifact]
+) -> tuple[Path, Mapping[str, Any], bool]:
+    holder, _, inner = THEROCK_MANIFEST_RELPATH.partition("/")
+    base = next((a.path for a in artifacts if a.id.dirname == holder), root / holder)
+    path = base / inner
     if not path.is_file():
         raise ArtifactError(
             f"therock_manifest.json is missing; expected it at {THEROCK_MANIFEST_RELPATH}",
@@ -104,50 +112,39 @@ def scan_artifact(path: Path) -> Artifact:
     return Artifact(art_id, path, stages, walk_stages(path, stages, art_id))
 
 
-def _triage(root: Path) -> tuple[list[Path], list[str], list[str]]:
-    """Artifact dirs to scan and archive names; everything else is an error or a notice.
+def _spooled(packed: PackedArtifact, spool: Path) -> Artifact:
+    """An archive streamed into ``spool`` and scanned as its extracted directory."""
+    directory = unpack_artifact(packed, spool)
+    with naming_archive(packed, directory):
+        return scan_artifact(directory)
 
-    TheRock's reader drops anything whose name does not parse, without a word. Here:
-    a *directory* whose name does not parse (``rand_lib-gfx90a``), and an artifact dir that
-    is a symlink, are errors — TheRock never writes either, so it is a mistake that would
-    silently lose packages. Regular files (checksums, logs, copied manifests) and hidden
-    entries (``.git``) are legitimately not artifacts: skipped with a notice.
-    """
-    dirs: list[Path] = []
-    archives: list[str] = []
-    problems: list[str] = []
-    notices: list[str] = []
-    for child in sorted(root.iterdir(), key=lambda p: p.name):
-        if child.name.endswith(_ARCHIVE_SUFFIXES):
-            archives.append(child.name)
-        elif child.is_symlink():
-            problems.append(f"{child.name}: is a symlink (artifact dirs are never followed)")
-        elif child.name.startswith(".") or not child.is_dir():
-            notices.append(f"skipping {child}: not an artifact directory")
-        elif ArtifactId.parse(child.name) is None:
-            problems.append(
-                f"{child.name}: directory name does not parse as {{name}}_{{component}}_{{target}}"
+
+def _read_all(
+    dirs: list[Path], archives: list[PackedArtifact], spool: Path | None, jobs: int
+) -> list[Artifact]:
+    artifacts = [scan_artifact(child) for child in dirs]
+    if archives:
+        if spool is None:
+            raise ArtifactError(
+                "holds artifact archives, but no spool directory was given to read them into",
+                path=archives[0].path.parent,
             )
-        else:
-            dirs.append(child)
-    if problems:
-        raise ArtifactError("not artifact directories", path=root, problems=problems)
-    return dirs, archives, notices
+        with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(archives)))) as pool:
+            artifacts += pool.map(lambda p: _spooled(p, spool), archives)
+    return sorted(artifacts, key=lambda a: a.id.dirname)
 
 
-def scan_artifacts(root: Path) -> Catalog:
-    """Scan and validate the whole tree; raises :class:`ArtifactError` on bad input."""
+def scan_artifacts(root: Path, *, spool: Path | None = None, jobs: int = 1) -> Catalog:
+    """Scan and validate the whole tree; raises :class:`ArtifactError` on bad input.
+
+    ``root`` may hold artifact dirs, TheRock's artifact archives, or both (never one
+    artifact both ways); each archive is streamed once into ``spool`` (a private directory
+    the caller removes), ``jobs`` at a time, and scanned there as its extracted directory."""
     if not root.is_dir():
         raise ArtifactError("artifact directory does not exist or is not a directory", path=root)
-    dirs, archives, notices = _triage(root)
-    artifacts = [scan_artifact(child) for child in dirs]
-    if not artifacts and archives:
-        raise ArtifactError(
-            f"found only artifact archives ({', '.join(archives[:3])}...); extract them first "
-            "(each holds one artifact directory)",
-            path=root,
-        )
-    manifest_path, manifest, kpack_split = _load_therock_manifest(root)
+    dirs, archives, notices = find_inputs(root)
+    artifacts = _read_all(dirs, archives, spool, jobs)
+    manifest_path, manifest, kpack_split = _load_therock_manifest(root, artifacts)
     return Catalog(
         root=root,
         manifest_path=manifest_path,

@@ -18,7 +18,9 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,13 +52,22 @@ __all__ = ["main"]
 
 log = logging.getLogger("build_python_packages")
 
+#: The staging name of the directory TheRock's artifact archives are read into.
+SPOOL_TOOL = "build-python-packages-input"
+
 
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = Parser(
         prog="build-python-packages",
         description="Build the rocm / rocm-sdk-* Python packages from a TheRock artifact tree.",
     )
-    p.add_argument("--artifact-dir", type=Path, required=True, help="exploded artifact root")
+    p.add_argument(
+        "--artifact-dir",
+        type=Path,
+        required=True,
+        help="artifact root: artifact dirs and/or TheRock's artifact archives "
+        "({name}_{component}_{target}.tar.zst, .tar.xz or .tar), read without extracting",
+    )
     p.add_argument(
         "--dest-dir",
         type=Path,
@@ -272,8 +283,6 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, progress: Progress) -> int:
     """The builder's data path, top to bottom: scan → plan → apply → report."""
-    from build_tools.build import apply_plan
-    from build_tools.plan import plan_packages
     from build_tools.targets import load_family_table, parse_targets_cmake
 
     def notice(line: str) -> None:
@@ -282,7 +291,22 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
 
     table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
     options = _options(args, table)
-    catalog = _scan(options, progress, notice)
+    with _input_spool(options, dry_run=args.dry_run) as spool:
+        return _build(args, options, table, spool, progress, notice)
+
+
+def _build(
+    args: argparse.Namespace,
+    options: BuildOptions,
+    table: FamilyTable,
+    spool: Path | None,
+    progress: Progress,
+    notice: Callable[[str], None],
+) -> int:
+    from build_tools.build import apply_plan
+    from build_tools.plan import plan_packages
+
+    catalog = _scan(options, spool, progress, notice)
     plan = plan_packages(catalog, options, table, say=progress.phase, notice=notice)
     _print_planned(plan, progress, notice)
     out = options.dest_dir / "dist" if options.build_packages else options.dest_dir
@@ -302,11 +326,34 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
     return 0
 
 
-def _scan(options: BuildOptions, progress: Progress, notice: Callable[[str], None]) -> Catalog:
+@contextmanager
+def _input_spool(options: BuildOptions, *, dry_run: bool) -> Iterator[Path | None]:
+    """Where TheRock's artifact archives are streamed to (None without archives): a staging
+    directory inside ``--dest-dir`` (one file system with the outputs, removed at the end,
+    a killed run's left behind removed by the next), or a temporary one for ``--dry-run``,
+    which writes nothing into ``--dest-dir``."""
+    from kpack.artifact.packed import archive_id
+
+    root = options.artifact_dir
+    if not root.is_dir() or not any(archive_id(p.name) for p in root.iterdir()):
+        yield None
+    elif dry_run:
+        with tempfile.TemporaryDirectory(prefix="build-python-packages-input-") as tmp:
+            yield Path(tmp)
+    else:
+        from kpack.common.outputs import staging
+
+        with staging(options.dest_dir, SPOOL_TOOL) as tmp:
+            yield tmp
+
+
+def _scan(
+    options: BuildOptions, spool: Path | None, progress: Progress, notice: Callable[[str], None]
+) -> Catalog:
     from build_tools.artifacts import scan_artifacts
 
     progress.phase(f"scanning {options.artifact_dir}")
-    catalog = scan_artifacts(options.artifact_dir)
+    catalog = scan_artifacts(options.artifact_dir, spool=spool, jobs=options.jobs)
     for line in catalog.notices:
         notice(line)
     mode = "kpack-split" if catalog.kpack_split else "legacy"

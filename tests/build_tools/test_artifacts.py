@@ -113,10 +113,16 @@ def test_stage_dir_symlink_escape(tmp_path: Path) -> None:
         scan_artifacts(tmp_path)
 
 
-def test_only_archives(tmp_path: Path) -> None:
+def test_archives_are_read_into_a_spool(tmp_path: Path) -> None:
+    """Archives are inputs (:mod:`kpack.artifact.packed`): read only into a spool, and an
+    empty one is no zstd stream."""
     (tmp_path / "blas_lib_generic.tar.zst").write_bytes(b"")
-    with pytest.raises(ArtifactError, match="extract them first"):
+    with pytest.raises(ArtifactError, match="no spool directory"):
         scan_artifacts(tmp_path)
+    spool = tmp_path.parent / (tmp_path.name + "-spool")
+    spool.mkdir()
+    with pytest.raises(ArtifactError, match="blas_lib_generic.tar.zst: is not a zstd stream"):
+        scan_artifacts(tmp_path, spool=spool)
 
 
 def test_kpack_mode_takes_family_named_artifacts_as_unsplit_input(tmp_path: Path) -> None:
