@@ -148,11 +148,16 @@ def add_split_artifacts_arguments(p: argparse.ArgumentParser) -> None:
     itself as ``func``."""
     p.set_defaults(func=cmd_split)
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--artifact-dir", type=Path, help="one artifact directory")
+    source.add_argument(
+        "--artifact-dir",
+        type=Path,
+        help="one artifact directory, or one of TheRock's artifact archives (.tar.zst, .tar.xz, "
+        ".tar), read in one pass without extracting",
+    )
     source.add_argument(
         "--batch-artifact-parent-dir",
         type=Path,
-        help="split every artifact below DIR (except *_generic)",
+        help="split every artifact below DIR, directory or archive (except *_generic)",
     )
     p.add_argument(
         "--output-dir",

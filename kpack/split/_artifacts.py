@@ -1,5 +1,6 @@
 """Splitting artifact dirs (private to :mod:`kpack.split`): one (:func:`split_artifact`),
-or every one below a parent (:func:`split_artifacts`, ``kpack split-artifacts``).
+or every one below a parent (:func:`split_artifacts`, ``kpack split-artifacts``). Either
+may be one of TheRock's artifact archives, streamed once (:mod:`kpack.artifact.packed`).
 
 Each is scanned and classified (:mod:`._scan`), planned (:mod:`._plan`) and written
 (:mod:`._write`); see :mod:`kpack.split` for what a split writes.
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from kpack.archive import DEFAULT_LEVEL, MAX_ARCHIVE_BYTES, Scheme
 from kpack.artifact.names import ArtifactId
+from kpack.artifact.packed import PackedArtifact, archive_id, naming_archive, unpack_artifact
+from kpack.common.staging import staging
 from kpack.databases import Handler
 from kpack.errors import ArtifactError, RocmPackagingError, UsageError
 from kpack.split._plan import GENERIC, SplitOptions, check_prefix, plan_split, prefix_of
@@ -23,6 +26,9 @@ from kpack.split._write import SplitResult, execute
 __all__ = ["BatchResult", "batch_inputs", "split_artifact", "split_artifacts"]
 
 log = logging.getLogger("kpack.split")  # the package's logger, as callers configure it
+
+#: The staging name of the directory an artifact archive is streamed into.
+INPUT_STAGING = "kpack-split-artifacts-input"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +105,31 @@ def _options(
 def _split_one(
     artifact_dir: Path, output_dir: Path, prefix: str | None, options: SplitOptions
 ) -> SplitResult:
+    """One artifact dir, or one of TheRock's artifact archives: streamed once into a
+    staging directory inside ``output_dir`` (removed at the end) and split from there,
+    errors naming the archive and member (:mod:`kpack.artifact.packed`)."""
+    found = archive_id(artifact_dir.name) if not artifact_dir.is_dir() else None
+    if found is None:
+        return _split_dir(artifact_dir, output_dir, prefix, options)
+    art_id, _ = found
+    if art_id is None:
+        raise ArtifactError(
+            "archive name does not parse as {name}_{component}_{target}", path=artifact_dir
+        )
+    if not artifact_dir.is_file():
+        raise UsageError(
+            "--artifact-dir is not a directory or an artifact archive", path=artifact_dir
+        )
+    packed = PackedArtifact(id=art_id, path=artifact_dir, size=artifact_dir.stat().st_size)
+    with staging(output_dir, INPUT_STAGING) as spool:
+        directory = unpack_artifact(packed, spool)
+        with naming_archive(packed, directory):
+            return _split_dir(directory, output_dir, prefix, options)
+
+
+def _split_dir(
+    artifact_dir: Path, output_dir: Path, prefix: str | None, options: SplitOptions
+) -> SplitResult:
     if not (artifact_dir / "artifact_manifest.txt").is_file():
         if not artifact_dir.is_dir():  # the path given is not there: a usage error
             raise UsageError("--artifact-dir is not a directory", path=artifact_dir)
@@ -120,7 +151,8 @@ def _split_one(
 
 
 def batch_inputs(parent_dir: Path) -> list[Path]:
-    """Subdirs of ``parent_dir`` to split: parseable artifact dirs other than ``*_generic``.
+    """Entries of ``parent_dir`` to split: parseable artifact dirs and TheRock's artifact
+    archives (``{name}_{component}_{target}.tar.zst|.tar.xz|.tar``) other than ``*_generic``.
 
     Checked before anything is split, all problems reported at once: a subdir that is a
     symlink, whose name does not parse (``rand_lib-gfx90a``) or that has no
@@ -132,8 +164,13 @@ def batch_inputs(parent_dir: Path) -> list[Path]:
         raise UsageError("--batch-artifact-parent-dir is not a directory", path=parent_dir)
     chosen: list[Path] = []
     problems: list[str] = []
-    for child in sorted(parent_dir.iterdir(), key=lambda p: p.name):
-        if child.is_symlink():
+    children = sorted(parent_dir.iterdir(), key=lambda p: p.name)
+    names = {c.name for c in children}
+    for child in children:
+        found = archive_id(child.name)
+        if found is not None and child.is_file() and not child.is_symlink():
+            _batch_archive(child, found[0], names, chosen, problems)
+        elif child.is_symlink():
             problems.append(f"{child.name}: is a symlink (artifact dirs are never followed)")
         elif child.name.startswith(".") or not child.is_dir():
             log.info("batch: skipping %s (not an artifact directory)", child)
@@ -150,6 +187,32 @@ def batch_inputs(parent_dir: Path) -> list[Path]:
     if problems:
         raise ArtifactError("not artifact directories", path=parent_dir, problems=problems)
     return chosen
+
+
+def _batch_archive(
+    child: Path, art_id: ArtifactId | None, names: set[str], chosen: list[Path], problems: list[str]
+) -> None:
+    """An artifact archive among the batch's inputs: split like its directory would be;
+    the same artifact as a directory or as another archive too is an error."""
+    if art_id is None:
+        problems.append(
+            f"{child.name}: archive name does not parse as {{name}}_{{component}}_{{target}}"
+        )
+        return
+    twins = sorted(
+        n for n in names if n != child.name and (n == art_id.dirname or _stem(n) == art_id.dirname)
+    )
+    if twins:
+        problems.append(f"{child.name}: the same artifact as {', '.join(twins)}; keep one form")
+    elif art_id.target == GENERIC:
+        log.info("batch: skipping %s (generic artifacts are not split)", child)
+    else:
+        chosen.append(child)
+
+
+def _stem(name: str) -> str | None:
+    found = archive_id(name)
+    return None if found is None or found[0] is None else found[0].dirname
 
 
 def split_artifacts(
@@ -180,7 +243,7 @@ def split_artifacts(
     inputs = batch_inputs(Path(parent_dir))
     by_prefix: dict[str, list[Path]] = {}
     for path in inputs:
-        by_prefix.setdefault(prefix_of(path.name), []).append(path)
+        by_prefix.setdefault(prefix_of(_stem(path.name) or path.name), []).append(path)
     results: list[SplitResult] = []
     failures: list[tuple[Path, str]] = []
     for prefix, paths in sorted(by_prefix.items()):
