@@ -60,6 +60,8 @@ class Catalog:
     kpack_split: bool
     artifacts: tuple[Artifact, ...]
     notices: tuple[str, ...] = ()
+    #: Targets of the whole tree whose artifacts this shard does not read (``--tree-targets``)
+    absent_targets: tuple[str, ...] = ()
     facts: FactsTable = field(default_factory=FactsTable, compare=False, repr=False)
 
     def select(
@@ -72,8 +74,10 @@ class Catalog:
 
     @property
     def targets(self) -> tuple[str, ...]:
-        """Non-generic targets found on disk, sorted."""
-        return tuple(sorted({a.id.target for a in self.artifacts} - {"generic"}))
+        """Non-generic targets found on disk (and those of the whole tree a shard does not
+        read), sorted."""
+        found = {a.id.target for a in self.artifacts} | set(self.absent_targets)
+        return tuple(sorted(found - {"generic"}))
 
 
 def _load_therock_manifest(

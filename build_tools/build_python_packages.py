@@ -71,7 +71,6 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--dest-dir",
         type=Path,
-        required=True,
         help="output root: packages go to DEST/dist, the report beside it; a re-run "
         "replaces what the builder wrote there before and nothing else",
     )
@@ -138,6 +137,26 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="kpack-split mode: build only these device wheels (base gfx targets); every "
         "other output is byte-identical whatever the subset, so CI jobs can each build a "
         "share and assemble-shards merges them",
+    )
+    p.add_argument(
+        "--only",
+        choices=("common", "device"),
+        help="a shard of a --print-shards plan: common builds every package but the device "
+        "wheels, device only the device wheels of --targets (kpack-split mode)",
+    )
+    add_list_argument(
+        p,
+        "--tree-targets",
+        metavar="TARGET",
+        help="a shard of a --print-shards plan: the per-target artifact targets of the whole "
+        "tree, so a shard reading only some of them plans the shared packages alike",
+    )
+    p.add_argument(
+        "--print-shards",
+        type=int,
+        metavar="N",
+        help="print a JSON plan of at most N shards for a CI matrix (each: the builder "
+        "arguments it adds, the artifact names it reads) and build nothing",
     )
     p.add_argument(
         "--targets-cmake",
@@ -248,6 +267,12 @@ def _options(args: argparse.Namespace, table: FamilyTable) -> BuildOptions:
     for target in shard:
         if not is_isa_target(target) or ":" in target:
             raise UsageError(f"--targets: {target!r} is not a base gfx target (e.g. gfx942)")
+    tree_targets = parse_family_list(args.tree_targets)
+    for target in tree_targets:
+        if not is_isa_target(target):
+            raise UsageError(f"--tree-targets: {target!r} is not a gfx target")
+    if args.only == "device" and not shard:
+        raise UsageError("--only device needs --targets (the device wheels this shard builds)")
     return BuildOptions(
         artifact_dir=args.artifact_dir,
         dest_dir=args.dest_dir,
@@ -266,6 +291,8 @@ def _options(args: argparse.Namespace, table: FamilyTable) -> BuildOptions:
         jobs=max(1, args.jobs),
         targets=shard,
         families=frozenset(table.families),
+        only=args.only or "all",
+        tree_targets=tree_targets,
     )
 
 
@@ -290,6 +317,10 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
             print(f"notice: {line}", file=sys.stderr)
 
     table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
+    if args.print_shards is not None:
+        return _print_shards(args)
+    if args.dest_dir is None:
+        raise UsageError("--dest-dir is required (unless --print-shards)")
     options = _options(args, table)
     with _input_spool(options, dry_run=args.dry_run) as spool:
         return _build(args, options, table, spool, progress, notice)
@@ -347,6 +378,38 @@ def _input_spool(options: BuildOptions, *, dry_run: bool) -> Iterator[Path | Non
             yield tmp
 
 
+def _print_shards(args: argparse.Namespace) -> int:
+    import json
+
+    from build_tools.shards.plan import plan_shards
+
+    if args.print_shards < 1:
+        raise UsageError(f"--print-shards {args.print_shards}: give at least 1")
+    if args.only or args.tree_targets or args.targets:
+        raise UsageError("--print-shards plans --only, --tree-targets and --targets itself")
+    shards = plan_shards(args.artifact_dir, args.print_shards, _passed_on(args))
+    print(json.dumps([s.to_json() for s in shards], indent=2))
+    return 0
+
+
+def _passed_on(args: argparse.Namespace) -> list[str]:
+    """The arguments every shard runs with: what was given that shapes the outputs."""
+    out = ["--version", _version(args)]
+    if args.nonce:
+        out += ["--version-suffix", _nonce(args.nonce)]
+    if args.devel_tarball_compression:
+        out.append("--devel-tarball-compression")
+    if not args.wheel_compression:
+        out.append("--no-wheel-compression")
+    for flag, value in (
+        ("--linux-amdgpu-families", args.linux_amdgpu_families),
+        ("--windows-amdgpu-families", args.windows_amdgpu_families),
+    ):
+        if value and value.strip():
+            out += [flag, value.strip()]
+    return out
+
+
 def _scan(
     options: BuildOptions, spool: Path | None, progress: Progress, notice: Callable[[str], None]
 ) -> Catalog:
@@ -354,11 +417,26 @@ def _scan(
 
     progress.phase(f"scanning {options.artifact_dir}")
     catalog = scan_artifacts(options.artifact_dir, spool=spool, jobs=options.jobs)
+    if options.tree_targets:
+        catalog = _with_tree_targets(catalog, options.tree_targets)
     for line in catalog.notices:
         notice(line)
     mode = "kpack-split" if catalog.kpack_split else "legacy"
     progress.phase(f"{len(catalog.artifacts)} artifacts, {mode} mode")
     return catalog
+
+
+def _with_tree_targets(catalog: Catalog, tree: Sequence[str]) -> Catalog:
+    """The catalog of one shard, told the whole tree's targets (``--tree-targets``)."""
+    from dataclasses import replace
+
+    found = set(catalog.targets)
+    stray = sorted(found - set(tree))
+    if stray:
+        raise UsageError(
+            f"--tree-targets lacks targets this shard's input holds: {', '.join(stray)}"
+        )
+    return replace(catalog, absent_targets=tuple(sorted(set(tree) - found)))
 
 
 def _print_planned(plan: BuildPlan, progress: Progress, notice: Callable[[str], None]) -> None:

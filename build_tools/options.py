@@ -6,6 +6,7 @@ import os
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from packaging.version import InvalidVersion, Version
 
@@ -33,6 +34,8 @@ class BuildOptions:
     jobs: int = 2
     targets: tuple[str, ...] = ()  # kpack mode: build only these device wheels (sharding)
     families: frozenset[str] | None = None  # GPU family labels of the family table (None: any)
+    only: Literal["all", "common", "device"] = "all"  # a shard of a --print-shards plan
+    tree_targets: tuple[str, ...] = ()  # the whole tree's per-target artifact targets (shards)
 
     @property
     def wheel_tag(self) -> str:

@@ -8,7 +8,9 @@ prints and :func:`build_tools.build.apply_plan` writes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 from kpack.errors import UsageError
 
@@ -25,12 +27,14 @@ from ._checks import (
     check_windows_names,
 )
 from ._families import check_families_in_tree, check_legacy_families
-from ._model import BuildPlan
+from ._model import BuildPlan, DistKind
 from ._scopes import plan_build
 
 __all__ = ["plan_packages"]
 
 Say = Callable[[str], None]
+
+log = logging.getLogger(__name__)
 
 
 def plan_packages(
@@ -41,6 +45,11 @@ def plan_packages(
     manifests = load_manifests()
     if options.targets and not catalog.kpack_split:
         raise UsageError("--targets applies to kpack-split trees only", path=catalog.manifest_path)
+    if (options.only != "all" or options.tree_targets) and not catalog.kpack_split:
+        raise UsageError(
+            "--only and --tree-targets apply to kpack-split trees only",
+            path=catalog.manifest_path,
+        )
     if options.windows:
         check_no_symlinks(catalog)
     split = None
@@ -50,8 +59,9 @@ def plan_packages(
             notice(line)
     say("planning")
     plan = plan_build(catalog, manifests, options, split)
+    plan = _shard_share(plan)
     check_member_names(plan.packages, windows=options.windows)
-    if catalog.kpack_split:
+    if catalog.kpack_split and options.only != "device":
         check_required_packages(catalog, options, plan.packages)
     if options.windows:
         check_windows_names(plan.packages)
@@ -61,6 +71,17 @@ def plan_packages(
         )
         check_legacy_families(plan, catalog, table)
     return plan
+
+
+def _shard_share(plan: BuildPlan) -> BuildPlan:
+    """A shard of a ``--print-shards`` plan writes its share: ``--only common`` every
+    package but the device wheels, ``--only device`` the device wheels alone (the shared
+    packages are still planned: device files' RPATHs and overlay checks read them)."""
+    only = plan.options.only
+    if only == "all":
+        return plan
+    keep = [p for p in plan.packages if (p.kind is DistKind.DEVICE) == (only == "device")]
+    return replace(plan, packages=tuple(keep))
 
 
 def _plan_split(
@@ -80,6 +101,9 @@ def _plan_split(
             f"{len(split.archives)} archives): "
             + ", ".join(s.artifact.id.dirname for s in split.splits)
         )
-    check_archive_references(catalog, names)
+    if catalog.absent_targets:  # their archives are not read here: the one-machine build
+        log.info("archive references not checked: this shard reads no per-target artifacts")
+    else:
+        check_archive_references(catalog, names)
     check_targets_present(catalog, options)
     return catalog, split

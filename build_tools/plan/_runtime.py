@@ -11,6 +11,7 @@ scanned on the way, once per input file.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from kpack.errors import ArtifactError, PackagingError
 from kpack.owners import owner_table
@@ -144,6 +145,15 @@ def _plan_devices(
                 path=catalog.root,
             )
         wanted = tuple(t for t in wanted if t in shard)
+    absent = device_targets(replace(catalog, artifacts=(), absent_targets=catalog.absent_targets))
+    present = device_targets(replace(catalog, absent_targets=()))
+    missing = sorted(t for t in wanted if t in absent and t not in present)
+    if missing:
+        raise ArtifactError(
+            f"no per-target artifacts for {', '.join(missing)} in this shard's input "
+            "(the shard plan lists them among its inputs)",
+            path=catalog.root,
+        )
     devices = []
     for target in wanted:
         device = _runtime_package(inputs, spec, target, platform=libraries.platform)
@@ -165,7 +175,7 @@ def plan_runtime(inputs: PlanInputs) -> tuple[list[RuntimePackage], list[str]]:
         ):
             pkg = _runtime_package(inputs, spec, None)
             if not pkg.layout.files and spec.kind is not PackageKind.LIBRARIES:
-                if spec.required:
+                if spec.required and inputs.options.only != "device":  # a device shard reads
                     raise PackagingError(f"refusing to build an empty {pkg.dist_name} package")
                 notices.append(f"{pkg.dist_name}: no matching artifacts; not built")
                 continue
@@ -177,7 +187,7 @@ def plan_runtime(inputs: PlanInputs) -> tuple[list[RuntimePackage], list[str]]:
                     per_family.append(pkg)
                 else:
                     notices.append(f"{pkg.dist_name}: no matching artifacts; not built")
-    if catalog.kpack_split and "device" in specs:
+    if catalog.kpack_split and "device" in specs and inputs.options.only != "common":
         libraries = next((p for p in shared if p.spec.kind is PackageKind.LIBRARIES), None)
         per_family += _plan_devices(inputs, specs["device"], libraries)
     return shared + per_family, notices

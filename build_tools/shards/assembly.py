@@ -153,11 +153,12 @@ def _merge_generic(shards: Sequence[Shard], problems: list[str]) -> list[DistFil
                     f"generic file differs between shards: {kept.path} (sha256 {kept.sha256}) "
                     f"vs {f.path} (sha256 {f.sha256})"
                 )
+    common = {d for dirs in holders.values() for d in dirs}  # device-only shards hold none
     for name, dirs in sorted(holders.items()):
         problems += [
             f"generic file {name} is in {first[name].path.parent} but missing from {s.directory}"
             for s in shards
-            if s.directory not in dirs
+            if s.directory in common and s.directory not in dirs
         ]
     return list(first.values())
 

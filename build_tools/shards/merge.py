@@ -40,10 +40,12 @@ def merge_reports(
     reports = [s.report for s in shards if s.report is not None]
     device = _unite((r for rep in reports for r in rep.device_wheels), "wheel", "device", problems)
     generic = _unite((r for rep in reports for r in rep.generic), "wheel", "generic", problems)
+    holding = [s for s in shards if s.report is not None and s.report.generic]  # not device-only
+    generic_rows = holding[0].report.generic if holding and holding[0].report else ()
     problems += [
-        f"{s.directory}'s {REPORT_JSON}: generic rows differ from {shards[0].directory}'s"
-        for s in shards[1:]
-        if s.report is not None and reports[0].generic != s.report.generic
+        f"{s.directory}'s {REPORT_JSON}: generic rows differ from {holding[0].directory}'s"
+        for s in holding[1:]
+        if s.report is not None and generic_rows != s.report.generic
     ]
     _check_rows(files, device, generic, problems)
     _check_counts(shards, files, problems)
@@ -62,7 +64,7 @@ def merge_reports(
         targets = reports[0].targets
     else:
         targets = _target_rows(files)
-    return Report(version, mode, tuple(device), targets, reports[0].generic)
+    return Report(version, mode, tuple(device), targets, generic_rows)
 
 
 def _unite(rows: Iterable[Any], key: str, what: str, problems: list[str]) -> list[Any]:
