@@ -108,13 +108,14 @@ class _Tail:
 class _Hashing:
     """The raw archive, read forward only, hashed as it goes (for the sidecar)."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: BinaryIO, *, hashing: bool) -> None:
         self.raw = raw
-        self.digest = hashlib.sha256()
+        self.digest = hashlib.sha256() if hashing else None
 
     def read(self, size: int = -1) -> bytes:
         data = self.raw.read(size)
-        self.digest.update(data)
+        if self.digest is not None:
+            self.digest.update(data)
         return data
 
     def readinto(self, buffer: bytearray | memoryview) -> int:
@@ -123,6 +124,7 @@ class _Hashing:
         return len(data)
 
     def drain(self) -> None:
+        """Read to the end (what follows tar's end marker counts in the digest too)."""
         while self.read(_CHUNK):
             pass
 
@@ -175,7 +177,7 @@ def unpack_artifact(packed: PackedArtifact, spool: Path) -> Path:
     target.mkdir()
     codec_errors = _codec_errors()
     with packed.path.open("rb") as handle:
-        raw = _Hashing(handle)
+        raw = _Hashing(handle, hashing=expected is not None)
         try:
             with _decompressed(packed, raw) as stream:
                 tail = _Tail(stream)
@@ -190,7 +192,7 @@ def unpack_artifact(packed: PackedArtifact, spool: Path) -> Path:
                 f"not a readable {kind} artifact archive (truncated or corrupt): {exc}",
                 path=packed.path,
             ) from exc
-    if expected is not None and raw.digest.hexdigest() != expected:
+    if raw.digest is not None and raw.digest.hexdigest() != expected:
         raise ArtifactError(
             f"sha256 {raw.digest.hexdigest()} does not match {packed.path.name}{SIDECAR_SUFFIX} "
             f"({expected})",
@@ -223,7 +225,7 @@ class _Unpacker:
         return ArtifactError(f"member {member!r}: {message}", path=self.packed.path)
 
     def run(self, stream: BinaryIO) -> None:
-        with tarfile.open(fileobj=stream, mode="r|") as tar:
+        with tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK) as tar:
             first = True
             for info in tar:
                 if first and (info.name != MANIFEST or not info.isreg()):
