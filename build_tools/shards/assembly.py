@@ -26,6 +26,7 @@ from kpack.errors import PackagingError, UsageError
 
 from .merge import merge_reports
 from .report import REPORT_JSON, parse_version
+from .requires import check_sdist_requirements
 from .scan import (
     DEVEL,
     LIBRARIES,
@@ -74,6 +75,7 @@ def plan_assembly(
     _one_file_per_project(files, problems)
     devel_seen = any(f.project == DEVEL for s in shards for f in s.files)
     _check_required(files, devel_seen, mode, problems)
+    check_sdist_requirements(files, problems)
     notices: list[str] = []
     if mode == "legacy" and expected_families is not None:
         _check_families(files, expected_families, problems)

@@ -125,6 +125,11 @@ def test_each_shard_alone_assembles_into_the_one_machine_build(
     expected = _outputs(one)
     assert any(n.endswith(".whl") for n in expected)
     assert _outputs(merged) == expected
+    if len(dists) > 1:  # a device shard that never ran: caught without any family flag
+        proc = _run(ASSEMBLE, "--input", *dists[:-1], "--output", tmp_path / "short" / "dist")
+        assert proc.returncode == 1
+        missing = [f"rocm-sdk-device-{t}" for t in shards[-1]["targets"]]
+        assert all(f"requires {m}, but no shard built it" in proc.stderr for m in missing)
 
 
 def test_a_shard_missing_a_listed_input_fails(archives: Path, tmp_path: Path) -> None:
