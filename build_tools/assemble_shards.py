@@ -7,8 +7,11 @@ index a legacy set).
         [--targets-cmake FILE] [--index DIR]
 
 Each shard ran the builder with its own ``--targets``: the generic files (``rocm`` sdist,
-core, libraries, devel, profiler) must be byte-identical in every shard and are taken
-once; device wheels (``rocm_sdk_device_<gfx>``) are united. Errors, all collected and
+core, libraries, devel, profiler) must be byte-identical in every shard that holds them
+and are taken once (a ``--print-shards`` plan builds them in one shard, ``--only common``;
+its ``--only device`` shards hold none); device wheels (``rocm_sdk_device_<gfx>``) are
+united, and every wheel the ``rocm`` sdist requires must be among them (every device
+wheel required, when it requires any). Errors, all collected and
 reported together: a generic file that differs between shards (both files named) or is
 missing from one; a device wheel present twice with different bytes; two files of one
 project (another build tag or python tag); more than one version or platform; ``--version``

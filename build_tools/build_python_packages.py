@@ -10,6 +10,12 @@ Writes OUT/dist/: the ``rocm`` selector sdist, ``rocm-sdk-core``, one
 (recorded in OUT/.build-python-packages.json) and leaves every other file alone; a file
 the builder did not write is never overwritten without ``--force``. A failed run leaves
 OUT as it was. The last line printed is the absolute path of OUT/dist.
+
+ARTIFACTS may hold artifact dirs, TheRock's artifact archives
+(``{name}_{component}_{target}.tar.zst`` / ``.tar.xz`` / ``.tar``, as ``artifact_manager.py
+fetch --no-extract`` leaves them), or both; archives are read in one streaming pass each,
+never extracted beforehand. ``--print-shards N`` prints a JSON shard plan for a CI matrix
+(:mod:`build_tools.shards.plan`) and builds nothing.
 """
 
 from __future__ import annotations
