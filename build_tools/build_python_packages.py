@@ -11,11 +11,9 @@ Writes OUT/dist/: the ``rocm`` selector sdist, ``rocm-sdk-core``, one
 the builder did not write is never overwritten without ``--force``. A failed run leaves
 OUT as it was. The last line printed is the absolute path of OUT/dist.
 
-ARTIFACTS may hold artifact dirs, TheRock's artifact archives
-(``{name}_{component}_{target}.tar.zst`` / ``.tar.xz`` / ``.tar``, as ``artifact_manager.py
-fetch --no-extract`` leaves them), or both; archives are read in one streaming pass each,
-never extracted beforehand. ``--print-shards N`` prints a JSON shard plan for a CI matrix
-(:mod:`build_tools.shards.plan`) and builds nothing.
+ARTIFACTS may hold artifact dirs and/or TheRock's artifact archives (``.tar.zst``, ``.tar.xz``,
+``.tar``), each read in one streaming pass; ``--print-shards N`` prints a JSON shard plan
+(:mod:`build_tools.shard_cli`).
 """
 
 from __future__ import annotations
@@ -24,15 +22,14 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from build_tools.shard_cli import add_shard_arguments, input_spool, print_shards, with_tree_targets
 from kpack.common.cli import (
     Parser,
     add_list_argument,
@@ -57,9 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 log = logging.getLogger("build_python_packages")
-
-#: The staging name of the directory TheRock's artifact archives are read into.
-SPOOL_TOOL = "build-python-packages-input"
 
 
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -144,26 +138,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "other output is byte-identical whatever the subset, so CI jobs can each build a "
         "share and assemble-shards merges them",
     )
-    p.add_argument(
-        "--only",
-        choices=("common", "device"),
-        help="a shard of a --print-shards plan: common builds every package but the device "
-        "wheels, device only the device wheels of --targets (kpack-split mode)",
-    )
-    add_list_argument(
-        p,
-        "--tree-targets",
-        metavar="TARGET",
-        help="a shard of a --print-shards plan: the per-target artifact targets of the whole "
-        "tree, so a shard reading only some of them plans the shared packages alike",
-    )
-    p.add_argument(
-        "--print-shards",
-        type=int,
-        metavar="N",
-        help="print a JSON plan of at most N shards for a CI matrix (each: the builder "
-        "arguments it adds, the artifact names it reads) and build nothing",
-    )
+    add_shard_arguments(p)
     p.add_argument(
         "--targets-cmake",
         type=Path,
@@ -324,11 +299,11 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
 
     table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
     if args.print_shards is not None:
-        return _print_shards(args)
+        return print_shards(args, version=_version(args), nonce=_nonce(args.nonce))
     if args.dest_dir is None:
         raise UsageError("--dest-dir is required (unless --print-shards)")
     options = _options(args, table)
-    with _input_spool(options, dry_run=args.dry_run) as spool:
+    with input_spool(options.artifact_dir, options.dest_dir, dry_run=args.dry_run) as spool:
         return _build(args, options, table, spool, progress, notice)
 
 
@@ -363,59 +338,6 @@ def _build(
     return 0
 
 
-@contextmanager
-def _input_spool(options: BuildOptions, *, dry_run: bool) -> Iterator[Path | None]:
-    """Where TheRock's artifact archives are streamed to (None without archives): a staging
-    directory inside ``--dest-dir`` (one file system with the outputs, removed at the end,
-    a killed run's left behind removed by the next), or a temporary one for ``--dry-run``,
-    which writes nothing into ``--dest-dir``."""
-    from kpack.artifact.packed import archive_id
-
-    root = options.artifact_dir
-    if not root.is_dir() or not any(archive_id(p.name) for p in root.iterdir()):
-        yield None
-    elif dry_run:
-        with tempfile.TemporaryDirectory(prefix="build-python-packages-input-") as tmp:
-            yield Path(tmp)
-    else:
-        from kpack.common.outputs import staging
-
-        with staging(options.dest_dir, SPOOL_TOOL) as tmp:
-            yield tmp
-
-
-def _print_shards(args: argparse.Namespace) -> int:
-    import json
-
-    from build_tools.shards.plan import plan_shards
-
-    if args.print_shards < 1:
-        raise UsageError(f"--print-shards {args.print_shards}: give at least 1")
-    if args.only or args.tree_targets or args.targets:
-        raise UsageError("--print-shards plans --only, --tree-targets and --targets itself")
-    shards = plan_shards(args.artifact_dir, args.print_shards, _passed_on(args))
-    print(json.dumps([s.to_json() for s in shards], indent=2))
-    return 0
-
-
-def _passed_on(args: argparse.Namespace) -> list[str]:
-    """The arguments every shard runs with: what was given that shapes the outputs."""
-    out = ["--version", _version(args)]
-    if args.nonce:
-        out += ["--version-suffix", _nonce(args.nonce)]
-    if args.devel_tarball_compression:
-        out.append("--devel-tarball-compression")
-    if not args.wheel_compression:
-        out.append("--no-wheel-compression")
-    for flag, value in (
-        ("--linux-amdgpu-families", args.linux_amdgpu_families),
-        ("--windows-amdgpu-families", args.windows_amdgpu_families),
-    ):
-        if value and value.strip():
-            out += [flag, value.strip()]
-    return out
-
-
 def _scan(
     options: BuildOptions, spool: Path | None, progress: Progress, notice: Callable[[str], None]
 ) -> Catalog:
@@ -424,25 +346,12 @@ def _scan(
     progress.phase(f"scanning {options.artifact_dir}")
     catalog = scan_artifacts(options.artifact_dir, spool=spool, jobs=options.jobs)
     if options.tree_targets:
-        catalog = _with_tree_targets(catalog, options.tree_targets)
+        catalog = with_tree_targets(catalog, options.tree_targets)
     for line in catalog.notices:
         notice(line)
     mode = "kpack-split" if catalog.kpack_split else "legacy"
     progress.phase(f"{len(catalog.artifacts)} artifacts, {mode} mode")
     return catalog
-
-
-def _with_tree_targets(catalog: Catalog, tree: Sequence[str]) -> Catalog:
-    """The catalog of one shard, told the whole tree's targets (``--tree-targets``)."""
-    from dataclasses import replace
-
-    found = set(catalog.targets)
-    stray = sorted(found - set(tree))
-    if stray:
-        raise UsageError(
-            f"--tree-targets lacks targets this shard's input holds: {', '.join(stray)}"
-        )
-    return replace(catalog, absent_targets=tuple(sorted(set(tree) - found)))
 
 
 def _print_planned(plan: BuildPlan, progress: Progress, notice: Callable[[str], None]) -> None:
