@@ -6,6 +6,8 @@ This is a lower layer: :mod:`build_tools` and :mod:`kpack.tools` both write thro
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kpack.wheelfile._libdeflate import libdeflate
 from kpack.wheelfile._member import (
     ContentSource,
@@ -23,9 +25,15 @@ from kpack.wheelfile._names import (
 )
 from kpack.wheelfile._output import atomic_output, resolve_epoch, source_date_epoch
 from kpack.wheelfile._reuse import DeflateStream, Reuse
-from kpack.wheelfile._sdist import write_sdist
 from kpack.wheelfile._source import DEFAULT_LIMITS, InputWheel, Limits, WheelEntry, open_wheel
 from kpack.wheelfile._wheel import WheelResult, write_wheel
+
+if TYPE_CHECKING:
+    from kpack.wheelfile._sdist import write_sdist
+else:  # the sdist writer (tarfile, gzip) is imported by the builder that uses it
+    from kpack.common.lazy import lazy_face
+
+    __getattr__, __dir__ = lazy_face(__name__, {"write_sdist": "_sdist"})
 
 __all__ = [
     "DEFAULT_LIMITS",

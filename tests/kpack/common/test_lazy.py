@@ -16,8 +16,9 @@ import pytest
 from kpack.common.lazy import lazy_face
 
 ROOT = Path(__file__).resolve().parents[3]
-#: every package whose face is lazy, in all (split) or in part (transform: the PE transform)
-LAZY_FACES = ("kpack.split", "kpack.transform")
+#: every package whose face is lazy, in all (split) or in part (transform: the PE transform;
+#: wheelfile: the sdist writer)
+LAZY_FACES = ("kpack.split", "kpack.transform", "kpack.wheelfile")
 
 
 def _checked_imports(package: str) -> dict[str, str]:

@@ -43,6 +43,8 @@ NOT_NEEDED = (
     "kpack.resolve",
     "kpack.unbundle",
     "kpack.verify",
+    "kpack.wheelfile._sdist",
+    "tarfile",
     "build_tools",
     "rich",
     "jinja2",
