@@ -9,7 +9,8 @@
   use (``--linux-amdgpu-families=gfx94X-dcgpu,gfx110X-all``); ``;`` (TheRock's workflow
   values), space-separated values (TheRock's CMake expands lists that way) and repeating
   the flag are accepted too.
-- Sizes are decimal (kB, MB, GB: powers of 1000), as the reports and the live display show.
+- Sizes are decimal (kB, MB, GB: powers of 1000), as the reports and the live display show;
+  :func:`parse_size` reads a size flag the same way (``500MB`` = 500·10⁶; ``GiB`` is binary).
 - The last line of a run that writes is its absolute output path.
 - A usage error (an unknown flag, a value of the wrong type or out of its choices, a missing
   argument) is one ``error:`` line and exit status 2 (:class:`Parser`, through the boundary
@@ -37,6 +38,7 @@ __all__ = [
     "configure_logging",
     "format_size",
     "output_line",
+    "parse_size",
     "split_list",
     "tool_version",
 ]
@@ -244,6 +246,33 @@ def format_size(n: float) -> str:
         if n < 999.95:
             return f"{n:.1f} {unit}"
     return f"{n / 1000:.1f} TB"
+
+
+_SIZE_RE = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>[a-z]*)")
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    **{p + s: 1000**i for i, p in enumerate("kmgt", 1) for s in ("", "b")},
+    **{p + "ib": 1024**i for i, p in enumerate("kmgt", 1)},
+}
+
+
+def parse_size(text: str) -> int:
+    """A size flag's value in bytes: a number with an optional unit, decimal as every size
+    the tools print (``500MB`` = 500·10⁶, ``1.5G`` = 1.5·10⁹, ``64kB``; ``B`` optional, case
+    ignored) or binary when spelled so (``64GiB`` = 64·2³⁰). Raises
+    :class:`argparse.ArgumentTypeError` (a usage error as an argparse ``type=``) for anything
+    else, zero included, and for sizes of 2⁶³ bytes or more."""
+    found = _SIZE_RE.fullmatch(text.strip().lower())
+    scale = _SIZE_UNITS.get(found.group("unit")) if found else None
+    if found is None or scale is None:
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (a number of bytes, or with a unit: 500MB, 1.5GB, 64GiB)"
+        )
+    value = float(found.group("number")) * scale
+    if not 1 <= value < 1 << 63:
+        raise argparse.ArgumentTypeError(f"size must be at least 1 byte and below 8 EiB: {text!r}")
+    return int(value)
 
 
 def output_line(path: Path) -> str:
