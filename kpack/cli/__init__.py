@@ -26,6 +26,7 @@ from kpack.common.cli import (
     configure_logging,
 )
 from kpack.databases import handler_names
+from kpack.finalize._cli import add_arguments as add_finalize_arguments
 from kpack.wheelsplit import add_arguments as add_split_wheel_arguments
 from kpack.wheelsplit import run as run_split_wheel
 
@@ -54,6 +55,13 @@ cmd_extract = _command("_inspect", "cmd_extract")
 cmd_split = _command("_split", "cmd_split")
 cmd_verify = _command("_split", "cmd_verify")
 cmd_resolve = _command("_split", "cmd_resolve")
+
+
+def cmd_finalize(args: argparse.Namespace) -> int:
+    """``kpack finalize-wheel`` (:func:`kpack.finalize.run`), imported when it runs."""
+    from kpack.finalize import run
+
+    return run(args)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -133,6 +141,14 @@ def _parser() -> argparse.ArgumentParser:
         help="look the ISA up alone, without its generic target",
     )
     p.set_defaults(func=cmd_resolve)
+
+    p = sub.add_parser(
+        "finalize-wheel",
+        parents=[common],
+        help="make a wheel built against ROCm a member of the rocm-sdk set of a version",
+    )
+    add_finalize_arguments(p)
+    p.set_defaults(func=cmd_finalize)
 
     p = sub.add_parser(
         "split-wheel", help="split a fat Python wheel into a host wheel and device wheels"

@@ -3,14 +3,17 @@
 Scan once into frozen values (:func:`scan_elf`, :func:`classify`), plan an edit as a
 value (:func:`plan_rpath_edit` returns an :class:`ElfEdit`), verify it
 (:func:`verify_elf`), then write it (:meth:`ElfEdit.write_to`, or all three in
-:func:`apply_rpath_edit`). Errors are :class:`kpack.errors.ElfError`.
+:func:`apply_rpath_edit`). :func:`plan_needed_edit` renames NEEDED entries in place; an
+RPATH edit planned on its result composes with it (:func:`check_link_edit` checks both).
+Errors are :class:`kpack.errors.ElfError`.
 """
 
 from __future__ import annotations
 
-from kpack.elf._apply import apply_rpath_edit, check_rpath_edit
+from kpack.elf._apply import apply_rpath_edit, check_link_edit, check_rpath_edit
 from kpack.elf._edit import ElfEdit
 from kpack.elf._load import Blob, LoadPlan, Patch, grown_table, plan_load
+from kpack.elf._needed import plan_needed_edit
 from kpack.elf._rpath import plan_rpath_edit
 from kpack.elf._scan import ElfInfo, FileKind, classify, scan_elf, scan_reader
 from kpack.elf._verify import verify_elf
@@ -23,10 +26,12 @@ __all__ = [
     "LoadPlan",
     "Patch",
     "apply_rpath_edit",
+    "check_link_edit",
     "check_rpath_edit",
     "classify",
     "grown_table",
     "plan_load",
+    "plan_needed_edit",
     "plan_rpath_edit",
     "scan_elf",
     "scan_reader",

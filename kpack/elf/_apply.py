@@ -1,9 +1,10 @@
-"""Plan, verify and write an RPATH edit in one call."""
+"""Plan, verify and write an RPATH edit in one call; verify an edit of NEEDED names and the
+search path (:func:`check_link_edit`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,10 +13,10 @@ from kpack.elf._rpath import plan_rpath_edit
 from kpack.elf._scan import ElfInfo, scan_reader
 from kpack.elf._verify import verify_elf
 from kpack.elf.reader import Reader, open_reader, read_layout
-from kpack.elf.structs import PF_R, PF_W, PF_X, PT_DYNAMIC, PT_LOAD, PT_PHDR, Phdr
+from kpack.elf.structs import DT_RUNPATH, PF_R, PF_W, PF_X, PT_DYNAMIC, PT_LOAD, PT_PHDR, Phdr
 from kpack.errors import ElfError
 
-__all__ = ["apply_rpath_edit", "check_rpath_edit"]
+__all__ = ["apply_rpath_edit", "check_link_edit", "check_rpath_edit"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,39 @@ def check_rpath_edit(edit: ElfEdit, entries: Sequence[str]) -> list[str]:
 
     Returns the verifier's warnings; raises :class:`ElfError` on any problem.
     """
+    return _check(edit, lambda before, after: _meaning(before, after, entries))
+
+
+def check_link_edit(
+    edit: ElfEdit, *, needed: Sequence[str], search: Sequence[str], tag: int
+) -> list[str]:
+    """Verify a planned edit of the NEEDED names and the library search path: the result
+    is sound (as :func:`check_rpath_edit` checks it), NEEDED is ``needed`` in order, the
+    search path is ``search`` under ``tag`` (DT_RPATH or DT_RUNPATH) and the other tag is
+    gone, and nothing else the dynamic linker reads changed."""
+
+    def meaning(before: ElfInfo | None, after: ElfInfo | None) -> list[str]:
+        if before is None or after is None:
+            return ["result is not an ELF file"]
+        want = tuple(search) or None
+        got = (after.runpath, after.rpath) if tag == DT_RUNPATH else (after.rpath, after.runpath)
+        problems = [f"NEEDED is {after.needed!r}, expected {tuple(needed)!r}"] * (
+            after.needed != tuple(needed)
+        )
+        if got != (want, None):
+            problems.append(f"search path is {got!r}, expected {want!r} under tag {tag:#x}")
+        if replace(after, needed=(), rpath=None, runpath=None) != replace(
+            before, needed=(), rpath=None, runpath=None
+        ):
+            problems.append("SONAME, interpreter, kind or sections changed")
+        return problems
+
+    return _check(edit, meaning)
+
+
+def _check(
+    edit: ElfEdit, meaning: Callable[[ElfInfo | None, ElfInfo | None], list[str]]
+) -> list[str]:
     name = f"{edit.path} (edited)"
     with open_reader(edit.source) as reader:
         before = scan_reader(reader, edit.path)
@@ -54,9 +88,9 @@ def check_rpath_edit(edit: ElfEdit, entries: Sequence[str]) -> list[str]:
         new_phdrs = read_layout(new_reader, with_sections=False).phdrs
     for warning in warnings:
         log.warning("%s: %s", name, warning)
-    problems = _meaning(before, after, entries) + _invariants(old_phdrs, new_phdrs)
+    problems = meaning(before, after) + _invariants(old_phdrs, new_phdrs)
     if problems:
-        raise ElfError("planned RPATH edit is wrong", path=edit.path, problems=problems)
+        raise ElfError("planned edit is wrong", path=edit.path, problems=problems)
     return warnings
 
 

@@ -1,6 +1,7 @@
 """Plan a DT_RPATH edit (packages.md §7, §21 E1-E5) as an :class:`ElfEdit`.
 
-The result has exactly one DT_RPATH and no DT_RUNPATH. The cheapest correct change wins:
+The result has exactly one DT_RPATH and no DT_RUNPATH (or, with ``tag=DT_RUNPATH``, one
+DT_RUNPATH and no DT_RPATH). The cheapest correct change wins:
 
 1. the string already exists (in the old RPATH/RUNPATH or elsewhere in ``.dynstr``):
    only the dynamic table changes (E5: a retag of DT_RUNPATH to DT_RPATH in place);
@@ -49,8 +50,11 @@ log = logging.getLogger(__name__)
 Dyn = tuple[int, int]
 
 
-def plan_rpath_edit(path: ElfSource, entries: Sequence[str]) -> ElfEdit | None:
-    """Plan setting DT_RPATH of ``path`` to ``':'.join(entries)``; ``None`` if already so.
+def plan_rpath_edit(
+    path: ElfSource, entries: Sequence[str], *, tag: int = DT_RPATH
+) -> ElfEdit | None:
+    """Plan setting DT_RPATH (or ``tag``: DT_RUNPATH) of ``path`` to ``':'.join(entries)``;
+    ``None`` if already so.
 
     ``path`` may be a planned edit (a transformed binary): the RPATH edit is planned on its
     result and streams from the file underneath.
@@ -58,6 +62,8 @@ def plan_rpath_edit(path: ElfSource, entries: Sequence[str]) -> ElfEdit | None:
     An empty ``entries`` removes DT_RPATH and DT_RUNPATH (``None`` if there are none).
     Raises :class:`ElfError` for files that cannot be edited safely.
     """
+    if tag not in (DT_RPATH, DT_RUNPATH):
+        raise ElfError(f"internal: tag {tag:#x} is neither DT_RPATH nor DT_RUNPATH")
     value = _encode(path, entries)
     with open_reader(path) as reader:
         layout = read_layout(reader)
@@ -79,16 +85,23 @@ def plan_rpath_edit(path: ElfSource, entries: Sequence[str]) -> ElfEdit | None:
                 return None
             kept = [e for i, e in enumerate(layout.dyn_entries()) if i not in {o[0] for o in old}]
             return _finish(path, layout, _dynamic_patches(layout, kept), b"")
-        if len(old) == 1 and old[0][1] == DT_RPATH and _string_at(dynstr, old[0][2]) == value:
+        if len(old) == 1 and old[0][1] == tag and _string_at(dynstr, old[0][2]) == value:
             return None
         patches: list[Patch] = []
         offset = _existing_string(dynstr, value, old)
         if offset is None:
             offset = _overwrite_in_place(
-                reader, layout, dynstr=dynstr, value=value, old=old, patches=patches
+                reader, layout, dynstr=dynstr, value=value, old=old, patches=patches, tag=tag
             )
         return _plan(
-            path, layout, dynstr=dynstr, value=value, old=old, offset=offset, patches=patches
+            path,
+            layout,
+            dynstr=dynstr,
+            value=value,
+            old=old,
+            offset=offset,
+            patches=patches,
+            tag=tag,
         )
 
 
@@ -101,9 +114,10 @@ def _plan(
     old: list[tuple[int, int, int]],
     offset: int | None,
     patches: list[Patch],
+    tag: int,
 ) -> ElfEdit:
     str_offset = len(dynstr) if offset is None else offset
-    entries = _with_rpath(layout.dyn_entries(), old, str_offset)
+    entries = _with_rpath(layout.dyn_entries(), old, str_offset, tag)
     move_dynamic = len(entries) + 1 > len(layout.dynamic)
     if offset is not None and not move_dynamic:
         return _finish(path, layout, patches + _dynamic_patches(layout, entries), b"")
@@ -208,6 +222,7 @@ def _overwrite_in_place(
     value: bytes,
     old: list[tuple[int, int, int]],
     patches: list[Patch],
+    tag: int,
 ) -> int | None:
     """Overwrite an old, unshared RPATH/RUNPATH string if ``value`` fits; its offset."""
     if not old:
@@ -216,7 +231,7 @@ def _overwrite_in_place(
     if refs is None:
         return None
     base, _ = layout.dynstr_range()
-    for _, _, off in sorted(old, key=lambda o: o[1] != DT_RPATH):
+    for _, _, off in sorted(old, key=lambda o: o[1] != tag):
         current = _string_at(dynstr, off)
         if current is not None and len(value) <= len(current) and is_unshared(dynstr, off, refs):
             patches.append((base + off, value + bytes(len(current) + 1 - len(value))))
@@ -224,12 +239,14 @@ def _overwrite_in_place(
     return None
 
 
-def _with_rpath(entries: list[Dyn], old: list[tuple[int, int, int]], offset: int) -> list[Dyn]:
-    """Drop old RPATH/RUNPATH entries; put one DT_RPATH where the first was (or last)."""
+def _with_rpath(
+    entries: list[Dyn], old: list[tuple[int, int, int]], offset: int, tag: int
+) -> list[Dyn]:
+    """Drop old RPATH/RUNPATH entries; put one ``tag`` entry where the first was (or last)."""
     old_slots = {o[0] for o in old}
     at = min(old_slots) if old_slots else len(entries)
     out = [e for i, e in enumerate(entries) if i not in old_slots and i < at]
-    out.append((DT_RPATH, offset))
+    out.append((tag, offset))
     out += [e for i, e in enumerate(entries) if i not in old_slots and i >= at]
     return out
 
