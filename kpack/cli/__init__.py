@@ -26,7 +26,7 @@ from kpack.common.cli import (
     configure_logging,
 )
 from kpack.databases import handler_names
-from kpack.finalize._cli import add_arguments as add_finalize_arguments
+from kpack.finalize import add_arguments as add_finalize_arguments
 from kpack.wheelsplit import add_arguments as add_split_wheel_arguments
 from kpack.wheelsplit import run as run_split_wheel
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kpack.common.cli import parse_size
+from kpack.common.cli import add_list_argument, parse_size
 
 __all__ = ["add_arguments", "add_budget_argument", "add_set_arguments"]
 
@@ -29,12 +29,13 @@ def add_set_arguments(parser: argparse.ArgumentParser, *, required: bool) -> Non
         help="the set's wheels (the builder's output dir, or a --find-links dir): where each "
         "ROCm library installs is read from them",
     )
-    parser.add_argument(
+    add_list_argument(
+        parser,
         "--expected-gpu-target",
-        action="append",
         default=[],
         metavar="T",
-        help="a GPU target the wheel's device code must serve (repeatable; gfx942, "
+        spaces=False,
+        help="GPU targets the wheel's device code must serve, exactly (gfx942, "
         "gfx90a:xnack-, gfx11-generic): code for any other target, or none for one of these, "
         "is an error",
     )

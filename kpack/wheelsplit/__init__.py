@@ -41,6 +41,7 @@ from pathlib import Path
 
 from kpack.common import cancel
 from kpack.common.boundary import guarded
+from kpack.common.budget import check_budget
 from kpack.common.cli import configure_logging
 from kpack.common.outputs import Publication, publish_all, staging
 from kpack.common.safepath import output_dir_problem
@@ -76,7 +77,7 @@ from kpack.wheelsplit._outputs import (
 )
 from kpack.wheelsplit._plan import SplitPlan, plan_split
 from kpack.wheelsplit._report import DeviceWheelRow, GpuRow, LibraryRow, SplitReport
-from kpack.wheelsplit._requires import device_requires
+from kpack.wheelsplit._requires import check_requires, device_requires
 from kpack.wheelsplit._variant import (
     NULL_LABEL,
     merge_index,
@@ -116,6 +117,8 @@ def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> S
         dist = stack.enter_context(staging(output_dir, TOOL))
         reports = stack.enter_context(staging(report_dir, TOOL))
         work = stack.enter_context(staging(work_parent, TOOL))
+        if options.finalize is not None:
+            input_wheel, options = _finalized(Path(input_wheel), options, work)
         source = open_source(Path(input_wheel), work, options.limits)
         with warnings_once():
             plan = plan_split(source.wheel, options.overlay_root, handlers, options.keep_fat)
@@ -123,6 +126,9 @@ def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> S
                 report = _unchanged(source, dist, plan, options)
             else:
                 report = _split(source, plan, work, dist, options)
+        if options.max_wheel_size is not None:
+            budget = check_budget(sorted(dist.glob("*.whl")), options.max_wheel_size)
+            report = dataclasses.replace(report, budget=budget)
         if options.output_format == "directory":
             unpack_wheels(dist)
         stem = f"{source.wheel.name}-{source.wheel.version}-split-report"
@@ -140,6 +146,19 @@ def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> S
             force=options.force,
         )
     return report
+
+
+def _finalized(input_wheel: Path, options: SplitOptions, work: Path) -> tuple[Path, SplitOptions]:
+    """``--finalize``: the input made a member of the rocm-sdk set (unpacked in ``work``),
+    and the options whose device wheels carry the same pins on the set."""
+    from kpack.finalize import finalized_tree
+
+    assert options.finalize is not None
+    if input_wheel.is_dir():
+        raise UsageError("--finalize takes a .whl, not an unpacked wheel directory")
+    tree, done = finalized_tree(input_wheel, options.finalize, work)
+    requires = (*options.requires, *check_requires(done.pins))
+    return tree, dataclasses.replace(options, requires=requires)
 
 
 def _listed(directory: Path) -> tuple[str, ...]:

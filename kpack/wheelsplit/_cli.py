@@ -9,6 +9,7 @@ from pathlib import Path
 from kpack.archive import DEFAULT_LEVEL
 from kpack.common.cli import Parser, add_verbosity, add_version
 from kpack.databases import handler_names
+from kpack.finalize import add_budget_argument, add_set_arguments
 
 #: ``Parser``: one ``error:`` line and exit status 2 for a usage error (kpack.common.cli).
 __all__ = ["Parser", "add_arguments"]
@@ -22,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_split(parser)
     _add_variants(parser)
     _add_limits(parser)
+    add_budget_argument(parser)
+    _add_finalize(parser)
     add_verbosity(parser)
     parser.add_argument(
         "--clang-offload-bundler",
@@ -150,6 +153,16 @@ def _add_variants(parser: argparse.ArgumentParser) -> None:
         default="0.1.1",
         help="variant.json schema: 0.1.1 (PEP 825) or 0.2.0 (variantlib 0.2.2)",
     )
+
+
+def _add_finalize(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--finalize",
+        action="store_true",
+        help="first make the wheel a member of the rocm-sdk set (as kpack finalize-wheel): "
+        "the host and device wheels then carry its version and pins",
+    )
+    add_set_arguments(parser, required=False)
 
 
 def _add_limits(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kpack.archive import DEFAULT_LEVEL, Scheme
 from kpack.errors import UsageError
@@ -14,6 +14,9 @@ from kpack.wheelfile import DEFAULT_LIMITS, Limits
 from kpack.wheelsplit._requires import check_requires
 from kpack.wheelsplit._types import overlay_root_ok, prefix_ok, wheel_type
 from kpack.wheelsplit._variant import VariantSchema, check_label
+
+if TYPE_CHECKING:
+    from kpack.finalize import FinalizeOptions
 
 __all__ = [
     "DEFAULT_VARIANT_LABEL",
@@ -53,6 +56,8 @@ class SplitOptions:
     tmp_dir: Path | None = None  # where the work dir goes (default: beside the output dir)
     report_dir: Path | None = None  # default: <output dir>-split-reports beside it
     keep_fat: tuple[str, ...] = ()  # --keep-fat globs: fat binaries shipped fat on purpose
+    max_wheel_size: int | None = None  # --max-wheel-size: the budget of every wheel written
+    finalize: FinalizeOptions | None = None  # --finalize: join the rocm-sdk set first
 
 
 def report_dir_for(output_dir: Path, report_dir: Path | None) -> Path:
@@ -133,4 +138,19 @@ def resolve_options(args: argparse.Namespace) -> SplitOptions:
         tmp_dir=getattr(args, "tmp_dir", None),
         report_dir=getattr(args, "report_dir", None),
         keep_fat=tuple(getattr(args, "keep_fat", None) or ()),
+        max_wheel_size=getattr(args, "max_wheel_size", None),
+        finalize=_finalize_options(args),
     )
+
+
+def _finalize_options(args: argparse.Namespace) -> FinalizeOptions | None:
+    """``--finalize``'s options (kpack.finalize, imported only then); the set's flags
+    without ``--finalize`` are a usage error."""
+    if not getattr(args, "finalize", False):
+        given = [f for f in ("rocm_version", "rocm_set") if getattr(args, f, None) is not None]
+        if given or getattr(args, "expected_gpu_target", None):
+            raise UsageError("--rocm-version, --rocm-set and --expected-gpu-target need --finalize")
+        return None
+    from kpack.finalize import options_from
+
+    return options_from(args)

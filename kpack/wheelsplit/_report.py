@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from kpack.common.budget import WheelSize, budget_table
+
 __all__ = ["DeviceWheelRow", "GpuRow", "LibraryRow", "SplitReport"]
 
 
@@ -57,6 +59,7 @@ class SplitReport:
     gpus: tuple[GpuRow, ...]
     variant_wheels: tuple[str, ...]
     notes: tuple[str, ...]
+    budget: tuple[WheelSize, ...] = ()  # every wheel against --max-wheel-size, if given
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -101,6 +104,8 @@ class SplitReport:
             lines += ["## Variant wheels", "", *[f"- {n}" for n in self.variant_wheels], ""]
         if self.notes:
             lines += ["## Notes", "", *[f"- {n}" for n in self.notes], ""]
+        if self.budget:
+            lines += ["## Size budget", "", *budget_table(self.budget), ""]
         return "\n".join(lines)
 
 
