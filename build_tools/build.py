@@ -16,13 +16,14 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from build_tools.pep503 import stage_dist_index
 from kpack.common import cancel
+from kpack.common.budget import WheelSize, budget_table, check_budget
 from kpack.common.outputs import (
     Publication,
     check_outputs,
@@ -185,7 +186,9 @@ def _stage_name(pkg: PlannedPackage) -> str:
     return pkg.dist_name + (f"-{pkg.family}" if pkg.subdir else "")
 
 
-def _write_report(plan: BuildPlan, built: list[Built], tmp: Path) -> None:
+def _write_report(
+    plan: BuildPlan, built: list[Built], tmp: Path, budget: Sequence[WheelSize]
+) -> None:
     """``tmp/report.json`` and ``tmp/report.md``, published next to ``dist/``."""
     if plan.catalog.kpack_split:
         generic = [
@@ -205,7 +208,11 @@ def _write_report(plan: BuildPlan, built: list[Built], tmp: Path) -> None:
             [(b.package.kind.value, b.package.family or "", tmp / b.path) for b in built],
         )
     (tmp / REPORT_JSON).write_text(report.to_json(), encoding="utf-8")
-    (tmp / REPORT_MD).write_text(render_markdown(report), encoding="utf-8")
+    table = budget_table(budget)
+    markdown = render_markdown(report) + (
+        "\n## Size budget\n\n" + "\n".join(table) + "\n" if table else ""
+    )
+    (tmp / REPORT_MD).write_text(markdown, encoding="utf-8")
 
 
 def apply_plan(
@@ -255,8 +262,11 @@ def _apply_plan(
             raise
         finally:
             pool.shutdown(wait=True)
+        budget = check_budget(
+            [tmp / b.path for b in built if b.path.suffix == ".whl"], plan.options.max_wheel_size
+        )
         if plan.options.build_packages:
-            _write_report(plan, built, tmp)
+            _write_report(plan, built, tmp, budget)
             staged, outputs = tmp, [*(b.path.as_posix() for b in built), REPORT_JSON, REPORT_MD]
         else:
             staged, outputs = tmp / "stage", [b.path.as_posix() for b in built]

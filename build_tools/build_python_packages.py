@@ -41,6 +41,7 @@ from kpack.common.cli import (
 )
 from kpack.common.jsonfile import load_json_object
 from kpack.errors import ManifestError, UsageError
+from kpack.finalize import add_budget_argument
 from kpack.targets import is_isa_target
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "metadata files and PEP 691 JSON pages (a multi-family legacy set: one per family, "
         "DIR/<family>/)",
     )
+    add_budget_argument(p)
     p.add_argument(
         "--dry-run",
         action="store_true",
@@ -274,6 +276,7 @@ def _options(args: argparse.Namespace, table: FamilyTable) -> BuildOptions:
         families=frozenset(table.families),
         only=args.only or "all",
         tree_targets=tree_targets,
+        max_wheel_size=args.max_wheel_size,
     )
 
 

@@ -36,6 +36,7 @@ class BuildOptions:
     families: frozenset[str] | None = None  # GPU family labels of the family table (None: any)
     only: Literal["all", "common", "device"] = "all"  # a shard of a --print-shards plan
     tree_targets: tuple[str, ...] = ()  # the whole tree's per-target artifact targets (shards)
+    max_wheel_size: int | None = None  # --max-wheel-size: every wheel's budget (bytes)
 
     @property
     def wheel_tag(self) -> str:
