@@ -28,12 +28,14 @@ from sample_tree.debian_inputs import default_cache_dir
 __all__ = [
     "BITSANDBYTES_WIN",
     "CYLLAMA",
+    "GAFIME",
     "JAX10_PJRT",
     "JAX60_PJRT",
     "JAX_PJRT",
     "JAX_PLUGIN",
     "Digests",
     "PypiWheel",
+    "SPLINE_CONV",
     "fat_members",
     "fat_pe_members",
     "fat_sections",
@@ -127,6 +129,31 @@ CYLLAMA = PypiWheel(
     "",
     python="3.12",
     platform="manylinux_2_35_x86_64",
+)
+
+#: 0.5 MB: ``gafime_rocm/libgafime_rocm.so`` (HIP fat library, 13 ISAs from gfx90a to gfx1201)
+#: needs ``libamdhip64.so.7`` through the build machine's RUNPATH ``/opt/rocm/lib``; the
+#: extension module beside it needs no ROCm library.
+GAFIME = PypiWheel(
+    "gafime-rocm",
+    "0.4.7",
+    "gafime_rocm-0.4.7-cp311-cp311-manylinux_2_28_x86_64.whl",
+    "9286d4fdc7b0e4b6e8edd08324f36c6619f63d9f43c393a6d9edcd4028a4ef70",
+    "gafime_rocm/",
+    platform="manylinux_2_28_x86_64",
+)
+
+#: 1.4 MB: PyG's torch-spline-conv for ROCm, rebased onto the rocm-sdk set by hand: every
+#: module's RUNPATH is ``$ORIGIN/../torch/lib:$ORIGIN/../_rocm_sdk_core/lib:…`` (right for
+#: one directory and no nonce); ``_basis_cuda.so`` and ``_weighting_cuda.so`` need
+#: ``libamdhip64.so.7`` and carry 29 ISAs.
+SPLINE_CONV = PypiWheel(
+    "torch-spline-conv-rocm",
+    "1.2.2.post7",
+    "torch_spline_conv_rocm-1.2.2.post7-cp311-cp311-manylinux_2_32_x86_64.whl",
+    "81a84ea2514d88289c450b0d613789d666d46c4371cfbad384b68c81eaff663e",
+    "torch_spline_conv/",
+    platform="manylinux_2_32_x86_64",
 )
 
 
