@@ -31,6 +31,7 @@ from kpack.common.outputs import (
     record_beside,
     staging,
 )
+from kpack.common.progress import Progress
 from kpack.split import SpooledArchive
 from kpack.wheelfile import (
     Member,
@@ -46,7 +47,6 @@ from .devel import write_devel_tar
 from .kpack_split import spool_planned_archives
 from .payload import PayloadFile
 from .plan import BuildPlan, DistKind, PlannedPackage
-from .progress import Progress
 from .report import REPORT_JSON, REPORT_MD, make_legacy_report, make_report, render_markdown
 
 __all__ = ["ARCHIVES", "RECORD", "TOOL", "Built", "apply_plan"]

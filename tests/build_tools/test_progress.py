@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import progress as progress_module
-from build_tools.progress import LineProgress, make_progress
+from kpack.common import progress as progress_module
+from kpack.common.progress import LineProgress, make_progress
 
 from .treeutil import add_artifact, write_manifest
 
