@@ -71,14 +71,14 @@ def plan_rpath_edit(
         base, size = layout.dynstr_range()
         dynstr = reader.read_at(base, size, "dynamic string table")
         old = [
-            (slot, tag, off)
-            for slot, (tag, off) in enumerate(layout.dyn_entries())
-            if tag in (DT_RPATH, DT_RUNPATH)
+            (slot, kind, off)
+            for slot, (kind, off) in enumerate(layout.dyn_entries())
+            if kind in (DT_RPATH, DT_RUNPATH)
         ]
-        for slot, tag, off in old:
+        for slot, kind, off in old:
             if off >= size:
                 raise ElfError(
-                    f"dynamic slot {slot} (tag {tag}) points beyond DT_STRSZ", path=root_path(path)
+                    f"dynamic slot {slot} (tag {kind}) points beyond DT_STRSZ", path=root_path(path)
                 )
         if not entries:
             if not old:
