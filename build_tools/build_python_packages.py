@@ -32,6 +32,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from build_tools.shard_cli import add_shard_arguments, input_spool, print_shards, with_tree_targets
 from kpack.common.cli import (
     Parser,
+    add_jobs,
     add_list_argument,
     add_verbosity,
     add_version,
@@ -49,8 +50,8 @@ if TYPE_CHECKING:
     from build_tools.build import Built
     from build_tools.options import BuildOptions
     from build_tools.plan import BuildPlan
-    from build_tools.progress import Progress
     from build_tools.targets import FamilyTable
+    from kpack.common.progress import Progress
 
 __all__ = ["main"]
 
@@ -159,13 +160,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="print the plan (packages, file counts, sizes) and write nothing",
     )
-    p.add_argument(
-        "-j",
-        "--jobs",
-        type=int,
-        default=os.cpu_count() or 2,
-        help="worker threads for scanning and compression (default: CPU count)",
-    )
+    add_jobs(p, "worker threads for scanning and compression")
     add_verbosity(p)
     return p
 
@@ -283,7 +278,7 @@ def _options(args: argparse.Namespace, table: FamilyTable) -> BuildOptions:
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser(argv).parse_args(argv)
     configure_logging(args)
-    from build_tools.progress import make_progress
+    from kpack.common.progress import make_progress
 
     progress = make_progress(quiet=args.quiet)
     try:

@@ -20,10 +20,12 @@ from kpack.archive import DEFAULT_LEVEL
 from kpack.common.boundary import guarded
 from kpack.common.cli import (
     Parser,
+    add_jobs,
     add_list_argument,
     add_verbosity,
     add_version,
     configure_logging,
+    verbosity_conflict,
 )
 from kpack.databases import handler_names
 from kpack.finalize import add_arguments as add_finalize_arguments
@@ -67,9 +69,10 @@ def cmd_finalize(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     add_version(common)
-    add_verbosity(common)
+    add_verbosity(common, subcommand=True)
     parser = Parser(prog="kpack", description=DESCRIPTION)
     add_version(parser)
+    add_verbosity(parser)  # before the subcommand or after it (its copy leaves these alone)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect", parents=[common], help="describe a fat binary, bundle or .kpack")
@@ -153,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "split-wheel", help="split a fat Python wheel into a host wheel and device wheels"
     )
-    add_split_wheel_arguments(p)
+    add_split_wheel_arguments(p, subcommand=True)
     p.set_defaults(func=run_split_wheel)
     return parser
 
@@ -203,7 +206,7 @@ def add_split_artifacts_arguments(p: argparse.ArgumentParser) -> None:
     )
     level_help = f"zstd level 1-22 ({DEFAULT_LEVEL}; rocm-kpack: 3)"
     p.add_argument("--compression-level", type=int, metavar="N", help=level_help)
-    p.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (2)")
+    add_jobs(p, "worker processes")
     p.add_argument("--force", action="store_true", help="replace existing output dirs")
     tmp_help = "where temporary files go (rocm-kpack's option; default: TMPDIR)"
     p.add_argument("--tmp-dir", type=Path, metavar="DIR", help=tmp_help)
@@ -212,7 +215,11 @@ def add_split_artifacts_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    conflict = verbosity_conflict(args)
+    if conflict is not None:
+        parser.error(conflict)
     configure_logging(args, fmt="%(levelname)s %(name)s: %(message)s")
     return int(args.func(args))
 

@@ -4,7 +4,9 @@
 - ``-V`` prints the project's version (``--version`` too, where that name is free; the
   builder and the assembler keep ``--version V`` for the package version TheRock passes,
   and print the tool's version for a bare ``--version`` given alone).
-- ``-q`` prints errors and the output line only; ``-v`` logs progress, ``-vv`` debug.
+- ``-q`` prints errors and the output line only; ``-v`` logs progress, ``-vv`` debug;
+  ``-q``/``-v``/``-V`` are taken before a subcommand and after it (``kpack -q inspect F``).
+- ``-j`` defaults to the CPU count (the CPUs this process may run on) in every tool.
 - List flags take comma-separated values, the spelling TheRock's own call sites and help
   use (``--linux-amdgpu-families=gfx94X-dcgpu,gfx110X-all``); ``;`` (TheRock's workflow
   values), space-separated values (TheRock's CMake expands lists that way) and repeating
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -32,15 +35,19 @@ from kpack.errors import UsageError
 __all__ = [
     "DIST_NAME",
     "Parser",
+    "add_jobs",
     "add_list_argument",
     "add_verbosity",
     "add_version",
     "configure_logging",
+    "default_jobs",
+    "format_over",
     "format_size",
     "output_line",
     "parse_size",
     "split_list",
     "tool_version",
+    "verbosity_conflict",
 ]
 
 #: The distribution that ships every tool.
@@ -148,17 +155,53 @@ def add_version(
     )
 
 
-def add_verbosity(parser: argparse.ArgumentParser) -> None:
-    """``-v`` (repeatable) and ``-q``, exclusive of each other."""
+def add_verbosity(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:
+    """``-v`` (repeatable) and ``-q``, exclusive of each other. ``subcommand``: a
+    subcommand's copy, which leaves what its command's own ``-q``/``-v`` set alone when not
+    given (argparse would reset it to the default)."""
+    default: dict[str, Any] = {"default": argparse.SUPPRESS} if subcommand else {}
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)"
+        "-v",
+        "--verbose",
+        action="count",
+        help="log progress (-vv: debug)",
+        **(default or {"default": 0}),
     )
     group.add_argument(
         "-q",
         "--quiet",
         action="store_true",
         help="print errors and the output path only (no progress, notices or tables)",
+        **default,
+    )
+
+
+def verbosity_conflict(args: argparse.Namespace) -> str | None:
+    """The usage error of ``-q`` and ``-v`` given together (one before a subcommand, one
+    after it), if they are."""
+    if getattr(args, "quiet", False) and getattr(args, "verbose", 0):
+        return "-q/--quiet and -v/--verbose exclude each other"
+    return None
+
+
+def default_jobs() -> int:
+    """``-j``'s default in every tool: the CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1  # pragma: no cover - not Linux
+
+
+def add_jobs(parser: argparse.ArgumentParser, what: str) -> None:
+    """``-j N``/``--jobs N`` (``what``: worker processes, threads...), default the CPU
+    count."""
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=default_jobs(),
+        metavar="N",
+        help=f"{what} (default: the CPU count)",
     )
 
 
@@ -246,6 +289,15 @@ def format_size(n: float) -> str:
         if n < 999.95:
             return f"{n:.1f} {unit}"
     return f"{n / 1000:.1f} TB"
+
+
+def format_over(size: int, limit: int) -> str:
+    """``70.1 GB, over the limit of 64.0 GB``: a size against its limit, in decimal units;
+    with the bytes of both where the units would show them equal."""
+    shown, most = format_size(size), format_size(limit)
+    if shown == most:
+        shown, most = f"{shown} ({size} bytes)", f"{most} ({limit} bytes)"
+    return f"{shown}, over the limit of {most}"
 
 
 _SIZE_RE = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>[a-z]*)")

@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from kpack.artifact.names import ArtifactId
 from kpack.artifact.planned import PlannedArchive, PlannedKernel, TransformedBinary
 from kpack.artifact.tree import Artifact, Entry, EntryKind
+from kpack.common.cli import format_size
 from kpack.errors import TransformError
 from kpack.hipfmt import search_path
 from kpack.split._archives import ArchiveJob, KernelEntry, SpooledArchive, lay_out_archives
@@ -57,12 +58,12 @@ class PlannedSplit:
         before = sum(e.size for e, _ in self.transformed)
         lines = [
             f"split {self.artifact.id.dirname}: {len(self.transformed)} fat binaries "
-            f"({before / 1e6:.1f} MB -> {host / 1e6:.1f} MB host code), "
+            f"({format_size(before)} -> {format_size(host)} host code), "
             f"{len(self.archives)} archives, {len(self.plan.databases)} database files"
         ]
         lines += [
             f"  {a.key}: {len(a.kernels)} kernels, "
-            f"{a.original_bytes / 1e6:.1f} MB before compression"
+            f"{format_size(a.original_bytes)} before compression"
             for a in self.archives
         ]
         lines += [
@@ -154,7 +155,7 @@ def _split(
         f"{kernel_name(fat)}: {note}" for fat, t in transformed for note in t.transform.notes
     )
     notes += tuple(
-        f"{plan.out_name(t)}: {n} archive parts, none over {spec.limit} bytes"
+        f"{plan.out_name(t)}: {n} archive parts, none over {format_size(spec.limit)}"
         for t, n in archive_plan.parted()
     )
     return PlannedSplit(

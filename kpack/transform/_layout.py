@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from kpack.common.cli import format_size
 from kpack.elf import Blob, ElfEdit, LoadPlan, Patch, grown_table, plan_load
 from kpack.elf.reader import ElfLayout, Reader
 from kpack.elf.relocations import R_X86_64_RELATIVE, Rela
@@ -173,11 +174,11 @@ def _notes(fat: FatLayout, cut: Cut | None, load: LoadPlan, edit: ElfEdit) -> tu
     notes = []
     if cut is None:
         notes.append(
-            f".hip_fatbin ({shdr.sh_size} bytes) has no whole page to remove; it stays in "
-            f"the file and the file grows by {edit.size - fat.layout.size} bytes"
+            f".hip_fatbin ({format_size(shdr.sh_size)}) has no whole page to remove; it stays "
+            f"in the file and the file grows by {format_size(edit.size - fat.layout.size)}"
         )
     else:
-        notes.append(f"removed {cut.size} bytes of device code from .hip_fatbin")
+        notes.append(f"removed {format_size(cut.size)} of device code from .hip_fatbin")
     if load.table_moved:
         pinned = load.vaddr - load.offset == _first_load_delta(fat.layout)
         notes.append(
@@ -188,7 +189,7 @@ def _notes(fat: FatLayout, cut: Cut | None, load: LoadPlan, edit: ElfEdit) -> tu
         notes.append("program-header table grew in place")
     if edit.zero_fill > PAGE and fat.layout.first(PT_INTERP) is not None:
         notes.append(
-            f"executable: {edit.zero_fill} bytes of zero padding (a hole) keep the moved "
+            f"executable: {format_size(edit.zero_fill)} of zero padding (a hole) keep the moved "
             "program-header table at p_vaddr - p_offset of the first PT_LOAD"
         )
     return tuple(notes)

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpack.common.cli import format_over, format_size
 from kpack.common.safepath import Root, case_collisions, safe_relpath, windows_platform
 from kpack.errors import PackagingError, UnsafePathError
 from kpack.wheelfile._inflate import member_chunks, read_ahead, starts_with
@@ -74,11 +75,11 @@ class Limits:
     ``max_ratio`` bounds ``uncompressed / compressed`` of every member that unpacks to more
     than ``ratio_floor`` bytes (tiny members legitimately reach any ratio); real wheels stay
     well under 100:1 (shared libraries 2-5:1, text 5-20:1). ``max_total`` bounds the sum of
-    all members' sizes; the largest framework wheels unpack to a few GiB.
+    all members' sizes; the largest framework wheels unpack to a few GB.
     """
 
     max_ratio: float = 1000.0
-    max_total: int = 64 << 30
+    max_total: int = 64 * 10**9  # --max-unpacked-size 64GB
     ratio_floor: int = 1 << 20
 
 
@@ -311,13 +312,13 @@ def _check_sizes(infos: list[zipfile.ZipInfo], limits: Limits, path: Path) -> No
             ratio = info.file_size / max(info.compress_size, 1)
             if ratio > limits.max_ratio:
                 problems.append(
-                    f"{info.filename}: {info.compress_size} bytes would expand to "
-                    f"{info.file_size} ({ratio:.0f}:1, limit {limits.max_ratio:.0f}:1; raise it "
-                    "with --max-expansion-ratio)"
+                    f"{info.filename}: {format_size(info.compress_size)} would expand to "
+                    f"{format_size(info.file_size)} ({ratio:.0f}:1, limit "
+                    f"{limits.max_ratio:.0f}:1; raise it with --max-expansion-ratio)"
                 )
     if total > limits.max_total:
         problems.append(
-            f"members unpack to {total} bytes, over the limit of {limits.max_total} "
+            f"members unpack to {format_over(total, limits.max_total)} "
             "(raise it with --max-unpacked-size)"
         )
     if problems:

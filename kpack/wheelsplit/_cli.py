@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from kpack.archive import DEFAULT_LEVEL
-from kpack.common.cli import Parser, add_verbosity, add_version
+from kpack.common.cli import Parser, add_jobs, add_verbosity, add_version, parse_size
 from kpack.databases import handler_names
 from kpack.finalize import add_budget_argument, add_set_arguments
 
@@ -15,9 +15,10 @@ from kpack.finalize import add_budget_argument, add_set_arguments
 __all__ = ["Parser", "add_arguments"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:
     """Every option of rocm-kpack's ``split_python_wheels``, spelled as there, and ours
-    (``-V``/``--version``, ``-q``/``-v`` as every tool has them)."""
+    (``-V``/``--version``, ``-q``/``-v`` as every tool has them; ``subcommand``: those of
+    ``kpack split-wheel``, where ``kpack -q`` may have set them before it)."""
     add_version(parser)
     _add_io(parser)
     _add_split(parser)
@@ -25,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_limits(parser)
     add_budget_argument(parser)
     _add_finalize(parser)
-    add_verbosity(parser)
+    add_verbosity(parser, subcommand=subcommand)
     parser.add_argument(
         "--clang-offload-bundler",
         type=Path,
@@ -130,9 +131,7 @@ def _add_split(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"zstd level 1-22 ({DEFAULT_LEVEL}; rocm-kpack: 3)",
     )
-    parser.add_argument(
-        "-j", "--jobs", type=int, default=1, metavar="N", help="worker processes (1)"
-    )
+    add_jobs(parser, "worker processes")
 
 
 def _add_variants(parser: argparse.ArgumentParser) -> None:
@@ -175,24 +174,9 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-unpacked-size",
-        type=_size,
-        default=64 << 30,
+        type=parse_size,
+        default=64 * 10**9,
         metavar="SIZE",
-        help="refuse a wheel whose members unpack to more than SIZE bytes (64G; K/M/G/T suffixes)",
+        help="refuse a wheel whose members unpack to more than SIZE (64GB = 64*10^9 bytes; "
+        "500MB; 64GiB)",
     )
-
-
-def _size(text: str) -> int:
-    """``123``, ``64G``, ``1.5T`` -> bytes (powers of 1024)."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    value = text.strip().upper().removesuffix("B")
-    scale = units.get(value[-1:], 1)
-    if value[-1:] in units:
-        value = value[:-1]
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
-    if not 0 < number * scale < 1 << 63:  # refuses nan and inf too
-        raise argparse.ArgumentTypeError(f"size must be positive and below 8E: {text!r}")
-    return int(number * scale)

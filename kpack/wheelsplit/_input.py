@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 from pathlib import Path
 
+from kpack.common.cli import format_over
 from kpack.common.safepath import case_collisions, is_utf8, shown_name, windows_platform
 from kpack.errors import PackagingError, shown_list
 from kpack.wheelfile import (
@@ -84,7 +85,7 @@ def open_wheel_dir(path: Path, limits: Limits) -> tuple[InputWheel, str]:
     total = sum(info.st_size for info in files.values())
     if total > limits.max_total:
         problems.append(
-            f"files add up to {total} bytes, over the limit of {limits.max_total} "
+            f"files add up to {format_over(total, limits.max_total)} "
             "(raise it with --max-unpacked-size)"
         )
     if problems:
