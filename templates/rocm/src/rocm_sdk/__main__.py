@@ -151,10 +151,30 @@ def _device_code_installed() -> bool:
 def _init(args: argparse.Namespace) -> int:
     from ._devel import get_devel_root
 
+    if args.check:
+        return _check_devel(quiet=args.quiet)
     root = get_devel_root()
     if not args.quiet:
         print(f"Devel contents expanded to '{root}'")
     return 0
+
+
+#: ``rocm-sdk init --check``'s status when the devel tree is not ready (not expanded,
+#: incomplete, or rocm-sdk-devel not installed); 0 when it is expanded and complete.
+EXIT_NOT_READY = 1
+
+
+def _check_devel(*, quiet: bool) -> int:
+    """One line on stdout (the answer; stderr when not ready), nothing changed."""
+    from ._devel_status import devel_status
+
+    status = devel_status()
+    if status.ok:
+        if not quiet:
+            print(f"rocm-sdk: {status.describe()}")
+        return 0
+    print(f"rocm-sdk: {status.describe()}", file=sys.stderr)
+    return EXIT_NOT_READY
 
 
 def _test(args: argparse.Namespace) -> int:
@@ -213,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     init = sub.add_parser("init", help="expand the devel package and link device files",
                           epilog=EXPANSION_NOTE)
     init.add_argument("--quiet", action="store_true", help="print nothing on success")
+    init.add_argument("--check", action="store_true",
+                      help="change nothing: say whether the devel tree is expanded and complete "
+                      "(exit status 0) or not (1, with the command that fixes it)")
     init.set_defaults(func=_init)
     sub.add_parser("test", help="run the installation self-tests").set_defaults(func=_test)
     return parser

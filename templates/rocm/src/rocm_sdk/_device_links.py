@@ -166,6 +166,11 @@ def _link_one(site: Path, devel_root: Path, link: DeviceLink) -> bool:
     return True
 
 
+def unlinked_plans(devel_root: Path, plans: list[DeviceLinkPlan]) -> list[DeviceLinkPlan]:
+    """The plans some of whose links are not in place in ``devel_root``; reads only."""
+    return [plan for plan in plans if not all(_is_linked(devel_root, k) for k in plan.links)]
+
+
 def reconcile_device_links(
     site: Path, devel_root: Path, version: str, plans: list[DeviceLinkPlan] | None = None
 ) -> int:

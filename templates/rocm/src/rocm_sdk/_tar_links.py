@@ -29,9 +29,11 @@ __all__ = [
     "check_symlink_targets",
     "create_links",
     "keeps_symlink",
+    "pending_links",
     "reconcile_pending",
     "set_aside_dangling",
     "symlinks_to_hardlinks",
+    "unreconciled_pending",
 ]
 
 #: Written by :func:`~rocm_sdk._tar_expand.extract_tree` into the tree it expands; no member
@@ -192,26 +194,46 @@ def _pending_entry(entry: object) -> tuple[str, str]:
     return relpath, target
 
 
+def pending_links(dest: Path) -> list[tuple[str, str]]:
+    """(relpath, target) of every pending link listed in ``dest``, made or not."""
+    try:
+        doc = read_json(dest / PENDING_LINKS_NAME)
+    except (OSError, ValueError):
+        return []
+    entries = (_pending_entry(entry) for entry in (doc if isinstance(doc, list) else []))
+    return [(relpath, target) for relpath, target in entries if relpath]
+
+
+def _pending_change(link: Path, resolved: str) -> bool:
+    """Whether :func:`reconcile_pending` would make ``link`` (its target is there now) or
+    remove it (its target has gone)."""
+    if os.path.lexists(link):
+        return not os.path.exists(resolved) and (link.is_symlink() or link.is_file())
+    return os.path.isfile(resolved) or os.path.isdir(resolved)
+
+
+def unreconciled_pending(dest: Path) -> list[str]:
+    """The relpaths of the pending links :func:`reconcile_pending` would make or remove
+    now; reads only."""
+    return [
+        relpath for relpath, target in pending_links(dest)
+        if _pending_change(dest / relpath, os.path.realpath((dest / relpath).parent / target))
+    ]
+
+
 def reconcile_pending(dest: Path) -> list[str]:
     """Create the pending links whose package is installed now (hardlinks or symlinks, as
     ``symlinks_to_hardlinks`` makes them); return their relpaths for the RECORD. Links
     whose package has gone since are removed again, so none ever dangles."""
-    path = dest / PENDING_LINKS_NAME
-    try:
-        doc = read_json(path)
-    except (OSError, ValueError):
-        return []
     added: list[str] = []
     tree = os.path.realpath(dest)
-    for entry in doc if isinstance(doc, list) else []:
-        relpath, target = _pending_entry(entry)
-        if not relpath:
-            continue
+    for relpath, target in pending_links(dest):
         link = dest / relpath
         resolved = os.path.realpath(link.parent / target)
+        if not _pending_change(link, resolved):
+            continue
         if os.path.lexists(link):
-            if not os.path.exists(resolved) and (link.is_symlink() or link.is_file()):
-                link.unlink()
+            link.unlink()
             continue
         if os.path.isfile(resolved):
             link.parent.mkdir(parents=True, exist_ok=True)
