@@ -39,7 +39,14 @@ def sdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path,
 
 def test_public_api(sdk: tuple[Path, ModuleType]) -> None:
     _, rocm_sdk = sdk
-    assert rocm_sdk.__all__ == ["__version__", "find_libraries", "initialize_process"]
+    assert rocm_sdk.__all__ == [
+        "DevelStatus",
+        "__version__",
+        "devel_status",
+        "find_libraries",
+        "initialize_process",
+        "is_devel_expanded",
+    ]
     assert rocm_sdk.__version__ == VERSION
     assert callable(rocm_sdk.preload_libraries)
 
