@@ -19,6 +19,7 @@ from pathlib import Path
 from kpack.archive import KpackArchive
 from kpack.common.cli import format_size
 from kpack.generic_targets import generic_table
+from kpack.targets import target_order
 
 __all__ = [
     "REPORT_JSON",
@@ -108,7 +109,7 @@ def make_report(
 ) -> Report:
     """``generic``: (kind, wheel) of core/libraries/...; ``devices``: (target, wheel)."""
     rows = []
-    for target, wheel in sorted(devices):
+    for target, wheel in sorted(devices, key=lambda d: (target_order(d[0]), d[1])):
         kernels, databases = _count_kernels(wheel)
         rows.append(DeviceRow(target, wheel.name, wheel.stat().st_size, kernels, databases))
     base = sum(p.stat().st_size for kind, p in generic if kind in ("core", "libraries"))

@@ -20,7 +20,7 @@ import yaml
 
 from kpack.common.cli import split_list
 from kpack.errors import ManifestError, UsageError
-from kpack.targets import base_target, is_isa_target
+from kpack.targets import base_target, is_isa_target, target_order
 
 from ._cmake import CMakeCall, cmake_calls
 from ._data import data_dir
@@ -64,8 +64,8 @@ class FamilyTable:
         """``unknown GPU family 'x'`` (in which flag, the closest names), then the valid
         names on the lines below: the families, and the single targets of the table."""
         shown = repr(family if len(family) <= 80 else f"{family[:77]}...")  # a value, cut
-        groups = sorted(n for n in self.families if not _SINGLE_RE.fullmatch(n))
-        singles = sorted({t for targets in self.families.values() for t in targets})
+        groups = sorted((n for n in self.families if not _SINGLE_RE.fullmatch(n)), key=target_order)
+        singles = sorted({t for ts in self.families.values() for t in ts}, key=target_order)
         close = difflib.get_close_matches(family[:80], [*groups, *singles], n=2, cutoff=0.75)
         hint = f" (did you mean {' or '.join(close)}?)" if close else ""
         where = f" in {flag}" if flag else ""

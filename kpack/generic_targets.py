@@ -16,7 +16,7 @@ from pathlib import Path
 from kpack.common.data import manifest_path
 from kpack.common.yamlfile import read_yaml
 from kpack.errors import ManifestError
-from kpack.targets import base_target, is_processor, looks_generic
+from kpack.targets import base_target, is_processor, looks_generic, target_order
 
 __all__ = [
     "GENERIC_TARGETS_YAML",
@@ -80,7 +80,7 @@ class GenericTable:
         for target in available:
             base = base_target(target)
             out.update(self.members.get(base, (base,)))
-        return tuple(sorted(out))
+        return tuple(sorted(out, key=target_order))
 
     def unknown_generic(self, targets: Iterable[str]) -> tuple[str, ...]:
         """Targets spelled as a generic target that the table does not list, sorted."""

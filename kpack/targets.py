@@ -21,7 +21,8 @@ feeds both one table.
 - :func:`is_isa_target`: the stricter form of an artifact directory or ``--gpu-targets``;
 - :func:`base_target`, :func:`target_features`: a target id's processor and features;
 - :func:`looks_generic`: spelled as an LLVM generic target (which ones exist is the generic
-  target table's business, :mod:`kpack.generic_targets`).
+  target table's business, :mod:`kpack.generic_targets`);
+- :func:`target_order`: the one sort key of every list of targets a tool shows.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "is_target_id",
     "looks_generic",
     "target_features",
+    "target_order",
 ]
 
 MAX_TARGET_ID = 64
@@ -86,3 +88,40 @@ def looks_generic(target: str) -> bool:
     """True when ``target``'s processor is spelled as an LLVM generic target
     (``gfx11-generic``, ``gfx9-4-generic:xnack-``), whether or not the table knows it."""
     return _GENERIC_RE.fullmatch(base_target(target)) is not None
+
+
+#: a processor, its -strict variant, or a family of one processor (gfx950-dcgpu)
+_ORDER_PROCESSOR_RE = re.compile(r"gfx([0-9]+)([0-9a-f])([0-9a-f])(?:-([a-z][a-z-]*))?")
+_ORDER_GENERIC_RE = re.compile(r"gfx([0-9]+)(?:-([0-9]+))?-generic")
+_ORDER_FAMILY_RE = re.compile(r"gfx([0-9]+?)([0-9a-f])[xX](?:-.*)?")  # gfx94X-dcgpu, gfx11X-all
+_ORDER_KEY_RE = re.compile(r"gfx([0-9]+)(?:_([0-9]+))?")  # bundle keys: gfx9, gfx9_4
+#: a major version's sub-families, families and generic targets sort after its processors
+_AFTER = 0x100
+
+
+def target_order(target: str) -> tuple[int, int, int, str]:
+    """The natural order of targets, as a sort key: by GFX version (major, minor, stepping),
+    so ``gfx803 < gfx90a < gfx942 < gfx1030 < gfx1100 < gfx1250``; a processor's
+    feature variants, ``-strict`` variant and families right after it (``gfx942``,
+    ``gfx942:xnack+``; ``gfx1250``, ``gfx1250-strict``, ``gfx1250-dgpu``); a family of several
+    (``gfx94X-dcgpu``), a
+    bundle key (``gfx9_4``) and a generic target (``gfx9-4-generic``) after the processors
+    they cover, the broader ones last (``gfx950 < gfx9_5 < gfx9-generic``); anything else
+    after every GFX version, by name."""
+    base, _, features = target.partition(":")
+    found = _ORDER_PROCESSOR_RE.fullmatch(base)
+    if found:
+        major, minor, stepping = int(found[1]), int(found[2], 16), int(found[3], 16)
+        suffix = found[4] or ""
+        return (
+            major,
+            minor,
+            stepping,
+            f"{0 if not suffix else 1 if suffix == 'strict' else 2}{suffix}:{features}",
+        )
+    for pattern, rank in ((_ORDER_FAMILY_RE, 1), (_ORDER_KEY_RE, 2), (_ORDER_GENERIC_RE, 3)):
+        found = pattern.fullmatch(base)
+        if found:
+            minor = int(found[2], 16) if found[2] else _AFTER
+            return int(found[1]), minor, _AFTER + rank, target
+    return 1 << 30, 0, 0, target

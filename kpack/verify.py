@@ -32,6 +32,7 @@ from kpack.generic_targets import generic_table
 from kpack.hipfmt import GFXARCH, MARKER, PE_MARKER
 from kpack.pe.image import is_pe_file
 from kpack.resolve import KpackRef, check_variant_overlays, read_kpack_ref
+from kpack.targets import target_order
 
 __all__ = ["VerifyReport", "find_archives", "verify_binary"]
 
@@ -213,7 +214,7 @@ def verify_binary(
         binary=binary,
         ref=ref,
         archives=paths,
-        targets=tuple(sorted(targets)),
+        targets=tuple(sorted(targets, key=target_order)),
         kernels_checked=checked,
         warnings=tuple(warnings),
     )

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from kpack.common.safepath import case_collisions, is_utf8, shown_name, windows_name_problem
 from kpack.errors import ArtifactError, PackagingError
 from kpack.generic_targets import generic_table
-from kpack.targets import base_target
+from kpack.targets import base_target, target_order
 
 from ..artifacts import Catalog, EntryKind
 from ..options import BuildOptions
@@ -40,11 +40,11 @@ def check_targets_present(catalog: Catalog, options: BuildOptions) -> None:
         ("--linux-amdgpu-families", options.linux_targets),
         ("--windows-amdgpu-families", options.windows_targets),
     ):
-        missing = sorted({base_target(t) for t in expected} - served)
+        missing = sorted({base_target(t) for t in expected} - served, key=target_order)
         if missing:
             raise ArtifactError(
                 f"missing fetched artifact targets: {', '.join(missing)} (expected by {flag}; "
-                f"found: {', '.join(sorted(found)) or 'none'})",
+                f"found: {', '.join(sorted(found, key=target_order)) or 'none'})",
                 path=catalog.root,
             )
 

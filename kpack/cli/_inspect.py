@@ -20,6 +20,7 @@ from kpack.common.safepath import Root, safe_relpath
 from kpack.errors import ArchiveError, UsageError
 from kpack.hipfmt import PE_FATBIN, identify
 from kpack.resolve import read_kpack_ref
+from kpack.targets import target_order
 from kpack.transform import extract_kernels, inspect_fat_binary, read_pe_fat
 
 log = logging.getLogger(__name__)
@@ -138,9 +139,8 @@ def _inspect_kpack(path: Path) -> list[str]:
             f"  kernels: {len(archive)} from {len(binaries)} binaries",
             f"  size: {size} bytes for {original} bytes of code objects",
         ]
-        lines += [
-            f"    {t:<20} {c:>5} kernels {s:>14} bytes" for t, (c, s) in sorted(per_target.items())
-        ]
+        ordered = sorted(per_target.items(), key=lambda item: target_order(item[0]))
+        lines += [f"    {t:<20} {c:>5} kernels {s:>14} bytes" for t, (c, s) in ordered]
     return lines
 
 

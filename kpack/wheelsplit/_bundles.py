@@ -15,6 +15,7 @@ from enum import Enum
 
 from kpack.generic_targets import generic_table
 from kpack.owners import package_owner
+from kpack.targets import target_order
 
 __all__ = [
     "Level",
@@ -114,7 +115,7 @@ def served_targets(present: Iterable[str]) -> tuple[str, ...]:
             out.add(key)
         elif level is Level.GENERIC:
             out.update(table.members[key])
-    return tuple(sorted(out))
+    return tuple(sorted(out, key=target_order))
 
 
 def device_dist_name(prefix: str, key: str) -> str:
