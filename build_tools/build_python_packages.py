@@ -190,19 +190,6 @@ def _nonce(text: str) -> str:
     return text
 
 
-def _table(rows: Sequence[tuple[str, ...]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def _check_dirs_apart(artifact_dir: Path, dest_dir: Path) -> None:
     """Neither directory may lie inside the other: a dest inside the input tree (or inside a
     stage dir) would feed this build's output into the next build as input."""
@@ -369,23 +356,33 @@ def _print_dry_run(plan: BuildPlan) -> None:
     if split is not None and split.splits:
         print("\n".join(split.describe()))
         print()
-    rows = [("package", "family", "files", "input size")] + [
+    from kpack.common.tables import Table, print_tables
+
+    rows = tuple(
         (p.dist_name, p.family or "-", str(p.file_count), format_size(p.input_bytes))
         for p in plan.packages
-    ]
-    print(_table(rows))
+    )
+    header = ("package", "family", "files", "input size")
+    print_tables(
+        [Table(title="Packages planned", header=header, rows=rows, numeric=frozenset({2, 3}))]
+    )
 
 
 def _print_built(built: Sequence[Built], dest: Path) -> None:
-    rows = [("package", "file", "files", "size")] + [
+    """The packages written: one list on stdout; where the report went, on stderr."""
+    from kpack.common.tables import Table, print_tables
+
+    rows = tuple(
         (b.package.dist_name, str(b.path), str(b.package.file_count), format_size(b.size))
         for b in built
-    ]
-    print(_table(rows))
+    )
+    header = ("package", "file", "files", "size")
+    print_tables(
+        [Table(title="Packages written", header=header, rows=rows, numeric=frozenset({2, 3}))]
+    )
     report = dest / "report.md"
     if report.is_file():
-        print()
-        print(report.read_text(encoding="utf-8"))
+        print(f"report: {output_line(report)}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

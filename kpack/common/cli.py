@@ -281,7 +281,10 @@ def add_list_argument(
 
 
 def format_size(n: float) -> str:
-    """Bytes in decimal units: ``512 B``, ``1.5 kB``, ``12.3 MB``, ``1.2 GB``, ``3.0 TB``."""
+    """Bytes in decimal units: ``512 B``, ``1.5 kB``, ``12.3 MB``, ``1.2 GB``, ``3.0 TB``
+    (``-1.5 MB`` for a negative difference)."""
+    if n < 0:
+        return f"-{format_size(-n)}"
     if n < 1000:
         return f"{n:.0f} B"
     for unit in ("kB", "MB", "GB"):

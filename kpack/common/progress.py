@@ -1,11 +1,15 @@
-"""What the builder tells a person or a CI log while it works (the CLI's concern only).
+"""What a tool tells a person or a CI log while it works (the CLI's concern only): the
+builder (``build-python-packages``) and the wheel splitter (``kpack split-wheel``) alike.
 
-- Not a terminal (a CI log): one line per phase — scan, split, plan (with the ELF edits
-  planned), each package *as it completes* with its size and the time it took — each line
-  flushed at once, with the elapsed time in front. A file over :data:`LARGE_FILE` gets a
-  line when its compression starts, and another every :data:`LOG_EVERY` seconds.
-- A terminal: a live display from ``rich`` — a bar over every input byte, the phase, and
-  the same per-package lines above it.
+- Not a terminal (a CI log): one line per phase — the builder's scan, split and plan (with
+  the ELF edits planned), the splitter's read, split and write — and each package or wheel
+  *as it completes* with its size and the time it took; each line flushed at once, with the
+  elapsed time in front. A file over :data:`LARGE_FILE` gets a line when its compression
+  starts, and another every :data:`LOG_EVERY` seconds.
+- A terminal: a live display from ``rich`` (imported only then) — the phase, the elapsed
+  time, a bar over every byte to write once that total is known, and the same per-package
+  lines above it. A bar never shows more done than its total: bytes the total did not
+  foresee (a wheel's METADATA and RECORD) grow it.
 - ``-q``: nothing but errors (the CLI still prints its output path last).
 
 Sizes are decimal (kB, MB, GB), as in the live display and the reports.
@@ -32,7 +36,7 @@ LOG_EVERY = 10.0
 
 class Progress(Protocol):
     def phase(self, message: str) -> None: ...
-    def set_total(self, nbytes: int) -> None: ...
+    def set_total(self, nbytes: int, what: str = "writing packages") -> None: ...
     def file_started(self, name: str, size: int) -> None: ...
     def advance(self, nbytes: int) -> None: ...
     def package_done(self, name: str, size: int, seconds: float) -> None: ...
@@ -45,7 +49,7 @@ class QuietProgress:
     def phase(self, message: str) -> None:
         pass
 
-    def set_total(self, nbytes: int) -> None:
+    def set_total(self, nbytes: int, what: str = "writing packages") -> None:
         pass
 
     def file_started(self, name: str, size: int) -> None:
@@ -79,8 +83,8 @@ class LineProgress:
     def phase(self, message: str) -> None:
         self._line(message)
 
-    def set_total(self, nbytes: int) -> None:
-        self._line(f"writing packages from {format_size(nbytes)} of input")
+    def set_total(self, nbytes: int, what: str = "writing packages") -> None:
+        self._line(f"{what} from {format_size(nbytes)} of input")
 
     def file_started(self, name: str, size: int) -> None:
         if size >= LARGE_FILE:
@@ -122,10 +126,14 @@ class RichProgress:
             TransferSpeedColumn,
         )
         from rich.progress import Progress as Bar
+        from rich.table import Column
 
         self._start = time.monotonic()
         self._bar = Bar(
-            TextColumn("{task.description}"),
+            TextColumn(
+                "{task.description}",
+                table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1),
+            ),
             BarColumn(),
             DownloadColumn(binary_units=False),
             TransferSpeedColumn(),
@@ -134,19 +142,29 @@ class RichProgress:
             transient=True,
         )
         self._task = self._bar.add_task("starting", total=None)
+        self._lock = threading.Lock()
+        self._total: int | None = None
+        self._done = 0
         self._bar.start()
 
     def _print(self, message: str) -> None:
-        self._bar.console.print(
-            f"[{time.monotonic() - self._start:7.1f}s] {message}", markup=False, highlight=False
+        self._bar.console.print(  # one line, cut to the terminal's width: never wrapped
+            f"[{time.monotonic() - self._start:7.1f}s] {message}",
+            markup=False,
+            highlight=False,
+            no_wrap=True,
+            overflow="ellipsis",
+            crop=True,
         )
 
     def phase(self, message: str) -> None:
         self._bar.update(self._task, description=message)
         self._print(message)
 
-    def set_total(self, nbytes: int) -> None:
-        self._bar.update(self._task, total=nbytes, completed=0, description="writing packages")
+    def set_total(self, nbytes: int, what: str = "writing packages") -> None:
+        with self._lock:
+            self._total, self._done = nbytes, 0
+            self._bar.update(self._task, total=nbytes, completed=0, description=what)
         self._bar.refresh()  # drawn now, however short the writing turns out
 
     def file_started(self, name: str, size: int) -> None:
@@ -154,7 +172,12 @@ class RichProgress:
             self._bar.update(self._task, description=f"compressing {name}")
 
     def advance(self, nbytes: int) -> None:
-        self._bar.advance(self._task, nbytes)
+        with self._lock:  # the writer threads of several packages advance it
+            self._done += nbytes
+            if self._total is not None and self._done > self._total:
+                self._total = self._done  # bytes no total foresaw: the bar never overflows
+                self._bar.update(self._task, total=self._total)
+            self._bar.update(self._task, completed=self._done)
 
     def package_done(self, name: str, size: int, seconds: float) -> None:
         self._print(f"wrote {name} ({format_size(size)}, {seconds:.1f} s)")

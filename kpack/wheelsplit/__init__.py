@@ -42,11 +42,13 @@ from pathlib import Path
 from kpack.common import cancel
 from kpack.common.boundary import guarded
 from kpack.common.budget import check_budget
-from kpack.common.cli import configure_logging
+from kpack.common.cli import configure_logging, format_size
 from kpack.common.outputs import Publication, publish_all, staging
+from kpack.common.progress import Progress, QuietProgress, make_progress
 from kpack.common.safepath import output_dir_problem
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, RocmPackagingError, UsageError, shown_list
+from kpack.targets import target_order
 from kpack.wheelfile import InputWheel, Member, libdeflate
 from kpack.wheelsplit._bundles import (
     bundle_key,
@@ -104,10 +106,16 @@ RECORD_DIR = ".kpack-split-wheel"
 log = logging.getLogger(__name__)
 
 
-def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> SplitReport:
+def split_wheel(
+    input_wheel: Path,
+    output_dir: Path,
+    options: SplitOptions,
+    progress: Progress | None = None,
+) -> SplitReport:
     """Split ``input_wheel`` (a ``.whl`` or an unpacked wheel directory) into
     ``output_dir`` and write its report beside it; publish both under the output-directory
-    rule, all or nothing."""
+    rule, all or nothing. ``progress`` hears of each phase and of every byte written."""
+    progress = progress or QuietProgress()
     libdeflate()  # a missing wheel compressor is named before the split's work
     output_dir = Path(output_dir).absolute()
     report_dir = report_dir_for(output_dir, options.report_dir)
@@ -119,13 +127,14 @@ def split_wheel(input_wheel: Path, output_dir: Path, options: SplitOptions) -> S
         work = stack.enter_context(staging(work_parent, TOOL))
         if options.finalize is not None:
             input_wheel, options = _finalized(Path(input_wheel), options, work)
+        progress.phase(f"reading {Path(input_wheel).name}")
         source = open_source(Path(input_wheel), work, options.limits)
         with warnings_once():
             plan = plan_split(source.wheel, options.overlay_root, handlers, options.keep_fat)
             if plan.empty:
-                report = _unchanged(source, dist, plan, options)
+                report = _unchanged(source, dist, plan, options, progress)
             else:
-                report = _split(source, plan, work, dist, options)
+                report = _split(source, plan, work, dist, options, progress)
         if options.max_wheel_size is not None:
             budget = check_budget(sorted(dist.glob("*.whl")), options.max_wheel_size)
             report = dataclasses.replace(report, budget=budget)
@@ -161,12 +170,27 @@ def _finalized(input_wheel: Path, options: SplitOptions, work: Path) -> tuple[Pa
     return tree, dataclasses.replace(options, requires=requires)
 
 
+def _content_bytes(*member_lists: Sequence[Member]) -> int:
+    """What the wheel writer will read of these members, as far as it is known before."""
+    total = 0
+    for members in member_lists:
+        for member in members:
+            content = member.source
+            if isinstance(content, Path):
+                total += content.stat().st_size
+            elif isinstance(content, bytes):
+                total += len(content)
+            else:
+                total += getattr(content, "size", 0)
+    return total
+
+
 def _listed(directory: Path) -> tuple[str, ...]:
     return tuple(sorted(os.listdir(directory)))
 
 
 def _unchanged(
-    source: Source, staging: Path, plan: SplitPlan, options: SplitOptions
+    source: Source, staging: Path, plan: SplitPlan, options: SplitOptions, progress: Progress
 ) -> SplitReport:
     wheel = source.wheel
     note = f"no fat binaries or database files {plan.where}; host wheel unchanged"
@@ -181,6 +205,7 @@ def _unchanged(
             members=members,
             metadata=wheel.metadata,
             jobs=options.jobs,
+            progress=progress,
         )
         name, size = written.path.name, written.size
     else:
@@ -192,12 +217,26 @@ def _unchanged(
 
 
 def _split(
-    source: Source, plan: SplitPlan, work: Path, staging: Path, options: SplitOptions
+    source: Source,
+    plan: SplitPlan,
+    work: Path,
+    staging: Path,
+    options: SplitOptions,
+    progress: Progress,
 ) -> SplitReport:
     wheel = source.wheel
     host_name, version = name_and_version(wheel.metadata, f"{wheel.dist_info}/METADATA")
+    fat_bytes = sum(f.entry.size for f in plan.fat)
+    progress.phase(
+        f"splitting the device code out of {len(plan.fat)} fat binaries "
+        f"({format_size(fat_bytes)}), {len(plan.databases)} database files to move"
+    )
     kernels = split_binaries(
         plan, wheel.root, work, scheme=options.scheme, level=options.level, jobs=options.jobs
+    )
+    progress.phase(
+        f"{sum(kernels.kernels.values())} kernels in {len(kernels.archives)} archives "
+        f"({format_size(sum(a.archive.size for a in kernels.archives))})"
     )
     check_windows_names(source.filename, wheel, kernels.archives)
     groups = _device_groups(plan, kernels, wheel)
@@ -211,21 +250,30 @@ def _split(
     write_host = partial(
         write_split_wheel, staging, wheel, dist_name=wheel.name, version=wheel.version,
         members=layout.members, metadata=add_headers(wheel.metadata, extras, where),
-        jobs=options.jobs,
+        jobs=options.jobs, progress=progress,
     )  # fmt: skip
+    wheels = 1 + len(groups) + (2 if options.variant else 0)
+    progress.set_total(
+        _content_bytes(layout.members, *groups.values()) * (3 if options.variant else 1),
+        f"writing {wheels} wheels",
+    )
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="host-wheel") as pool:
         # with workers to spare, the host wheel (hashing and copying, mostly) is written
         # while the device wheels are
         later = pool.submit(write_host) if options.jobs > 1 else None
         host = write_host() if later is None else None
         rows = [
-            _device_wheel(staging, wheel, key, members, host_name, version, options, counts, groups)
-            for key, members in sorted(groups.items())
-        ]
+            _device_wheel(
+                staging, wheel, key, members, host_name, version, options, counts, groups,
+                progress,
+            )
+            for key, members in sorted(groups.items(), key=lambda kv: target_order(kv[0]))
+        ]  # fmt: skip
         host = cancel.result(later) if later is not None else host
     assert host is not None
-    variants = _variants(staging, wheel, layout.members, groups, extras, version, options) \
-        if options.variant else ()  # fmt: skip
+    variants = _variants(
+        staging, wheel, layout.members, groups, extras, version, options, progress
+    ) if options.variant else ()  # fmt: skip
     libraries = tuple(
         LibraryRow(f.entry.arcname, f.entry.size, host_size(kernels.stripped[f.entry.arcname]),
                    kernels.kernels[f.entry.arcname])
@@ -269,7 +317,7 @@ def _check_disjoint(host: frozenset[str], groups: dict[str, list[Member]]) -> No
 
 def _device_wheel(
     staging: Path, wheel: InputWheel, key: str, members: list[Member], host: str, version: str,
-    options: SplitOptions, counts: dict[str, int], present: Iterable[str],
+    options: SplitOptions, counts: dict[str, int], present: Iterable[str], progress: Progress,
 ) -> DeviceWheelRow:  # fmt: skip
     dist = device_dist_name(options.device_package_prefix, key)
     members = _in_own_data_dir(members, wheel, dist, version)
@@ -278,6 +326,7 @@ def _device_wheel(
     result = write_split_wheel(
         staging, wheel, dist_name=dist, version=version, members=members,
         metadata=device_metadata(dist, version, host, key, requires), jobs=options.jobs,
+        progress=progress,
     )  # fmt: skip
     archives = [m for m in members if m.arcname in counts]
     kernel_count = sum(counts[m.arcname] for m in archives)
@@ -305,6 +354,7 @@ def _in_own_data_dir(
 def _variants(
     staging: Path, wheel: InputWheel, host_members: Sequence[Member],
     groups: dict[str, list[Member]], extras: list[str], version: str, options: SplitOptions,
+    progress: Progress,
 ) -> tuple[str, ...]:  # fmt: skip
     values, unknown = variant_targets(groups)
     if unknown:
@@ -324,6 +374,7 @@ def _variants(
         result = write_split_wheel(
             staging, wheel, dist_name=wheel.name, version=wheel.version, members=members,
             metadata=add_headers(wheel.metadata, lines, where), jobs=options.jobs, label=label,
+            progress=progress,
         )  # fmt: skip
         docs.append(doc)
         names.append(result.path.name)
@@ -365,9 +416,10 @@ def _compat_options(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Split as ``args`` say and print the report (the CLI's work; ``-q``: none); the last
-    line is the absolute output dir. An error's list of problems is cut to a few
-    entries and a count."""
+    """Split as ``args`` say, showing progress on stderr (a live display on a terminal,
+    log lines otherwise); list the wheels written on stdout and say where the report went
+    on stderr (the CLI's work; ``-q``: neither); the last line is the absolute output dir.
+    An error's list of problems is cut to a few entries and a count."""
     _compat_options(args)
     options = resolve_options(args)
     report_dir = report_dir_for(args.output_dir, options.report_dir)
@@ -377,15 +429,24 @@ def run(args: argparse.Namespace) -> int:
         problem = output_dir_problem(path)
         if problem is not None:
             raise UsageError(f"{flag} {problem}", path=path)
+    quiet = bool(getattr(args, "quiet", False))
+    progress = make_progress(quiet=quiet)
     try:
-        report = split_wheel(args.input, args.output_dir, options)
+        report = split_wheel(args.input, args.output_dir, options, progress)
     except RocmPackagingError as exc:
         if len(exc.problems) <= len(shown_list(exc.problems)):
             raise
         raise type(exc)(exc.message, path=exc.path, problems=shown_list(exc.problems)) from None
-    if not getattr(args, "quiet", False):
-        print(report.to_markdown())
-        print(f"split report: {Path(report_dir).absolute()}")
+    finally:
+        progress.close()
+    if not quiet:
+        from kpack.common.tables import print_tables
+
+        print_tables([report.wheels()])
+        for note in report.notes if getattr(args, "verbose", 0) else ():
+            print(f"note: {note}", file=sys.stderr)
+        notes = f", with {len(report.notes)} notes" if report.notes else ""
+        print(f"split report{notes}: {Path(report_dir).absolute()}", file=sys.stderr)
     print(Path(args.output_dir).absolute())  # the last line: where the outputs went
     return 0
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from kpack.common.progress import Progress
 from kpack.common.safepath import open_new
 from kpack.errors import PackagingError
 from kpack.split import HostContent
@@ -98,21 +100,27 @@ def write_split_wheel(
     metadata: bytes,
     jobs: int,
     label: str | None = None,
+    progress: Progress | None = None,
 ) -> WheelResult:
     """One wheel with ``wheel``'s tag (and build tag) and its WHEEL file as it is
     (``Root-Is-Purelib`` included: a device wheel's archives must install into the same
-    scheme as the host's binaries); ``label`` makes it a variant wheel."""
+    scheme as the host's binaries); ``label`` makes it a variant wheel. ``progress`` is
+    told of every member's bytes as they are read and of the wheel when it is written."""
     renamed = wheel.build is not None or label is not None
     scratch = Path(tempfile.mkdtemp(prefix=".wheel-", dir=dest)) if renamed else dest
+    start = time.monotonic()
     try:
         result = write_wheel(
             scratch, dist_name=dist_name, version=version, tag=wheel.tag, members=members,
-            metadata=metadata, jobs=jobs, wheel_info=kept_wheel_info(wheel),
+            metadata=metadata, jobs=jobs, wheel_info=kept_wheel_info(wheel), progress=progress,
         )  # fmt: skip
-        return _rename(result, dest, wheel, label)
+        result = _rename(result, dest, wheel, label)
     finally:
         if renamed:
             shutil.rmtree(scratch, ignore_errors=True)
+    if progress is not None:
+        progress.package_done(result.path.name, result.size, time.monotonic() - start)
+    return result
 
 
 def kept_wheel_info(wheel: InputWheel) -> bytes:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import re
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,8 @@ from kpack.common.progress import LineProgress, make_progress
 from .treeutil import add_artifact, write_manifest
 
 REPO = Path(__file__).resolve().parents[2]
+#: rich's cursor and style sequences: what a terminal does not print
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
 def _tree(root: Path) -> Path:
@@ -39,6 +44,7 @@ def test_a_ci_log_gets_a_line_per_phase_and_per_package(tmp_path: Path) -> None:
     proc = _build(_tree(tmp_path / "tree"), tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if not line.startswith("notice:")]
+    assert lines.pop() == f"report: {tmp_path / 'out' / 'report.md'}"  # the report: on stderr
     stamped = re.compile(r"^\[ *\d+\.\ds\] ")
     assert all(stamped.match(line) for line in lines), lines
     text = "\n".join(stamped.sub("", line) for line in lines)
@@ -49,8 +55,10 @@ def test_a_ci_log_gets_a_line_per_phase_and_per_package(tmp_path: Path) -> None:
     assert sorted(w.split()[1] for w in wrote) == built  # each package, once
     assert all(re.search(r"\(\d+\.\d (kB|MB|GB)|\(\d+ B", w) and " s)" in w for w in wrote)
     assert text.splitlines()[-1] == "done"
-    # stdout: the table, the report, then the absolute dist path, whatever the cwd
-    assert proc.stdout.splitlines()[-1] == str(tmp_path / "out" / "dist")
+    # stdout: one table of the packages written, then the absolute dist path, whatever the cwd
+    out = proc.stdout.splitlines()
+    assert out[-1] == str(tmp_path / "out" / "dist")
+    assert out[0] == "Packages written" and out[2].split() == ["package", "file", "files", "size"]
     assert "KB" not in proc.stdout and "MiB" not in proc.stdout
 
 
@@ -65,8 +73,12 @@ def test_quiet_prints_errors_and_the_output_path_only(tmp_path: Path) -> None:
 
 def test_a_terminal_gets_a_live_display(tmp_path: Path) -> None:
     master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = {**{k: v for k, v in os.environ.items() if k != "CI"}, "COLUMNS": "80", "TERM": "xterm"}
     try:
-        proc = _build(_tree(tmp_path / "tree"), tmp_path / "out", stderr=slave, stdout=slave)
+        proc = _build(
+            _tree(tmp_path / "tree"), tmp_path / "out", stderr=slave, stdout=slave, env=env
+        )
         os.close(slave)
         chunks = []
         while True:
@@ -83,6 +95,12 @@ def test_a_terminal_gets_a_live_display(tmp_path: Path) -> None:
     assert proc.returncode == 0, screen
     assert "writing packages" in screen and "\x1b[" in screen  # rich's live bar
     assert "wrote rocm_sdk_core-1.0" in screen
+    # 80 columns: no line past them (but a path, as long as it is), a bar never past its total
+    text = ANSI.sub("", screen).replace(str(tmp_path), "T")
+    shown = [part for line in text.split("\n") for part in line.split("\r")]
+    assert [line for line in shown if len(line) > 80] == []
+    for done, total in re.findall(r"(\d+\.\d)/(\d+\.\d) (?:kB|MB|GB)", text):
+        assert float(done) <= float(total), (done, total)
 
 
 def test_a_long_file_reports_as_it_goes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,3 +122,17 @@ def test_a_long_file_reports_as_it_goes(monkeypatch: pytest.MonkeyPatch) -> None
 def test_make_progress_picks_by_stream() -> None:
     assert type(make_progress(quiet=True)).__name__ == "QuietProgress"
     assert type(make_progress(quiet=False, stream=io.StringIO())).__name__ == "LineProgress"
+
+
+def test_the_bar_never_shows_more_done_than_its_total() -> None:
+    # a wheel's METADATA and RECORD are read too: bytes the total did not foresee
+    live = progress_module.RichProgress()
+    try:
+        live.set_total(1000, "writing 2 wheels")
+        live.advance(600)
+        live.advance(500)
+        (task,) = live._bar.tasks
+        assert task.total is not None and task.completed == 1100 <= task.total
+        assert task.description == "writing 2 wheels"
+    finally:
+        live.close()
