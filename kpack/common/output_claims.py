@@ -16,13 +16,23 @@ from pathlib import Path, PurePosixPath
 
 from kpack.common.output_record import Entry, entry_of, is_link
 
-__all__ = ["OWNS", "Owns", "blocked_parent", "is_ours", "problems_in_the_way"]
+__all__ = [
+    "CHANGED",
+    "OWNS",
+    "Owns",
+    "blocked_parent",
+    "is_ours",
+    "problems_in_the_way",
+    "what_changed",
+]
 
 #: What a run may replace: ``"recorded"`` — only what its record proves it wrote (the rule
 #: above); ``"named"`` — its named outputs whatever is there (rocm-kpack's own rule for the
 #: artifact dirs it writes; nothing else is touched and nothing stale removed).
 Owns = str
 OWNS = ("recorded", "named")
+#: The words of a problem about an output this tool wrote and someone changed since.
+CHANGED = "changed since this tool wrote it"
 
 
 def blocked_parent(dest: Path, rel: str) -> str | None:
@@ -92,9 +102,58 @@ def _taken(path: Path) -> bool:
     return True
 
 
-def _why(path: Path, recorded: bool) -> str:
-    if recorded:
-        return "changed since this tool wrote it"
+def _kind_name(kind: str) -> str:
+    return {"file": "a file", "symlink": "a symlink", "dir": "a directory"}.get(kind, kind)
+
+
+def _entry_change(path: Path, entry: Entry) -> str | None:
+    """What differs between ``path`` now and its recorded ``entry`` (``None``: nothing)."""
+    now = entry_of(path, digest=False)
+    if now is None:
+        return "removed"
+    if now.kind != entry.kind:
+        return f"{_kind_name(now.kind)} now, {_kind_name(entry.kind)} when written"
+    if now.kind == "symlink":
+        if now.target != entry.target:
+            return f"link target {entry.target!r} -> {now.target!r}"
+        return None if now.inode == entry.inode else "the link replaced (same target)"
+    if now.kind == "file":
+        if now.size != entry.size:
+            return f"size {entry.size} -> {now.size} bytes"
+        current = entry_of(path)
+        if current is not None and current.sha256 != entry.sha256:
+            return "other contents, same size"
+        if now.inode != entry.inode:
+            return "replaced by a copy (same contents, another inode)"
+    return None
+
+
+def what_changed(dest: Path, rel: str, record: Mapping[str, Entry]) -> str:
+    """Why a recorded ``rel`` is no longer this tool's: the first difference found, in it
+    or (a directory) in what it holds — ``size 123 -> 456 bytes``, ``x/y: added``."""
+    pending = [rel]
+    while pending:
+        here = pending.pop()
+        entry = record.get(here)
+        where = "" if here == rel else f"{here[len(rel) + 1 :]}: "
+        if entry is None:
+            return f"{where}added"
+        change = _entry_change(dest / here, entry)
+        if change is not None:
+            return where + change
+        if entry.kind == "dir":
+            try:
+                with os.scandir(dest / here) as it:
+                    pending += sorted((f"{here}/{e.name}" for e in it), reverse=True)
+            except OSError as exc:
+                return f"{where}cannot be read ({exc.strerror})"
+    return "changed"
+
+
+def _why(dest: Path, rel: str, record: Mapping[str, Entry]) -> str:
+    path = dest / rel
+    if rel in record:
+        return f"{CHANGED} ({what_changed(dest, rel, record)})"
     kind = "a symlink" if os.path.islink(path) else "a directory" if path.is_dir() else "a file"
     return f"{kind} not written by this tool"
 
@@ -109,5 +168,5 @@ def problems_in_the_way(
             kind = "a symlink" if os.path.islink(dest / sub) else "not a directory"
             problems.setdefault(sub, f"{sub} exists and is {kind}")
         elif _taken(dest / rel) and owns != "named" and not is_ours(dest, rel, record):
-            problems.setdefault(rel, f"{rel}: {_why(dest / rel, rel in record)}")
+            problems.setdefault(rel, f"{rel}: {_why(dest, rel, record)}")
     return list(problems.values())

@@ -34,7 +34,14 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from kpack.common.output_claims import OWNS, Owns, blocked_parent, is_ours, problems_in_the_way
+from kpack.common.output_claims import (
+    CHANGED,
+    OWNS,
+    Owns,
+    blocked_parent,
+    is_ours,
+    problems_in_the_way,
+)
 from kpack.common.output_record import (
     Entry,
     is_link,
@@ -101,10 +108,20 @@ def check_outputs(
     problems = problems_in_the_way(dest, names, recorded, owns)
     if problems and not force:
         raise PackagingError(
-            f"cannot publish: {len(problems)} in the way, not written by {tool} (see --force)",
+            f"cannot publish: {len(problems)} in the way, {_whose(problems, tool)} (see --force)",
             path=dest,
             problems=shown_list(problems),
         )
+
+
+def _whose(problems: Sequence[str], tool: str) -> str:
+    """``changed since T wrote them``, ``not written by T``, or both with their counts."""
+    changed = sum(CHANGED in p for p in problems)
+    if not changed:
+        return f"not written by {tool}"
+    if changed == len(problems):
+        return f"changed since {tool} wrote {'it' if changed == 1 else 'them'}"
+    return f"{changed} changed since {tool} wrote them, {len(problems) - changed} not written by it"
 
 
 # --- publishing ----------------------------------------------------------------------------

@@ -206,3 +206,23 @@ def test_an_edited_record_never_reaches_outside(tmp_path: Path) -> None:
     assert victim.read_bytes() == b"v" and not (dest / "a").exists()
     publish(dest, staged, ["a"], record=".rec", tool="t", force=True)  # ignored, with force
     assert victim.read_bytes() == b"v" and (dest / "a").read_bytes() == b"a"
+
+
+def test_a_wheel_it_wrote_and_the_user_changed_says_what_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree, dest = _tree(tmp_path / "tree"), tmp_path / "out"
+    assert _build(tree, dest) == 0
+    wheel = dest / "dist" / WHEEL.format(v="1.0")
+    written = wheel.stat().st_size
+    with wheel.open("ab") as f:
+        f.write(b"appended by hand")
+    capsys.readouterr()
+    assert _build(tree, dest) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"error: {dest}: cannot publish: 1 in the way, changed since build-python-packages "
+        "wrote it (see --force)",
+        f"  - dist/{wheel.name}: changed since this tool wrote it (size {written} -> "
+        f"{written + 16} bytes)",
+    ]

@@ -116,7 +116,10 @@ def test_a_file_changed_since_is_neither_replaced_nor_removed(tmp_path: Path) ->
     (out / "b.whl").write_bytes(b"edited")
     with pytest.raises(PackagingError) as info:
         _publish(out, tmp_path, {"a.whl": b"3"})
-    assert info.value.problems == ("a.whl: changed since this tool wrote it",)
+    assert info.value.problems == (
+        "a.whl: changed since this tool wrote it (other contents, same size)",
+    )
+    assert "1 in the way, changed since t wrote it (see --force)" in str(info.value)
     _publish(out, tmp_path, {"c.whl": b"c"})  # a and b are stale but not ours: both stay
     assert (out / "a.whl").read_bytes() == b"2" and (out / "b.whl").read_bytes() == b"edited"
 

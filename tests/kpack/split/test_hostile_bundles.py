@@ -223,8 +223,10 @@ def test_extract_refuses_a_file_it_did_not_write_unless_forced(
     name = "raw.bundle#0.gfx900.co"
     victim = sandbox / "victim.co"
     victim.write_text("victim")
+    written = 0
     if kind == "edited":
         assert run_cli(capsys, "extract", raw, "-o", out)[0] == 0
+        written = (out / name).stat().st_size
         (out / name).write_text("edited by hand")
     else:
         out.mkdir()
@@ -236,13 +238,14 @@ def test_extract_refuses_a_file_it_did_not_write_unless_forced(
     rc, _, err = run_cli(capsys, "extract", raw, "-o", out)
     line = one_error_line(err)
     why = {
-        "edited": "changed since this tool wrote it",
+        "edited": f"changed since this tool wrote it (size {written} -> 14 bytes)",
         "file": "a file not written by this tool",
         "symlink": "a symlink not written by this tool",
     }[kind]
+    whose = "changed since kpack extract wrote it" if kind == "edited" else "not written by"
+    whose += "" if kind == "edited" else " kpack extract"
     assert rc == 1 and line == (
-        f"error: {out}: cannot publish: 1 in the way, not written by kpack extract (see "
-        f"--force); {name}: {why}"
+        f"error: {out}: cannot publish: 1 in the way, {whose} (see --force); {name}: {why}"
     )
     assert snapshot(sandbox) == before
     if kind == "symlink":

@@ -63,9 +63,10 @@ def test_a_file_the_tool_did_not_write_needs_force(tree: BlasTree, tmp_path: Pat
     _split(tree, out)
     intruder = out / f"{PREFIX}_generic" / "mine.txt"
     intruder.write_text("user file")
-    with pytest.raises(PackagingError, match=r"not written by kpack split \(see --force\)") as info:
+    with pytest.raises(PackagingError, match=r"changed since kpack split wrote it \(see") as e:
         _split(tree, out)
-    assert info.value.problems == (f"{PREFIX}_generic: changed since this tool wrote it",)
+    added = f"{PREFIX}_generic: changed since this tool wrote it (mine.txt: added)"
+    assert e.value.problems == (added,)
     assert intruder.read_text() == "user file"
     _split(tree, out, force=True)
     assert not intruder.exists()
@@ -76,10 +77,14 @@ def test_a_changed_file_needs_force(tree: BlasTree, tmp_path: Path) -> None:
     out = tmp_path / "out"
     _split(tree, out)
     manifest = out / f"{PREFIX}_gfx942" / "artifact_manifest.txt"
+    before = manifest.stat().st_size
     manifest.write_text(manifest.read_text() + "edited/stage\n")
-    with pytest.raises(PackagingError, match="not written by kpack split") as info:
+    with pytest.raises(PackagingError, match="changed since kpack split wrote it") as info:
         _split(tree, out)
-    assert info.value.problems == (f"{PREFIX}_gfx942: changed since this tool wrote it",)
+    assert info.value.problems == (
+        f"{PREFIX}_gfx942: changed since this tool wrote it (artifact_manifest.txt: size "
+        f"{before} -> {before + 13} bytes)",
+    )
     assert "edited/stage" in manifest.read_text()
 
 
