@@ -55,8 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from benchmarks.release_inputs.tree import make_release_tree
 
             made = make_release_tree(args.output, mode=args.mode, scale=args.scale, cache=cache)
-            print(f"wrote {args.mode} tree {made.path} ({made.bytes / 1e9:.2f} GB) and "
-                  f"{made.provenance.name} in {time.monotonic() - start:.0f} s")  # fmt: skip
+            print(
+                f"wrote {args.mode} tree {made.path} ({made.bytes / 1e9:.2f} GB) and "
+                f"{made.provenance.name} in {time.monotonic() - start:.0f} s"
+            )
         else:
             from benchmarks.release_inputs.wheel import make_release_wheel
 

@@ -99,9 +99,14 @@ _MAIN_C = "int rocm_bench_library_probe(int x) { return 3 * x; }\n"
 
 
 def _asm(fatbin: Path, offsets: Sequence[int]) -> str:
-    lines = ['\t.section .hip_fatbin,"a",@progbits', "\t.p2align 12", ".Lfatbin:",
-             f'\t.incbin "{fatbin}"', '\t.section .hipFatBinSegment,"aw",@progbits',
-             "\t.p2align 3"]  # fmt: skip
+    lines = [
+        '\t.section .hip_fatbin,"a",@progbits',
+        "\t.p2align 12",
+        ".Lfatbin:",
+        f'\t.incbin "{fatbin}"',
+        '\t.section .hipFatBinSegment,"aw",@progbits',
+        "\t.p2align 3",
+    ]
     for offset in offsets:
         lines += ["\t.long 0x48495046, 1", f"\t.quad .Lfatbin + {offset}", "\t.quad 0"]
     lines.append('\t.section .note.GNU-stack,"",@progbits')
@@ -111,8 +116,19 @@ def _asm(fatbin: Path, offsets: Sequence[int]) -> str:
 def _link(work: Path, offsets: Sequence[int], spec: LibrarySpec, out: Path) -> None:
     (work / "main.c").write_text(_MAIN_C)
     (work / "fatbin.s").write_text(_asm(work / "fatbin.bin", offsets))
-    cmd = ["gcc", "-O1", "-g0", "-shared", "-fPIC", f"-Wl,-soname,{spec.soname}",
-           "-Wl,--build-id=sha1", "main.c", "fatbin.s", "-o", str(out)]  # fmt: skip
+    cmd = [
+        "gcc",
+        "-O1",
+        "-g0",
+        "-shared",
+        "-fPIC",
+        f"-Wl,-soname,{spec.soname}",
+        "-Wl,--build-id=sha1",
+        "main.c",
+        "fatbin.s",
+        "-o",
+        str(out),
+    ]
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise ToolError(f"gcc failed (exit {proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")

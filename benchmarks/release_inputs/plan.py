@@ -63,8 +63,16 @@ def plan_libraries(pool: Pool, device_bytes: int) -> tuple[PlannedLibrary, ...]:
 
     def close() -> None:
         artifact, stage, filename, soname = _named(len(libs))
-        libs.append(PlannedLibrary(artifact=artifact, stage=stage, filename=filename,
-                                   soname=soname, units=tuple(units), size=size))  # fmt: skip
+        libs.append(
+            PlannedLibrary(
+                artifact=artifact,
+                stage=stage,
+                filename=filename,
+                soname=soname,
+                units=tuple(units),
+                size=size,
+            )
+        )
 
     while total < device_bytes:
         unit = (g % pool.units, g // pool.units)

@@ -83,8 +83,16 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "gfx94X-dcgpu": ("gfx942", "gfx9-4-generic"),
     "gfx950-dcgpu": ("gfx950",),
     "gfx101X-dgpu": ("gfx1010", "gfx1011", "gfx1012", "gfx10-1-generic"),
-    "gfx103X-all": ("gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035",
-                    "gfx1036", "gfx10-3-generic"),
+    "gfx103X-all": (
+        "gfx1030",
+        "gfx1031",
+        "gfx1032",
+        "gfx1033",
+        "gfx1034",
+        "gfx1035",
+        "gfx1036",
+        "gfx10-3-generic",
+    ),
     "gfx110X-all": ("gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx11-generic"),
     "gfx1150": ("gfx1150",),
     "gfx1151": ("gfx1151",),
@@ -92,7 +100,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "gfx1153": ("gfx1153",),
     "gfx120X-all": ("gfx1200", "gfx1201", "gfx12-generic"),
     "gfx125X-dcgpu": ("gfx1250", "gfx1250-strict", "gfx12-5-generic"),
-}  # fmt: skip
+}
 
 _BY_NAME = {t.name: t for t in TARGETS}
 _E_FLAGS = 0x30

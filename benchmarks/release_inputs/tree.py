@@ -135,8 +135,9 @@ def _replicate_sample(tree: Path) -> None:
         prefix = art.name[: -len(SAMPLE_FAMILY)]
         for family in FAMILIES:
             if family != SAMPLE_FAMILY:
-                shutil.copytree(art, tree / f"{prefix}{family}", symlinks=True,
-                                copy_function=_link_or_copy)  # fmt: skip
+                shutil.copytree(
+                    art, tree / f"{prefix}{family}", symlinks=True, copy_function=_link_or_copy
+                )
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -151,13 +152,18 @@ def _family_targets(family: str) -> tuple[str, ...]:
     return tuple(t.name for t in TARGETS if t.name in members)
 
 
-def _add_libraries(pool: Pool, tree: Path, mode: str, libs: tuple[PlannedLibrary, ...],
-                   cache: Path) -> None:  # fmt: skip
+def _add_libraries(
+    pool: Pool, tree: Path, mode: str, libs: tuple[PlannedLibrary, ...], cache: Path
+) -> None:
     for planned in libs:
         groups = {"generic": ALL} if mode == "kpack" else {f: _family_targets(f) for f in FAMILIES}
         for label, targets in groups.items():
-            spec = LibrarySpec(filename=planned.filename, soname=planned.soname,
-                               units=planned.units, targets=targets)  # fmt: skip
+            spec = LibrarySpec(
+                filename=planned.filename,
+                soname=planned.soname,
+                units=planned.units,
+                targets=targets,
+            )
             lib = make_library(pool, spec, cache)
             _place(lib, tree, f"{planned.artifact}_lib_{label}", planned.stage, planned)
 
@@ -178,8 +184,9 @@ def make_release_tree(output: Path, *, mode: str, scale: float, cache: Path) -> 
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        tree = make_sample_tree(work / "artifacts", cache_dir=cache, family=SAMPLE_FAMILY,
-                                kpack_split=mode == "kpack")  # fmt: skip
+        tree = make_sample_tree(
+            work / "artifacts", cache_dir=cache, family=SAMPLE_FAMILY, kpack_split=mode == "kpack"
+        )
         if mode == "legacy":
             _replicate_sample(tree)
         pool = open_pool(cache)

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Figures at release size (issue 31, items 2 and 7), ratios measured in the same run.
+
+    python benchmarks/bench_release.py compare --tree DIR [--therock DIR --therock-python PY]
+    python benchmarks/bench_release.py scaling --mode kpack|legacy [--scales 0.5,1,2,4,8]
+    python benchmarks/bench_release.py shards --tree DIR [--shards 4]
+
+Trees come from ``benchmarks/make_release_inputs.py``. Every measurement runs in its own
+child process, under ``SOURCE_DATE_EPOCH``, and reports wall time and the peak RSS of the
+process and its children; each output is deleted once measured (they are GBs).
+
+- ``compare``: the builder against ``zip -r -6`` of the tree (Info-ZIP, one thread) and,
+  with ``--therock``, against TheRock's own ``build_python_packages.py`` (run through
+  ``therock_py312.py`` as ``bench_build.py`` does; targets: at most 1/8 of its time at
+  at most 1.02 times its dist bytes, at most 1 GB peak RSS).
+- ``scaling``: the builder on trees of each ``--scales`` size (made, or reused from the cache,
+  under ``--work``): seconds per GB against the smallest tree's, and peak RSS (flat is the
+  target: linear time, RSS independent of size).
+- ``shards``: ``--print-shards N`` of a *pre-split* kpack tree (``kpack split-artifacts`` of a
+  fat one; ``--split-from FAT`` makes it): each shard runs alone on a directory holding only
+  the inputs it lists (hard links), then ``assemble-shards``; prints each shard's bytes
+  read and written and wall time, and the slowest shard against the one-machine build (the
+  speed-up N machines buy; the assembly, which copies, is timed apart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.bench_build import _BUILD, _MEASURE, _THEROCK, _ZIP, _child, _dist_bytes  # noqa: E402
+
+VERSION = "7.99.0.dev0"
+
+
+def _measure(body: str, dest: Path) -> tuple[float, int]:
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    return _child(_MEASURE.format(repo=str(REPO), body=body.replace("{dest}", str(dest))))
+
+
+def _tree_bytes(tree: Path) -> int:
+    from benchmarks.release_inputs.tree import tree_bytes
+
+    return tree_bytes(tree)
+
+
+def _ours(tree: Path, extra: str = "") -> str:
+    body = _BUILD.format(tree=str(tree), dest="{dest}", version=VERSION)
+    return body.replace('"-q"]', f'"-q"{extra}]')
+
+
+def compare(args: argparse.Namespace) -> int:
+    tree, work = args.tree.absolute(), args.work.absolute()
+    size = _tree_bytes(tree)
+    bodies = {"ours": _ours(tree), "zip -r -6": _ZIP.format(tree=str(tree), dest="{dest}")}
+    if args.therock is not None:
+        bodies["TheRock's builder"] = _THEROCK.format(
+            therock=str(args.therock.resolve()),
+            python=args.therock_python,
+            shim=str(REPO / "benchmarks" / "therock_py312.py"),
+            tree=str(tree),
+            dest="{dest}",
+            version=VERSION,
+        )
+    rows: dict[str, tuple[float, int, int]] = {}
+    for name, body in bodies.items():
+        dest = work / "out"
+        wall, rss = _measure(body, dest)
+        out = _dist_bytes(dest) if name != "zip -r -6" else (dest / "tree.zip").stat().st_size
+        rows[name] = (wall, rss, out)
+        shutil.rmtree(dest)
+        print(
+            f"{name:18} {wall:8.1f} s  peak RSS {rss / 1e6:7.0f} MB  output {out / 1e9:6.3f} GB",
+            flush=True,
+        )
+    print(f"tree {tree}: {size / 1e9:.2f} GB")
+    ours = rows["ours"]
+    print(
+        f"ours / zip -r -6: {ours[0] / rows['zip -r -6'][0]:.3f}  ({size / 1e9 / ours[0]:.2f} GB/s)"
+    )
+    if "TheRock's builder" in rows:
+        theirs = rows["TheRock's builder"]
+        print(
+            f"ours / TheRock's builder: {ours[0] / theirs[0]:.3f} ({theirs[0] / ours[0]:.1f} "
+            f"times as fast; target >= 8), dist bytes {ours[2] / theirs[2]:.4f} "
+            f"(target <= 1.02), peak RSS {ours[1] / 1e6:.0f} MB vs {theirs[1] / 1e6:.0f} MB"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"tree_bytes": size, "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+def scaling(args: argparse.Namespace) -> int:
+    from benchmarks.release_inputs.tree import make_release_tree
+    from sample_tree.debian_inputs import default_cache_dir
+
+    work = args.work.absolute()
+    rows = []
+    for scale in [float(s) for s in args.scales.split(",")]:
+        tree = work / f"{args.mode}-{scale:g}"
+        if not tree.exists():
+            make_release_tree(tree, mode=args.mode, scale=scale, cache=default_cache_dir())
+        size = _tree_bytes(tree)
+        wall, rss = _measure(_ours(tree), work / "out")
+        dist = _dist_bytes(work / "out")
+        shutil.rmtree(work / "out")
+        rows.append((scale, size, wall, rss, dist))
+        print(
+            f"{args.mode} {size / 1e9:6.2f} GB: {wall:7.1f} s, {wall / (size / 1e9):6.2f} s/GB, "
+            f"peak RSS {rss / 1e6:5.0f} MB, dist {dist / 1e9:.3f} GB",
+            flush=True,
+        )
+        if not args.keep:
+            shutil.rmtree(tree)
+    base = rows[0][2] / rows[0][1]
+    for _scale, size, wall, rss, _ in rows:
+        print(
+            f"  {size / 1e9:6.2f} GB: s/GB {wall / size * 1e9:6.2f} = {wall / size / base:.2f}x "
+            f"the {rows[0][1] / 1e9:.2f} GB tree's; peak RSS {rss / 1e6:.0f} MB"
+        )
+    print(f"peak RSS over all sizes: {max(r[3] for r in rows) / 1e6:.0f} MB (target <= 1000 MB)")
+    return 0
+
+
+def _run(cmd: list[str]) -> tuple[float, int]:
+    body = (
+        "import subprocess\nsubprocess.run("
+        + repr(cmd)
+        + ", check=True, stdout=subprocess.DEVNULL)"
+    )
+    code = _MEASURE.format(repo=str(REPO), body=body)
+    return _child(code)
+
+
+def _builder(tree: Path, dest: Path, extra: list[str]) -> list[str]:
+    return [
+        sys.executable,
+        str(REPO / "build_tools/build_python_packages.py"),
+        "--artifact-dir",
+        str(tree),
+        "--dest-dir",
+        str(dest),
+        "-q",
+        *extra,
+    ]
+
+
+def shards(args: argparse.Namespace) -> int:
+    work = args.work.absolute()
+    tree = args.tree.absolute()
+    if args.split_from is not None and not tree.exists():
+        start = time.perf_counter()
+        cmd = [
+            sys.executable,
+            "-m",
+            "kpack",
+            "-q",
+            "split-artifacts",
+            "--batch-artifact-parent-dir",
+            str(args.split_from.absolute()),
+            "--output-dir",
+            str(tree),
+        ]
+        subprocess.run(cmd, check=True, cwd=REPO)
+        print(f"split {args.split_from} into {tree} in {time.perf_counter() - start:.0f} s")
+    plan_cmd = _builder(
+        tree, work / "unused", ["--version", VERSION, "--print-shards", str(args.shards)]
+    )
+    plan = json.loads(subprocess.run(plan_cmd, check=True, capture_output=True, text=True).stdout)
+    size = _tree_bytes(tree)
+    one_wall, one_rss = _run(_builder(tree, work / "one", ["--version", VERSION]))
+    one_dist = _dist_bytes(work / "one")
+    print(
+        f"tree {tree}: {size / 1e9:.2f} GB; one machine: {one_wall:.1f} s, "
+        f"peak RSS {one_rss / 1e6:.0f} MB, dist {one_dist / 1e9:.3f} GB",
+        flush=True,
+    )
+    walls, dists = [], []
+    for i, shard in enumerate(plan):
+        inputs = work / f"in-{i}"
+        shutil.rmtree(inputs, ignore_errors=True)
+        inputs.mkdir(parents=True)
+        for name in shard["inputs"]:
+            shutil.copytree(tree / name, inputs / name, symlinks=True, copy_function=os.link)
+        read = _tree_bytes(inputs)
+        wall, rss = _run(_builder(inputs, work / f"shard-{i}", shard["args"]))
+        written = _dist_bytes(work / f"shard-{i}")
+        walls.append(wall)
+        dists.append(work / f"shard-{i}" / "dist")
+        shutil.rmtree(inputs)
+        label = " ".join(shard["args"][:4])
+        print(
+            f"shard {i}: read {read / 1e9:6.3f} GB, wrote {written / 1e9:6.3f} GB, "
+            f"{wall:6.1f} s, peak RSS {rss / 1e6:4.0f} MB  ({label} ...)",
+            flush=True,
+        )
+    cmd = [
+        sys.executable,
+        str(REPO / "build_tools/assemble_shards.py"),
+        "--output",
+        str(work / "assembled"),
+    ]
+    for d in dists:
+        cmd += ["--input", str(d)]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    assembled = time.perf_counter() - start
+    same = _digests(work / "assembled") == _digests(work / "one" / "dist")
+    print(
+        f"{len(plan)} shards: slowest {max(walls):.1f} s = {max(walls) / one_wall:.2f}x the "
+        f"one-machine build ({one_wall / max(walls):.2f} times as fast with {len(plan)} "
+        f"machines); assembly {assembled:.1f} s; assembled dist equals the one-machine "
+        f"dist: {same}"
+    )
+    for d in ("one", "assembled", *(f"shard-{i}" for i in range(len(plan)))):
+        shutil.rmtree(work / d, ignore_errors=True)
+    return 0 if same else 1
+
+
+def _digests(root: Path) -> dict[str, str]:
+    from build_tools.pep503 import file_sha256
+
+    return {
+        str(p.relative_to(root)): file_sha256(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, default=Path.home() / "bench-release-work")
+    ap.add_argument("--json", type=Path)
+    sub = ap.add_subparsers(dest="what", required=True)
+    c = sub.add_parser("compare")
+    c.add_argument("--tree", type=Path, required=True)
+    c.add_argument("--therock", type=Path)
+    c.add_argument("--therock-python", default=sys.executable)
+    s = sub.add_parser("scaling")
+    s.add_argument("--mode", choices=("legacy", "kpack"), required=True)
+    s.add_argument("--scales", default="0.5,1,2,4,8")
+    s.add_argument("--keep", action="store_true", help="keep the trees made")
+    h = sub.add_parser("shards")
+    h.add_argument("--tree", type=Path, required=True, help="a pre-split kpack tree")
+    h.add_argument("--split-from", type=Path, help="make --tree by splitting this fat tree")
+    h.add_argument("--shards", type=int, default=4)
+    args = ap.parse_args()
+    return {"compare": compare, "scaling": scaling, "shards": shards}[args.what](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
