@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +59,24 @@ def canonical_version(text: str) -> str:
         raise UsageError(f"--version {shown} is not a valid PEP 440 version") from exc
 
 
+#: The variable that overrides the wheels' platform tag (TheRock's name for it).
+PLATFORM_TAG_VARIABLE = "ROCM_SDK_WHEEL_PLATFORM_TAG"
+#: A platform tag as a wheel's file name holds it (``manylinux_2_28_x86_64``, ``win_amd64``;
+#: a compressed set joined by ``.``): no ``-``, which separates the name's fields.
+_PLATFORM_TAG_RE = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)*")
+
+
 def default_platform_tag() -> str:
-    env = os.environ.get("ROCM_SDK_WHEEL_PLATFORM_TAG", "").strip()
+    """``$ROCM_SDK_WHEEL_PLATFORM_TAG`` (checked: a bad value is a usage error naming the
+    variable), else this interpreter's platform (``linux_x86_64``)."""
+    env = os.environ.get(PLATFORM_TAG_VARIABLE, "").strip()
     if env:
+        if _PLATFORM_TAG_RE.fullmatch(env) is None or len(env) > 200:
+            shown = repr(env) if len(env) <= 80 else repr(env[:80]) + "..."
+            raise UsageError(
+                f"{PLATFORM_TAG_VARIABLE}={shown} is not a wheel platform tag (lower-case "
+                "letters, digits and '_', several joined by '.': manylinux_2_28_x86_64, "
+                "win_amd64)"
+            )
         return env
     return sysconfig.get_platform().replace("-", "_").replace(".", "_")

@@ -1,6 +1,6 @@
 """Every tool talks the same way (issue 33, item 5): ``-q``/``-v``/``-V`` before and after a
 subcommand, ``-j`` defaulting to the CPU count, sizes parsed as they are printed (decimal;
-binary only when spelled so)."""
+binary only when spelled so), every bad value from the environment named."""
 
 from __future__ import annotations
 
@@ -18,8 +18,11 @@ from build_tools import build_python_packages
 from kpack import cli as kpack_cli
 from kpack.wheelsplit import Parser as WheelsplitParser
 from kpack.wheelsplit import add_arguments as wheelsplit_arguments
+from tests.build_tools.treeutil import add_artifact, write_manifest
+from tests.pypi_inputs import JAX_PLUGIN, pypi_wheel
 
 KPACK = str(Path(sys.executable).parent / "kpack")
+REPO = Path(__file__).resolve().parent.parent
 #: The CPUs this process may run on: what every -j defaults to (an oracle apart from the code).
 CPUS = len(os.sched_getaffinity(0))
 
@@ -99,3 +102,51 @@ def test_max_unpacked_size_is_decimal_unless_spelled_binary(given: str, limit: i
     assert args.max_unpacked_size == limit
     default = parser.parse_args(["--input", "x", "--output-dir", "o"]).max_unpacked_size
     assert default == 64 * 10**9
+
+
+# --- values from the environment ---------------------------------------------------------
+
+
+def _small_tree(root: Path) -> Path:
+    write_manifest(root)
+    add_artifact(root, "core-hip_lib_generic", "core/clr/stage", {"share/hip/version": b"5.2"})
+    return root
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("ROCM_SDK_WHEEL_PLATFORM_TAG", "linux-x86_64"),  # '-' splits a wheel name's fields
+        ("ROCM_SDK_WHEEL_PLATFORM_TAG", "bad tag"),
+        ("ROCM_SDK_WHEEL_PLATFORM_TAG", "../x"),
+        ("SOURCE_DATE_EPOCH", "yesterday"),
+        ("KPACK_POOL_MIN_BYTES", "32MB"),
+    ],
+)
+def test_a_bad_environment_value_is_named(variable: str, value: str, tmp_path: Path) -> None:
+    tree, dest = _small_tree(tmp_path / "tree"), tmp_path / "out"
+    env = {**os.environ, variable: value}
+    if variable == "KPACK_POOL_MIN_BYTES":  # read where device code is split
+        wheel = str(pypi_wheel(JAX_PLUGIN))
+        argv = [KPACK, "split-wheel", "--input", wheel, "--output-dir", str(dest),
+                "--device-package-prefix", "jax-device"]  # fmt: skip
+    else:
+        argv = [sys.executable, "-m", "build_tools.build_python_packages", "--artifact-dir",
+                str(tree), "--dest-dir", str(dest), "--version", "1.0"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    (line,) = [line for line in lines if not line.startswith("[")]  # after progress lines
+    assert line == lines[-1] and line.startswith(f"error: {variable}={value!r}"), line
+    assert not dest.exists()  # nothing written
+
+
+def test_a_good_platform_tag_names_the_wheels(tmp_path: Path) -> None:
+    tree, dest = _small_tree(tmp_path / "tree"), tmp_path / "out"
+    env = {**os.environ, "ROCM_SDK_WHEEL_PLATFORM_TAG": "manylinux_2_28_x86_64"}
+    argv = [sys.executable, "-m", "build_tools.build_python_packages", "--artifact-dir",
+            str(tree), "--dest-dir", str(dest), "--version", "1.0", "-q"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    wheels = sorted(p.name for p in (dest / "dist").glob("*.whl"))
+    assert wheels and all(w.endswith("-py3-none-manylinux_2_28_x86_64.whl") for w in wheels)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kpack.common import cancel
-from kpack.errors import TransformError
+from kpack.errors import TransformError, UsageError
 
 if TYPE_CHECKING:  # multiprocessing is imported when a pool starts: in-process runs skip it
     from concurrent.futures import ProcessPoolExecutor
@@ -41,8 +41,14 @@ POOL_MIN_BYTES = 32 << 20
 
 
 def _pool_min_bytes() -> int:
-    value = os.environ.get("KPACK_POOL_MIN_BYTES", "")
-    return int(value) if value.isdigit() and len(value) < 20 else POOL_MIN_BYTES
+    """``$KPACK_POOL_MIN_BYTES`` (a number of bytes; anything else is a usage error naming
+    it), else :data:`POOL_MIN_BYTES`."""
+    value = os.environ.get("KPACK_POOL_MIN_BYTES", "").strip()
+    if not value:
+        return POOL_MIN_BYTES
+    if not value.isdigit() or len(value) >= 20:
+        raise UsageError(f"KPACK_POOL_MIN_BYTES={value[:30]!r} is not a number of bytes")
+    return int(value)
 
 
 J = TypeVar("J", bound=Job)
