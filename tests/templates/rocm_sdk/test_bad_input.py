@@ -522,10 +522,10 @@ def test_a_damaged_device_link_manifest_is_one_warning(
     assert str(site / MANIFEST) in proc.stderr and warning in proc.stderr
 
 
-def test_damaged_pending_links_are_ignored(tmp_path: Path) -> None:
+def test_a_damaged_external_links_file_is_ignored(tmp_path: Path) -> None:
     site = make_site(tmp_path)
     expands(site)
-    (site / TOP / ".devel_pending_links.json").write_text('[5, "x", null, {"relpath": 3}]')
+    (site / TOP / ".devel_external_links.json").write_text('[5, "x", null, {"relpath": 3}]')
     proc = cli(site, "path", "--root")
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"{site / TOP}\n", "")
 
@@ -557,30 +557,30 @@ def test_the_help_names_the_limit(tmp_path: Path) -> None:
     assert "ROCM_SDK_MAX_DEVEL_SIZE=<bytes> sets another limit" in " ".join(help_text.split())
 
 
-# --- the pending-links file is the runtime's own ----------------------------------------------
+# --- the external-links file is the runtime's own ----------------------------------------------
 
 
 @pytest.mark.parametrize(
     "member",
     [
-        ("sym", f"{TOP}/.devel_pending_links.json", "../rocm_sdk/victim.txt"),
-        ("hard", f"{TOP}/.devel_pending_links.json", f"{TOP}/include/hip.h"),
-        ("file", f"{TOP}/.devel_pending_links.json", b'[{"relpath": "x", "target": "y"}]'),
-        ("dir", f"{TOP}/.devel_pending_links.json", None),
+        ("sym", f"{TOP}/.devel_external_links.json", "../rocm_sdk/victim.txt"),
+        ("hard", f"{TOP}/.devel_external_links.json", f"{TOP}/include/hip.h"),
+        ("file", f"{TOP}/.devel_external_links.json", b'[{"relpath": "x", "target": "y"}]'),
+        ("dir", f"{TOP}/.devel_external_links.json", None),
     ],
     ids=["symlink", "hardlink", "file", "dir"],
 )
-def test_a_member_named_like_the_pending_links_file_is_refused(
+def test_a_member_named_like_the_external_links_file_is_refused(
     tmp_path: Path, member: tuple[str, str, bytes | str | None]
 ) -> None:
-    """A symlink member ``.devel_pending_links.json -> ../rocm_sdk/victim.txt`` became a
-    hard link to the victim, and writing the pending links through it replaced the victim's
+    """A symlink member ``.devel_external_links.json -> ../rocm_sdk/victim.txt`` became a
+    hard link to the victim, and writing the external links through it replaced the victim's
     bytes with ``[]``: that name is the runtime's, refused in any member."""
     site = make_site(tmp_path, [*BASE, member])
     (site / "rocm_sdk" / "victim.txt").write_text("keep me\n")
     line = fails(site, "init")
     assert line == (
-        f"{site / TARBALL}: member '{TOP}/.devel_pending_links.json' has a name rocm-sdk "
+        f"{site / TARBALL}: member '{TOP}/.devel_external_links.json' has a name rocm-sdk "
         "reserves for its own records"
     )
     assert (site / "rocm_sdk" / "victim.txt").read_text() == "keep me\n"

@@ -14,7 +14,7 @@ import pytest
 
 from tests.templates.rocm_sdk.test_devel import CTX, STANDARD, TOP, VERSION, make_site
 from tests.templates.rocm_sdk.test_device_links import install_device
-from tests.templates.tpl_kit import importable, rocm_sdk_tree
+from tests.templates.tpl_kit import fake_install, importable, rocm_sdk_tree
 
 PROFILER = "_rocm_profiler_v7"
 
@@ -129,15 +129,15 @@ def test_package_installed_after_expansion_needs_init(site: Path) -> None:
 
     root = get_devel_root()
     assert rocm_sdk.is_devel_expanded()  # a link into a package not installed is pending
-    tool = site / PROFILER / "bin" / "rocprofv3"
-    tool.parent.mkdir(parents=True)
-    tool.write_bytes(b"prof")
+    dist_info = fake_install(site, "rocm-profiler", VERSION, {f"{PROFILER}/bin/rocprofv3": b"prof"})
     status = rocm_sdk.devel_status()
     assert (status.state, status.fix) == ("incomplete", "rocm-sdk init")
     assert "1 of its links into other packages" in status.reason
     get_devel_root()
     assert rocm_sdk.is_devel_expanded() and (root / "bin" / "rocprofv3").is_file()
-    shutil.rmtree(site / PROFILER)  # the package goes again: its link must go too
+    # removed by other means than pip (which removes the link: its RECORD lists it)
+    shutil.rmtree(site / PROFILER)
+    shutil.rmtree(dist_info)
     assert rocm_sdk.devel_status().state == "incomplete"
     get_devel_root()
     assert rocm_sdk.is_devel_expanded() and not os.path.lexists(root / "bin" / "rocprofv3")

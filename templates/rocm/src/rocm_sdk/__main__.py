@@ -153,7 +153,7 @@ def _init(args: argparse.Namespace) -> int:
 
     if args.check:
         return _check_devel(quiet=args.quiet)
-    root = get_devel_root()
+    root = get_devel_root(verify=True)
     if not args.quiet:
         print(f"Devel contents expanded to '{root}'")
     return 0

@@ -3,8 +3,13 @@
 The devel wheel ships its tree as ``rocm_sdk_devel/_devel.tar[.xz]``, because a
 wheel cannot hold symlinks. On first use the tarball is expanded next to the
 other platform packages as ``_rocm_sdk_devel<nonce>/``, every created path is
-appended to the devel RECORD (so ``pip uninstall`` removes it), and the tarball
-is deleted last.
+appended to the devel RECORD, and the tarball is deleted last.
+
+Uninstalling leaves nothing: the devel RECORD also lists the tree's directory itself (and
+its staging sibling), which pip and uv remove whole, whatever it holds then (links made
+later, device links, bytecode, dangling links: pip skips a RECORD path that does not exist,
+and a symlink whose target went first does not). Each link into another package is recorded
+by that package too, so it goes with its target (:mod:`rocm_sdk._external_links`).
 
 Bounded: the tarball may expand to 100 times its size (at least 256 MiB, at most
 64 GiB) unless ``ROCM_SDK_MAX_DEVEL_SIZE`` sets another number of bytes; a bigger one is refused
@@ -31,11 +36,12 @@ from ._device_links import (
     reconcile_device_links,
 )
 from ._errors import DevelError
+from ._external_links import STATE_NAME, is_current, read_manifest, reconcile, record_owners
+from ._external_links import write_state as write_links_state
 from ._layout import find_dist_info, package_dir
 from ._limits import MAX_DEVEL_SIZE_ENV, ExpansionLimit
 from ._record import LockedRecord, locked_record
 from ._tar_expand import extract_tree
-from ._tar_links import reconcile_pending
 
 TARBALL_NAMES = ("_devel.tar.xz", "_devel.tar")
 
@@ -116,10 +122,13 @@ def _expand_locked(layout: DevelLayout, record: LockedRecord) -> None:
         )
     limit = expansion_limit(tarball)
     staging = layout.staging_dir
+    top = layout.platform_dir.name
     _remove(staging)
     _remove(layout.platform_dir)
-    top = layout.platform_dir.name
+    end = record.end()
     try:
+        # the directories as a whole, before anything is in them: uninstalling removes them
+        record.append([top, staging.name])
         created = extract_tree(tarball, top, staging, layout.site, limit)
         if "__init__.py" not in created:
             raise DevelError(f"{tarball} has no {top}/__init__.py")
@@ -129,6 +138,7 @@ def _expand_locked(layout: DevelLayout, record: LockedRecord) -> None:
         os.rename(staging, layout.platform_dir)
     except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        record.truncate(end)  # a failed expansion leaves the RECORD as it was
         if isinstance(exc, OSError):  # a full disk, say: one line naming the file
             where = exc.filename if exc.filename is not None else staging
             raise DevelError(
@@ -155,25 +165,37 @@ def expand(layout: DevelLayout) -> bool:
         return True
 
 
-def _reconcile_pending(layout: DevelLayout) -> None:
-    """Links into packages installed after the expansion (``rocm[profiler]`` later): made
-    now and recorded in the devel RECORD, so ``pip uninstall`` removes them too."""
+def _devel_record(layout: DevelLayout) -> Path | None:
     dist_info = find_dist_info(layout.site, layout.dist_name)
     record = dist_info / "RECORD" if dist_info is not None else None
-    if record is None or not record.is_file():
+    return record if record is not None and record.is_file() else None
+
+
+def _reconcile_external(layout: DevelLayout, *, force: bool) -> None:
+    """Links into other packages: made once their package is there (``rocm[profiler]``
+    installed later, a package reinstalled) and recorded in the devel RECORD and that
+    package's; removed once their target has gone. Skipped while the packages are as the
+    last run saw them, unless ``force``."""
+    tree, site = layout.platform_dir, layout.site
+    record = _devel_record(layout)
+    if record is None or (not force and is_current(site, tree)):
         return
     with locked_record(record) as locked:
-        added = reconcile_pending(layout.platform_dir)
-        locked.append(f"{layout.platform_dir.name}/{rel}" for rel in added)
+        links = read_manifest(tree)
+        made = reconcile(site, tree, links)
+        locked.append(f"{tree.name}/{link.relpath}" for link in made)
+        record_owners(site, tree, links)
+        locked.append([f"{tree.name}/{STATE_NAME}"])
+        write_links_state(site, tree, links)
 
 
-def get_devel_root() -> Path:
-    """The expanded devel tree, expanding it and reconciling device links first."""
+def get_devel_root(*, verify: bool = False) -> Path:
+    """The expanded devel tree, expanding it and reconciling its links first (every link
+    into another package checked when ``verify``, else when a package changed)."""
     layout = locate_devel()
     # the device packages are read first: a damaged one fails before anything is changed
     plans = discover_device_link_plans(layout.site, di.__version__)
-    if not is_expanded(layout):
-        expand(layout)
-    _reconcile_pending(layout)
+    expanded = not is_expanded(layout) and expand(layout)
+    _reconcile_external(layout, force=verify or expanded)
     reconcile_device_links(layout.site, layout.platform_dir, di.__version__, plans)
     return layout.platform_dir

@@ -6,9 +6,10 @@ is expanded, linked, locked or written here; every check is a ``stat`` or a read
 
 The tree is *expanded* once an expansion has completed (its ``__init__.py`` exists and
 the tarball is gone, see :func:`rocm_sdk._devel.is_expanded`). It is *complete* when,
-besides, every path the expansion recorded in the devel RECORD is still there, no pending
-link (into a package installed after the expansion) waits to be made or removed, and every
-installed device package's files are linked into it: what ``rocm-sdk init`` would change.
+besides, every path the expansion recorded in the devel RECORD is still there, every link
+into another package is made when that package is installed and gone when it is not (see
+:mod:`rocm_sdk._external_links`), and every installed device package's files are linked
+into it: what ``rocm-sdk init`` would change.
 """
 
 from __future__ import annotations
@@ -67,23 +68,23 @@ def _reinstall_command() -> str:
     return f"pip install --force-reinstall --no-deps 'rocm-sdk-devel=={di.__version__}'"
 
 
-def _missing_recorded(site: Path, dist_name: str, top: str) -> list[str]:
-    """Recorded paths of the tree that are gone, but pending links (made and removed as
-    their package comes and goes)."""
+def _missing_recorded(site: Path, dist_name: str, top: str, links: set[str]) -> list[str]:
+    """Recorded paths of the tree that are gone, but the links into other packages
+    (``links``: made and removed as their package comes and goes) and the links' state."""
+    from ._external_links import STATE_NAME
     from ._layout import find_dist_info
     from ._record import read_record_paths
-    from ._tar_links import pending_links
 
     dist_info = find_dist_info(site, dist_name)
     record = dist_info / "RECORD" if dist_info is not None else None
     if record is None or not record.is_file():
         return []
     prefix = f"{top}/"
-    pending = {f"{prefix}{relpath}" for relpath, _ in pending_links(site / top)}
+    skipped = {f"{prefix}{relpath}" for relpath in links} | {f"{prefix}{STATE_NAME}"}
     return [
         row
         for row in read_record_paths(record)
-        if row.startswith(prefix) and row not in pending and not os.path.lexists(site / row)
+        if row.startswith(prefix) and row not in skipped and not os.path.lexists(site / row)
     ]
 
 
@@ -98,7 +99,7 @@ def devel_status() -> DevelStatus:
     """The devel tree's state, without expanding, linking or writing anything."""
     # imported here: ``import rocm_sdk`` (every framework start) stays as light as it was
     from ._devel import is_expanded, locate_devel
-    from ._tar_links import unreconciled_pending
+    from ._external_links import read_manifest, stale_links
 
     try:
         layout = locate_devel()
@@ -124,7 +125,10 @@ def devel_status() -> DevelStatus:
             fix=INIT_COMMAND,
             reason=f"the devel tree is not expanded (it goes to {root})",
         )
-    missing = _missing_recorded(layout.site, layout.dist_name, root.name)
+    links = read_manifest(root)
+    missing = _missing_recorded(
+        layout.site, layout.dist_name, root.name, {k.relpath for k in links}
+    )
     if missing:
         shown = ", ".join(missing[:_SHOWN_MISSING])
         more = f" and {len(missing) - _SHOWN_MISSING} more" if len(missing) > _SHOWN_MISSING else ""
@@ -136,14 +140,14 @@ def devel_status() -> DevelStatus:
             reason=f"the devel tree {root} is expanded but {len(missing)} of its files are "
             f"gone ({shown}{more})",
         )
-    pending = unreconciled_pending(root)
-    if pending:
+    stale = [k.relpath for k in stale_links(layout.site, root, links)]
+    if stale:
         return DevelStatus(
             state="incomplete",
             root=root,
             fix=INIT_COMMAND,
-            reason=f"the devel tree {root} is expanded but {len(pending)} of its links into "
-            f"other packages are not up to date ({pending[0]}...)",
+            reason=f"the devel tree {root} is expanded but {len(stale)} of its links into "
+            f"other packages are not up to date ({stale[0]}...)",
         )
     unlinked = _unlinked_device_packages(layout.site, root)
     if unlinked:

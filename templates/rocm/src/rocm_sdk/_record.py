@@ -113,6 +113,15 @@ class LockedRecord:
         self._handle.seek(0)
         return [row[0] for row in _rows(self._handle.read(), self._path)]
 
+    def end(self) -> int:
+        """The RECORD's size now: :meth:`truncate` takes it back there."""
+        return self._handle.seek(0, os.SEEK_END)
+
+    def truncate(self, end: int) -> None:
+        """Drop every row appended since :meth:`end` returned ``end``."""
+        self._handle.truncate(end)
+        os.fsync(self._handle.fileno())
+
     def append(self, paths: Iterable[str]) -> list[str]:
         """Append a ``path,,`` row for each path not yet listed; return those added."""
         existing = set(self.paths())

@@ -20,7 +20,6 @@ A failed write (a full disk) names the file.
 
 from __future__ import annotations
 
-import json
 import lzma
 import os
 import re
@@ -29,21 +28,29 @@ import zlib
 from pathlib import Path
 from typing import IO, TypeVar
 
+from ._device_links import RECONCILE_LOCK_NAME
 from ._errors import DevelError, UnsafeArchiveError
+from ._external_links import (
+    EXTERNAL_LINKS_NAME,
+    STATE_NAME,
+    external_links,
+    target_there,
+    write_manifest,
+)
 from ._limits import MAX_DEVEL_SIZE_ENV, ExpansionLimit
-from ._record import _write_new
 from ._tar_links import (
-    PENDING_LINKS_NAME,
     Link,
     check_symlink_targets,
     create_links,
-    set_aside_dangling,
+    set_aside,
     symlinks_to_hardlinks,
 )
 
 _CHUNK = 1 << 20
 #: The most data a pax or GNU long-name header may hold (tarfile reads it whole).
 MAX_EXTENDED_HEADER = 1 << 20
+#: The names of the runtime's own records in the tree: never a member's.
+RESERVED_NAMES = frozenset({EXTERNAL_LINKS_NAME, STATE_NAME, RECONCILE_LOCK_NAME})
 _EXTENDED_TYPES = frozenset({tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
                              tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK})
 
@@ -164,7 +171,7 @@ def _stream_members(
         for member in archive:
             _check_budget(archive, tarball, limit)
             rel = member_relpath(member.name, top)
-            if rel == PENDING_LINKS_NAME:  # written by extract_tree: never a member's
+            if rel in RESERVED_NAMES:
                 raise UnsafeArchiveError(
                     f"member {member.name!r} has a name rocm-sdk reserves for its own records"
                 )
@@ -217,9 +224,9 @@ def extract_tree(
 
     ``dest`` must be a direct child of ``site`` (like the final ``site/top``), so
     relative links resolve the same. Returns the POSIX relpaths (relative to
-    ``dest``) of every file and link created, sorted. Links into packages that are not
-    installed are listed in ``PENDING_LINKS_NAME`` instead (see
-    :func:`~rocm_sdk._tar_links.reconcile_pending`).
+    ``dest``) of every file and link created, sorted. Every link into another package is
+    listed in ``EXTERNAL_LINKS_NAME`` (see :mod:`rocm_sdk._external_links`); one whose
+    package is not installed is not made.
     ``limit`` defaults to :meth:`ExpansionLimit.default` of the tarball's size.
     """
     if limit is None:
@@ -229,13 +236,14 @@ def extract_tree(
         files, links = _stream_pass(tarball, top, dest, limit)
         create_links(links, dest, top, hard=False)
         check_symlink_targets(links, dest, site, top)
-        links, pending = set_aside_dangling(links, dest)
+        symlinks = {k.relpath: k.target for k in links if not k.hard}
+        external = external_links(symlinks, [*files, *(k.relpath for k in links if k.hard)])
+        absent = {k.relpath for k in external if not target_there(site, k)}
+        links = set_aside(links, dest, absent)
         create_links(links, dest, top, hard=True)
     except UnsafeArchiveError as exc:  # the message names the member: add the tarball
         raise UnsafeArchiveError(f"{tarball}: {exc}") from None
     symlinks_to_hardlinks(links, dest)
-    created = files + [link.relpath for link in links]
-    doc = [{"relpath": link.relpath, "target": link.target} for link in pending]
     # Created exclusively, never written through a link (a failed write names the file).
-    _write_new(dest / PENDING_LINKS_NAME, json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    return sorted([*created, PENDING_LINKS_NAME])
+    write_manifest(dest, external)
+    return sorted([*files, *(link.relpath for link in links), EXTERNAL_LINKS_NAME])

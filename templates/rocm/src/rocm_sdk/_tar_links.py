@@ -1,10 +1,10 @@
 """The links of the devel tarball, made once its files are written (passes 2 and 3 of
-:func:`rocm_sdk._tar_expand.extract_tree`), and the pending links made later.
+:func:`rocm_sdk._tar_expand.extract_tree`).
 
 Pass 2 creates the links the stream only remembered (symlinks, then hardlinks to regular
 file members) and checks that every symlink resolves inside site-packages; a symlink into a
-package that is not installed is set aside, listed in ``PENDING_LINKS_NAME``, and made by
-:func:`reconcile_pending` once that package is. Pass 3 turns some symlinks whose target is
+package that is not installed is set aside (:func:`set_aside`) and made by
+:mod:`rocm_sdk._external_links` once that package is. Pass 3 turns some symlinks whose target is
 a regular file into hardlinks (see :func:`keeps_symlink`), so the outcome never depends on
 member order.
 """
@@ -17,28 +17,21 @@ import posixpath
 import re
 import shutil
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ._errors import UnsafeArchiveError
-from ._jsonfile import read_json
 
 __all__ = [
     "KEEP_AS_SYMLINK",
-    "PENDING_LINKS_NAME",
     "Link",
     "check_symlink_targets",
     "create_links",
     "keeps_symlink",
-    "pending_links",
-    "reconcile_pending",
-    "set_aside_dangling",
+    "replace_with_hardlink",
+    "set_aside",
     "symlinks_to_hardlinks",
-    "unreconciled_pending",
 ]
 
-#: Written by :func:`~rocm_sdk._tar_expand.extract_tree` into the tree it expands; no member
-#: may take this name.
-PENDING_LINKS_NAME = ".devel_pending_links.json"
 KEEP_AS_SYMLINK = frozenset(
     {"amdclang", "amdclang++", "amdclang-cl", "amdclang-cpp", "amdflang", "amdlld", "amdllvm"}
 )
@@ -115,7 +108,7 @@ def check_symlink_targets(links: list[Link], dest: Path, site: Path, top: str) -
             )
 
 
-def _replace_with_hardlink(source: str, path: Path) -> None:
+def replace_with_hardlink(source: str, path: Path) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):  # a leftover is never written through
         os.unlink(tmp)
@@ -134,26 +127,20 @@ def symlinks_to_hardlinks(links: list[Link], dest: Path) -> None:
         path = dest / link.relpath
         resolved = os.path.realpath(path)
         if os.path.isfile(resolved) and not keeps_symlink(link.relpath, resolved, tree):
-            _replace_with_hardlink(resolved, path)
+            replace_with_hardlink(resolved, path)
 
 
-def set_aside_dangling(links: list[Link], dest: Path) -> tuple[list[Link], list[Link]]:
-    """Split symlinks into kept ones and those into a package that is not installed (a
-    devel link into ``_rocm_profiler`` without ``rocm[profiler]``): those are removed, not
-    left dangling — a dangling link is also what ``pip uninstall`` leaves behind."""
+def set_aside(links: list[Link], dest: Path, names: set[str]) -> list[Link]:
+    """The links but those named in ``names``, which are removed: links into a package that
+    is not installed (a devel link into ``_rocm_profiler`` without ``rocm[profiler]``) are
+    made once it is (:mod:`rocm_sdk._external_links`), never left dangling."""
     kept: list[Link] = []
-    pending: list[Link] = []
-    real_dest = os.path.realpath(dest)
     for link in links:
-        path = dest / link.relpath
-        if link.hard or os.path.exists(path):
-            kept.append(link)
-        elif _within(os.path.realpath(path), real_dest):
-            kept.append(link)  # dangling inside the tree itself: the archive's own choice
+        if link.relpath in names:
+            (dest / link.relpath).unlink()
         else:
-            path.unlink()
-            pending.append(link)
-    return kept, pending
+            kept.append(link)
+    return kept
 
 
 def keeps_symlink(relpath: str, resolved: str, tree: str) -> bool:
@@ -178,72 +165,3 @@ def keeps_symlink(relpath: str, resolved: str, tree: str) -> bool:
         return not os.stat(resolved).st_mode & 0o111
     except OSError:
         return False
-
-
-def _pending_entry(entry: object) -> tuple[str, str]:
-    """(relpath, target) of a pending-links entry, or ('', '') unless both are non-empty
-    strings and the relpath stays inside the tree."""
-    if not isinstance(entry, dict):
-        return "", ""
-    relpath, target = entry.get("relpath"), entry.get("target")
-    if not isinstance(relpath, str) or not isinstance(target, str) or not relpath or not target:
-        return "", ""
-    rel = PurePosixPath(relpath)
-    if rel.is_absolute() or ".." in rel.parts or "\0" in relpath + target:
-        return "", ""
-    return relpath, target
-
-
-def pending_links(dest: Path) -> list[tuple[str, str]]:
-    """(relpath, target) of every pending link listed in ``dest``, made or not."""
-    try:
-        doc = read_json(dest / PENDING_LINKS_NAME)
-    except (OSError, ValueError):
-        return []
-    entries = (_pending_entry(entry) for entry in (doc if isinstance(doc, list) else []))
-    return [(relpath, target) for relpath, target in entries if relpath]
-
-
-def _pending_change(link: Path, resolved: str) -> bool:
-    """Whether :func:`reconcile_pending` would make ``link`` (its target is there now) or
-    remove it (its target has gone)."""
-    if os.path.lexists(link):
-        return not os.path.exists(resolved) and (link.is_symlink() or link.is_file())
-    return os.path.isfile(resolved) or os.path.isdir(resolved)
-
-
-def unreconciled_pending(dest: Path) -> list[str]:
-    """The relpaths of the pending links :func:`reconcile_pending` would make or remove
-    now; reads only."""
-    return [
-        relpath for relpath, target in pending_links(dest)
-        if _pending_change(dest / relpath, os.path.realpath((dest / relpath).parent / target))
-    ]
-
-
-def reconcile_pending(dest: Path) -> list[str]:
-    """Create the pending links whose package is installed now (hardlinks or symlinks, as
-    ``symlinks_to_hardlinks`` makes them); return their relpaths for the RECORD. Links
-    whose package has gone since are removed again, so none ever dangles."""
-    added: list[str] = []
-    tree = os.path.realpath(dest)
-    for relpath, target in pending_links(dest):
-        link = dest / relpath
-        resolved = os.path.realpath(link.parent / target)
-        if not _pending_change(link, resolved):
-            continue
-        if os.path.lexists(link):
-            link.unlink()
-            continue
-        if os.path.isfile(resolved):
-            link.parent.mkdir(parents=True, exist_ok=True)
-            if keeps_symlink(relpath, resolved, tree):
-                os.symlink(target, link)
-            else:
-                _replace_with_hardlink(resolved, link)
-            added.append(relpath)
-        elif os.path.isdir(resolved):
-            link.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(target, link)
-            added.append(relpath)
-    return added

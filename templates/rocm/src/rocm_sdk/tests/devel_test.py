@@ -14,9 +14,7 @@ from .._record import read_record_paths
 from .._tar_links import keeps_symlink
 from . import utils
 
-EXCLUDED_TOP_LEVEL = {
-    "__init__.py", "__pycache__", ".devel_links", ".devel_pending_links.json"
-}
+EXCLUDED_TOP_LEVEL = {"__init__.py", "__pycache__", ".devel_links"}
 
 
 class DevelTest(unittest.TestCase):
