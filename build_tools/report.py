@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from packaging.utils import parse_wheel_filename
+
 from kpack.archive import KpackArchive
 from kpack.common.cli import format_size
 from kpack.generic_targets import generic_table
@@ -175,8 +177,9 @@ def render_markdown(report: Report) -> str:
 
 
 def _device_label(wheel: str) -> str:
-    """``rocm_sdk_device_gfx9_4_generic-7.1-py3-none-linux_x86_64.whl`` -> its dist name."""
-    return wheel.split("-", 1)[0]
+    """``rocm_sdk_device_gfx9_4_generic-7.1-py3-none-linux_x86_64.whl`` -> its project name,
+    as pip installs it (``rocm-sdk-device-gfx9-4-generic``)."""
+    return str(parse_wheel_filename(wheel)[0])
 
 
 def _render_legacy(report: Report) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import lzma
+import re
 import stat
 import struct
 import zipfile
@@ -30,6 +31,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from kpack.common.cli import format_over, format_size
 from kpack.common.safepath import Root, case_collisions, safe_relpath, windows_platform
@@ -163,21 +166,27 @@ class InputWheel:
 
 
 def parse_filename(path: Path) -> tuple[str, str, str | None, str]:
-    """``(name, version, build, tag)`` of ``<name>-<version>(-<build>)?-<py>-<abi>-<plat>.whl``."""
+    """``(name, version, build, tag)`` of ``<name>-<version>(-<build>)?-<py>-<abi>-<plat>.whl``,
+    each as the file name spells it (the tag a possibly compressed set), once
+    :func:`packaging.utils.parse_wheel_filename` has found the name valid."""
     if path.suffix != ".whl":
         raise PackagingError("not a wheel: the file name does not end in .whl", path=path)
     parts = path.name[: -len(".whl")].split("-")
-    if len(parts) == 6 and not parts[2][:1].isdigit():
+    if len(parts) == 6 and parts[2] and not parts[2][:1].isdigit():
         raise PackagingError(
             "variant wheels (a label after the platform tag) cannot be split", path=path
         )
-    if len(parts) not in (5, 6) or not all(parts):
+    try:
+        build = parse_wheel_filename(path.name)[2]
+    except InvalidWheelFilename as exc:
+        reason = re.search(r"\(([^)]*)\)", str(exc)) or re.match(r"([^:]*):", str(exc))
+        why = reason.group(1) if reason else "invalid"  # packaging's words
         raise PackagingError(
-            "not a wheel file name: expected <name>-<version>[-<build>]-<py>-<abi>-<platform>.whl",
+            f"not a wheel file name ({why.lower()}): expected "
+            "<name>-<version>[-<build>]-<py>-<abi>-<platform>.whl",
             path=path,
-        )
-    build = parts[2] if len(parts) == 6 else None
-    return parts[0], parts[1], build, "-".join(parts[-3:])
+        ) from exc
+    return parts[0], parts[1], parts[2] if build else None, "-".join(parts[-3:])
 
 
 def open_wheel(

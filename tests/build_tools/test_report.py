@@ -21,7 +21,7 @@ def test_each_processor_counts_its_own_and_its_generic_wheel() -> None:
     assert {r.fat_download_bytes for r in rows.values()} == {1550}
     assert rows["gfx90a"].saving == round(1 - 1200 / 1550, 4)
     text = render_markdown(Report("7.1", "kpack", (), tuple(rows.values()), ()))
-    assert "| gfx942 | rocm_sdk_device_gfx942, rocm_sdk_device_gfx9_4_generic |" in text
+    assert "| gfx942 | rocm-sdk-device-gfx942, rocm-sdk-device-gfx9-4-generic |" in text
 
 
 def test_no_device_wheels_no_rows() -> None:
