@@ -227,10 +227,9 @@ def _split(
     wheel = source.wheel
     host_name, version = name_and_version(wheel.metadata, f"{wheel.dist_info}/METADATA")
     fat_bytes = sum(f.entry.size for f in plan.fat)
-    progress.phase(
-        f"splitting the device code out of {len(plan.fat)} fat binaries "
-        f"({format_size(fat_bytes)}), {len(plan.databases)} database files to move"
-    )
+    fat = f"{len(plan.fat)} fat binar{'y' if len(plan.fat) == 1 else 'ies'}"
+    moving = f", {len(plan.databases)} database files to move" if plan.databases else ""
+    progress.phase(f"splitting the device code out of {fat} ({format_size(fat_bytes)}){moving}")
     kernels = split_binaries(
         plan, wheel.root, work, scheme=options.scheme, level=options.level, jobs=options.jobs
     )
