@@ -223,16 +223,19 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _print_plan(plan: AssemblyPlan, shards: int, index: Path | None) -> None:
+    """The files assembled: one list on stdout (a table fitted to the width); where the
+    index went, on stderr."""
+    from kpack.common.tables import Table, print_tables
+
     devices = sum(f.kind is Kind.DEVICE for f in plan.files)
-    print(
+    title = (
         f"assembled {len(plan.files)} files ({devices} device wheels) of {plan.version} "
         f"from {shards} shards"
     )
-    width = max(len(f.name) for f in plan.files)
-    for f in plan.files:
-        print(f"  {f.name:<{width}}  {format_size(f.size):>9}")
+    rows = tuple((f.name, format_size(f.size)) for f in plan.files)
+    print_tables([Table(title=title, header=("file", "size"), rows=rows, numeric=frozenset({1}))])
     if index is not None:
-        print(f"index: {output_line(index)}")
+        print(f"index: {output_line(index)}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -318,7 +318,7 @@ def _build(
     if not args.quiet:
         _print_built(built, options.dest_dir)
         if index is not None:
-            print(f"index: {output_line(index)}")
+            print(f"index: {output_line(index)}", file=sys.stderr)
     print(output_line(out))
     return 0
 

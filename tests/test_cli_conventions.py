@@ -302,8 +302,9 @@ def test_the_assembler_ends_with_the_absolute_output_path(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[-1] == str(tmp_path / "merged" / "dist")
-    assert f"index: {tmp_path / 'index'}" in lines
-    assert re.search(r"rocm_sdk_device_gfx1200-\S+\s+\d+(\.\d)? (B|kB)$", proc.stdout, re.M)
+    assert f"index: {tmp_path / 'index'}" in proc.stderr.splitlines()  # a note, not the list
+    assert re.search(r"^ rocm_sdk_device_gfx1200-\S+\s+\d+(\.\d)? (B|kB)$", proc.stdout, re.M)
+    assert all(len(line) <= 80 for line in lines[:-1])  # the list: a table within 80 columns
     argv = ["-q", "--input", "a/dist", "--input", "b/dist", "--output", "merged2/dist"]
     again = _in(tmp_path, _script("assemble-shards"), *argv)
     assert (again.returncode, again.stdout) == (0, f"{tmp_path / 'merged2' / 'dist'}\n")

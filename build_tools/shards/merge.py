@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from build_tools.report import DeviceRow, GenericRow, Report, TargetRow, target_rows
+from kpack.targets import target_order
 
 from .report import REPORT_JSON, shown
 from .scan import REQUIRED_WHEELS, DistFile, Kind, Shard, device_target
@@ -54,7 +55,7 @@ def merge_reports(
         for f in files
         if f.kind is Kind.DEVICE and f.name not in {r.wheel for r in device}
     ]
-    device.sort(key=lambda r: (r.target, r.wheel))
+    device.sort(key=lambda r: (target_order(r.target), r.wheel))  # as build_tools.report
     if mode == "legacy":
         problems += [
             f"{s.directory}'s {REPORT_JSON}: family rows differ from {shards[0].directory}'s"
