@@ -17,10 +17,6 @@ from kpack.targets import is_target_id
 log = logging.getLogger(__name__)
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
-
-
 def _follow(path: Path) -> Path:
     """``path`` with its final symlinks followed (directories along it left as they are)."""
     seen = 0

@@ -14,7 +14,7 @@ from pathlib import Path
 from kpack.archive import KpackArchive
 from kpack.bundle import PLAIN_MAGIC, iter_bundles
 from kpack.cli._args import _input_file, _output_dir, _target
-from kpack.common.cli import output_line
+from kpack.common.cli import format_size, output_line
 from kpack.common.outputs import publish, staging
 from kpack.common.safepath import Root, safe_relpath
 from kpack.errors import ArchiveError, UsageError
@@ -62,19 +62,19 @@ def _bundle_rows(path: Path, offset: int = 0, size: int | None = None) -> list[s
                 else "plain"
             )
             rows.append(
-                f"  bundle {number} at {bundle.offset:#x}: {bundle.end - bundle.offset} "
-                f"bytes, {kind}, {len(bundle.code_objects)} code objects"
+                f"  bundle {number} at {bundle.offset:#x}: "
+                f"{format_size(bundle.end - bundle.offset)}, {kind}, "
+                f"{len(bundle.code_objects)} code objects"
             )
             for co in bundle.code_objects:
-                rows.append(f"    {co.target:<20} {co.size:>12} bytes  {co.triple}")
+                rows.append(f"    {co.target:<20} {format_size(co.size):>9}  {co.triple}")
                 total = totals.setdefault(co.target, [0, 0])
                 total[0] += 1
                 total[1] += co.size
             del bundle
     rows.append("  per target:")
-    rows += [
-        f"    {t:<20} {c:>5} code objects {s:>14} bytes" for t, (c, s) in sorted(totals.items())
-    ]
+    ordered = sorted(totals.items(), key=lambda item: target_order(item[0]))
+    rows += [f"    {t:<20} {c:>5} code objects {format_size(s):>9}" for t, (c, s) in ordered]
     return rows
 
 
@@ -137,10 +137,10 @@ def _inspect_kpack(path: Path) -> list[str]:
             f"family: {archive.gfx_arch_family}",
             f"  gfx_arches: {', '.join(archive.gfx_arches)}",
             f"  kernels: {len(archive)} from {len(binaries)} binaries",
-            f"  size: {size} bytes for {original} bytes of code objects",
+            f"  size: {format_size(size)} for {format_size(original)} of code objects",
         ]
         ordered = sorted(per_target.items(), key=lambda item: target_order(item[0]))
-        lines += [f"    {t:<20} {c:>5} kernels {s:>14} bytes" for t, (c, s) in ordered]
+        lines += [f"    {t:<20} {c:>5} kernels {format_size(s):>9}" for t, (c, s) in ordered]
     return lines
 
 

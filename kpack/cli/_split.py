@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kpack.archive import DEFAULT_LEVEL, Scheme
-from kpack.cli._args import _agent_isa, _input_dir, _input_file, _mb, _output_dir
+from kpack.cli._args import _agent_isa, _input_dir, _input_file, _output_dir
+from kpack.common.cli import format_size
 from kpack.databases import load_handlers
 from kpack.errors import ArchiveError, UsageError
 from kpack.resolve import resolve_binary
@@ -35,19 +36,23 @@ def _gpu_targets(values: Sequence[str] | None) -> tuple[str, ...] | None:
     return targets
 
 
-def _print_result(result: SplitResult) -> None:
+def _print_result(result: SplitResult, *, verbose: int = 0) -> None:
+    """The artifact dirs written, on stdout; the notes on stderr (their count, or with
+    ``-v`` each one)."""
     original = sum(a.original_bytes for a in result.archives)
     stored = sum(a.size for a in result.archives)
     kernels = sum(a.kernel_count for a in result.archives)
     print(
         f"{result.artifact_dir.name} -> {result.prefix}: {len(result.outputs)} artifact dirs, "
-        f"{len(result.archives)} archives, {kernels} kernels "
-        f"({_mb(original)} -> {_mb(stored)}), {len(result.databases)} database files"
+        f"{len(result.archives)} archives, {kernels} kernels ({format_size(original)} -> "
+        f"{format_size(stored)}), {len(result.databases)} database files"
     )
     for path in result.outputs:
         print(f"  {path}")
-    for note in result.notes:
-        print(f"  note: {note}")
+    if result.notes and not verbose:
+        print(f"{len(result.notes)} notes (-v shows them)", file=sys.stderr)
+    for note in result.notes if verbose else ():
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _rocm_kpack_options(args: argparse.Namespace) -> None:
@@ -89,7 +94,7 @@ def cmd_split(args: argparse.Namespace) -> int:
             owns=getattr(args, "owns", "recorded"),
         )
         if not getattr(args, "quiet", False):
-            _print_result(result)
+            _print_result(result, verbose=getattr(args, "verbose", 0))
         print(Path(args.output_dir).absolute())  # the last line: where the outputs went
         return 0
     batch = split_artifacts(
@@ -105,7 +110,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     )
     quiet = getattr(args, "quiet", False)
     for result in batch.results if not quiet else ():
-        _print_result(result)
+        _print_result(result, verbose=getattr(args, "verbose", 0))
     if not batch.results and not batch.failures and not quiet:
         print(f"no artifacts to split in {args.batch_artifact_parent_dir}")
     batch.raise_for_failures()

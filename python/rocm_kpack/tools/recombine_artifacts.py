@@ -74,7 +74,7 @@ def _run(argv: Sequence[str] | None) -> int:
         if result.missing:
             shown = ", ".join(result.missing[:3])
             more = f" and {len(result.missing) - 3} more" if len(result.missing) > 3 else ""
-            print(f"  note: group members found in no shard: {shown}{more}")
+            print(f"note: group members found in no shard: {shown}{more}", file=sys.stderr)
         print(f"{len(result.outputs)} artifacts")
     print(output_line(args.output_dir))
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -88,8 +89,10 @@ def test_python_m_kpack_and_verbose_logging(tree: BlasTree, tmp_path: Path) -> N
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr.splitlines() == [  # only the missing stage dir is worth a warning
         f"WARNING kpack.artifact.tree: {tree.artifact}/artifact_manifest.txt: stage directory "
-        "'missing/stage' does not exist; skipped"
+        "'missing/stage' does not exist; skipped",
+        "6 notes (-v shows them)",  # notes on stderr, each one with -v
     ]
+    assert "note:" not in quiet.stdout
     assert "blas_lib_gfx94X-dcgpu -> blas_lib: 5 artifact dirs" in quiet.stdout
     loud = subprocess.run(
         [*cmd, str(tmp_path / "v"), "-v"], capture_output=True, text=True, cwd=REPO, check=False
@@ -111,8 +114,8 @@ def test_python_m_kpack_and_verbose_logging(tree: BlasTree, tmp_path: Path) -> N
 
 def test_split_defaults(capsys: pytest.CaptureFixture[str], tree: BlasTree, tmp_path: Path) -> None:
     rc, out, err = split_cli(capsys, tree, tmp_path)
-    assert (rc, err) == (0, "")
-    assert "4 archives" in out and "0 database files" in out
+    assert (rc, err) == (0, "6 notes (-v shows them)\n")
+    assert "4 archives" in out and "0 database files" in out and "note" not in out
     kpack = tmp_path / "blas_lib_gfx942" / BLAS / ".kpack" / "blas_lib_gfx942.kpack"
     with KpackArchive.open(kpack) as archive:
         assert archive.scheme == "zstd-per-kernel"
@@ -289,7 +292,7 @@ def test_batch_option(capsys: pytest.CaptureFixture[str], tree: BlasTree, tmp_pa
         "--split-databases",
         "rocblas",
     )
-    assert (rc, err) == (0, "")
+    assert rc == 0 and re.fullmatch(r"[0-9]+ notes \(-v shows them\)\n", err), err
     assert "-> blas_lib:" in out and "core_lib" not in out
     bad = parent / "bad_lib_gfx942"
     put(bad, "s/stage", "lib/libbad.so", corrupt_fat(tmp_path / "build", "bad"))
@@ -303,6 +306,8 @@ def test_batch_option(capsys: pytest.CaptureFixture[str], tree: BlasTree, tmp_pa
         tmp_path / "out2",
     )
     assert rc == 1
+    counted, err = err.split("\n", 1)  # the good one's notes, counted
+    assert counted == "6 notes (-v shows them)"
     line = one_error_line(err)
     assert "1 of 2 artifacts failed" in line and "bad_lib_gfx942" in line
     assert "-> blas_lib:" in out  # the good one was still split
@@ -434,7 +439,7 @@ def test_verify(capsys: pytest.CaptureFixture[str], installed: Path, tmp_path: P
     rc, out, err = run_cli(capsys, "verify", lib)
     assert rc == 0, err
     assert "OK, 2 wrappers, 4 kernels in 4 archives" in out
-    assert "(gfx1100, gfx90a:xnack-, gfx942, gfx942:xnack+)" in out
+    assert "(gfx90a:xnack-, gfx942, gfx942:xnack+, gfx1100)" in out
     assert "no kernels of this binary for gfx1100" in err  # warnings only
     rc, out, _ = run_cli(capsys, "verify", installed / "lib/libMIOpen.so.1")
     assert rc == 0 and "9 kernels" in out
@@ -983,3 +988,28 @@ def test_small_inputs_are_split_in_process(
     assert split_cli(capsys, tree, tmp_path / "pool", "-j", "2")[0] == 0
     assert started == [2]
     assert listing(tmp_path / "here") == listing(tmp_path / "pool")
+
+
+def test_inspect_lists_targets_in_natural_order_with_decimal_sizes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 33, item 5: gfx803 before gfx1030, sizes as every tool prints them."""
+    from tests.kpack.split.test_split import make_fat
+
+    fat = make_fat(tmp_path, "libnat.so", [["gfx1030", "gfx803", "gfx90a", "gfx1100"]])
+    rc, out, _ = run_cli(capsys, "inspect", fat.path)
+    assert rc == 0
+    per_target = out.split("per target:\n", 1)[1].splitlines()
+    assert [row.split()[0] for row in per_target] == ["gfx803", "gfx90a", "gfx1030", "gfx1100"]
+    assert all(row.endswith(" B") or row.endswith(" kB") for row in per_target), out
+    assert " bytes" not in out.split(".hip_fatbin:", 1)[1].split("\n", 1)[1]
+
+
+def test_split_notes_go_to_stderr_each_with_verbose(
+    capsys: pytest.CaptureFixture[str], tree: BlasTree, tmp_path: Path
+) -> None:
+    """One list on stdout (the artifact dirs), the notes on stderr (issue 33, item 5)."""
+    rc, out, err = split_cli(capsys, tree, tmp_path / "v", "-v")
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert rc == 0 and len(notes) == 6, err
+    assert "removed 4.1 kB of device code" in err and "note:" not in out
