@@ -44,6 +44,10 @@ from tests.kpack.transform_fixtures import synthetic
 REPO = Path(__file__).resolve().parents[3]
 
 
+#: a progress line of a CI log (kpack.common.progress), before the error line
+PROGRESS = re.compile(r"^\[ *\d+\.\ds\] ")
+
+
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> BlasTree:
     tmp = tmp_path_factory.mktemp("cli")
@@ -57,7 +61,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int,
 
 
 def one_error_line(err: str) -> str:
-    lines = err.splitlines()
+    lines = [line for line in err.splitlines() if not PROGRESS.match(line)]
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     return lines[0]
 
