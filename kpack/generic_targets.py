@@ -84,7 +84,8 @@ class GenericTable:
 
     def unknown_generic(self, targets: Iterable[str]) -> tuple[str, ...]:
         """Targets spelled as a generic target that the table does not list, sorted."""
-        return tuple(sorted({t for t in targets if looks_generic(t) and not self.is_generic(t)}))
+        unknown = {t for t in targets if looks_generic(t) and not self.is_generic(t)}
+        return tuple(sorted(unknown, key=target_order))
 
 
 def load_generic_table(path: Path | None = None) -> GenericTable:

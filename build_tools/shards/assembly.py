@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 
 from build_tools.report import Report
 from kpack.errors import PackagingError, UsageError
+from kpack.targets import target_order
 
 from .merge import merge_reports
 from .report import REPORT_JSON, parse_version
@@ -215,6 +216,6 @@ def _check_families(
 
 def _check_targets(files: Sequence[DistFile], expected: Iterable[str], problems: list[str]) -> None:
     built = {f.target for f in files if f.kind is Kind.DEVICE}
-    missing = sorted(t for t in expected if device_target(t) not in built)
+    missing = sorted((t for t in expected if device_target(t) not in built), key=target_order)
     if missing:
         problems.append(f"missing device wheels for expected targets: {', '.join(missing)}")

@@ -36,7 +36,7 @@ from kpack.artifact.names import ArtifactId
 from kpack.artifact.packed import PackedArtifact, unpack_artifact
 from kpack.errors import ArtifactError
 from kpack.owners import owner_table
-from kpack.targets import is_isa_target
+from kpack.targets import is_isa_target, target_order
 
 from ..manifests import PackageKind, PackageSpec, load_manifests
 
@@ -108,7 +108,9 @@ def _one_shard(inputs: Sequence[_Input], passed_on: Sequence[str]) -> PlannedSha
 def _cut(inputs: Sequence[_Input], count: int, passed_on: Sequence[str]) -> list[PlannedShard]:
     owners = owner_table()
     generic = [i for i in inputs if i.id.target == "generic"]
-    tree_targets = sorted({i.id.target for i in inputs if i.id.target != "generic"})
+    tree_targets = sorted(
+        {i.id.target for i in inputs if i.id.target != "generic"}, key=target_order
+    )
     by_owner: dict[str, list[_Input]] = {}
     for i in inputs:
         if i.id.target != "generic":

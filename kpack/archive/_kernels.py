@@ -29,7 +29,7 @@ from kpack.archive import _write  # its limits are read at call time (tests lowe
 from kpack.archive._toc import SCHEMES
 from kpack.archive._write import ZstdFrame, payload_size
 from kpack.errors import ArchiveError
-from kpack.targets import is_target_id
+from kpack.targets import is_target_id, target_order
 
 _KEY = re.compile(r"[^#\\\x00]+#(?:0|[1-9][0-9]*)")
 _NAME_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\]")
@@ -165,8 +165,11 @@ def _arch_problems(targets: Sequence[str], gfx_arches: Sequence[str] | None) -> 
         for arch in gfx_arches
         if not isinstance(arch, str) or not is_target_id(arch)
     ]
-    unknown = sorted({t for t in targets if isinstance(t, str) and t not in declared})
-    problems += [f"target {t!r} is not in gfx_arches {sorted(declared)}" for t in unknown]
+    unknown = sorted(
+        {t for t in targets if isinstance(t, str) and t not in declared}, key=target_order
+    )
+    listed = sorted(declared, key=target_order)
+    problems += [f"target {t!r} is not in gfx_arches {listed}" for t in unknown]
     return problems
 
 

@@ -33,6 +33,7 @@ from kpack.split._jobs import FatJob, PlannedFat, plan_fat_jobs, retarget_plan, 
 from kpack.split._pipeline import ArchivePart, ArchiveSpec, BinaryKernels, plan_archives
 from kpack.split._plan import GENERIC, ArchivePlace, SplitOptions, SplitPlan, plan_split
 from kpack.split._scan import classify_entries, kernel_name
+from kpack.targets import target_order
 from kpack.transform import FatBinaryInfo
 
 __all__ = ["PlannedSplit", "plan_in_place", "spool_planned"]
@@ -218,7 +219,7 @@ def _target_outputs(
             [*_dirs(art, e.stage, e.relpath, e.source), file]
         )
     outputs = []
-    for target, entries in sorted(by_target.items()):
+    for target, entries in sorted(by_target.items(), key=lambda item: target_order(item[0])):
         unique = {(e.stage, e.relpath): e for e in entries}
         ordered = tuple(sorted(unique.values(), key=lambda e: (e.stage, e.relpath)))
         outputs.append(

@@ -155,7 +155,8 @@ def test_missing_targets_against_family_flags(
     argv = ("--input", a, "--input", b, "--output", tmp_path / "out")
     assert run(*argv, "--linux-amdgpu-families", "gfx120X-all;gfx94X-dcgpu,dcgpu-all") == 1
     err = capsys.readouterr().err
-    assert "missing device wheels for expected targets: gfx1201, gfx1250, gfx908, gfx90a, " in err
+    missing = "missing device wheels for expected targets: gfx908, gfx90a, gfx950, gfx1201, gfx1250"
+    assert missing in err  # natural order
     assert "gfx942" not in err.split("targets:")[1]
     assert not (tmp_path / "out").exists()
     # As in the builder, Windows families count too; without any flag nothing is checked.
@@ -285,7 +286,7 @@ def test_a_file_it_did_not_write_is_replaced_only_with_force(
     assert (out / "old.whl").read_bytes() == b"stale"
     (m / "report.md").write_text("edited since")  # changed since: no longer its own
     assert run("-q", "--input", a, b, "--output", out) == 1
-    assert "  - report.md: changed since this tool wrote it\n" in capsys.readouterr().err
+    assert "  - report.md: changed since this tool wrote it (size " in capsys.readouterr().err
     assert (m / "report.md").read_text() == "edited since"
     assert run("-q", "--input", a, b, "--output", out, "--force") == 0
     assert (m / "report.md").read_bytes() != b"edited since"

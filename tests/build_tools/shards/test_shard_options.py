@@ -64,7 +64,7 @@ def test_targets_balanced_over_device_shards(
         "core-hip_lib_generic",
         "rocprofiler-systems_lib_generic",
     ]
-    tree_targets = "gfx1201,gfx90a,gfx942,gfx942:xnack+"
+    tree_targets = "gfx90a,gfx942,gfx942:xnack+,gfx1201"
     assert common["args"] == [
         "--version",
         "1.0",
@@ -174,7 +174,7 @@ def test_a_device_shard_without_its_targets_inputs(
         "--targets",
         "gfx90a",
         "--tree-targets",
-        "gfx1201,gfx90a,gfx942,gfx942:xnack+",
+        "gfx90a,gfx942,gfx942:xnack+,gfx1201",
     ]
     assert main(argv) == 1
     assert "no per-target artifacts for gfx90a in this shard's input" in capsys.readouterr().err
