@@ -5,6 +5,8 @@ value (:func:`plan_rpath_edit` returns an :class:`ElfEdit`), verify it
 (:func:`verify_elf`), then write it (:meth:`ElfEdit.write_to`, or all three in
 :func:`apply_rpath_edit`). :func:`plan_needed_edit` renames NEEDED entries in place; an
 RPATH edit planned on its result composes with it (:func:`check_link_edit` checks both).
+:func:`phdr_pin_problem` / :func:`pin_phdr` check and re-apply the old-kernel rule for an
+executable's program-header table after other tools edited it.
 Errors are :class:`kpack.errors.ElfError`.
 """
 
@@ -14,6 +16,7 @@ from kpack.elf._apply import apply_rpath_edit, check_link_edit, check_rpath_edit
 from kpack.elf._edit import ElfEdit
 from kpack.elf._load import Blob, LoadPlan, Patch, grown_table, plan_load
 from kpack.elf._needed import plan_needed_edit
+from kpack.elf._pin import phdr_pin_problem, pin_phdr, plan_phdr_pin
 from kpack.elf._rpath import plan_rpath_edit
 from kpack.elf._scan import ElfInfo, FileKind, classify, scan_elf, scan_reader
 from kpack.elf._verify import verify_elf
@@ -30,8 +33,11 @@ __all__ = [
     "check_rpath_edit",
     "classify",
     "grown_table",
+    "phdr_pin_problem",
+    "pin_phdr",
     "plan_load",
     "plan_needed_edit",
+    "plan_phdr_pin",
     "plan_rpath_edit",
     "scan_elf",
     "scan_reader",
