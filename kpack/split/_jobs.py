@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from kpack.artifact.output import copy_file, copy_meta
 from kpack.artifact.planned import PlannedKernel
+from kpack.common.cli import format_size
 from kpack.databases import base_arch
 from kpack.elf import ElfEdit
 from kpack.errors import BundleError, TransformError
@@ -120,7 +121,7 @@ def run_fat_job(job: FatJob, keep_views: bool = False, threads: int = 1) -> FatO
     """
     if job.spool is None:
         raise TransformError("a job without a spool is only planned", path=job.source)
-    log.info("splitting %s (%d bytes)", job.kernel_name, job.size)
+    log.info("splitting %s (%s)", job.kernel_name, format_size(job.size))
     content: HostContent | None = None
     with Spool(job.spool, job.level, threads) as spool:
         sink = spool.decoded_sink(job.scope)
@@ -176,7 +177,7 @@ def run_fat_jobs(jobs: Sequence[FatJob], workers: int) -> list[FatOutcome]:
 def plan_fat_job(job: FatJob) -> PlannedFat:
     """Plan and verify the transform of one fat binary and describe its in-scope kernels;
     nothing is spooled or written. An already transformed binary is an error here."""
-    log.info("planning the split of %s (%d bytes)", job.kernel_name, job.size)
+    log.info("planning the split of %s (%s)", job.kernel_name, format_size(job.size))
     plan = plan_host_transform(
         job.source, kernel_name=job.kernel_name, search_paths=[job.search_path]
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.archive import MAX_ARCHIVE_BYTES, Scheme
+from kpack.common.cli import format_size
 from kpack.errors import PackagingError
 from kpack.split import ArchiveSpec, FatJob, HostContent, SpooledArchive, split_fat
 from kpack.wheelfile import Generated
@@ -92,7 +93,7 @@ def split_binaries(
     )
     archives = tuple(ArchiveFile(a.target, a.path.as_posix(), a) for a in split.archives)
     for archive in archives:
-        log.info("%s: %d kernels, %d bytes", archive.arcname, archive.kernels, archive.size)
+        log.info("%s: %d kernels, %s", archive.arcname, archive.kernels, format_size(archive.size))
     by_name = {o.job.source: o for o in split.outcomes}
     stripped: dict[str, HostContent] = {}
     kernels: dict[str, int] = {}

@@ -103,6 +103,8 @@ def test_python_m_kpack_and_verbose_logging(tree: BlasTree, tmp_path: Path) -> N
     )
     assert loud.returncode == 0, loud.stderr
     assert "INFO kpack.split:" in loud.stderr and "INFO kpack.split._archives: wrote" in loud.stderr
+    splitting = [line for line in loud.stderr.splitlines() if "splitting " in line]
+    assert splitting and all(line.endswith((" B)", " kB)")) for line in splitting), loud.stderr
     helped = subprocess.run(
         [sys.executable, "-m", "kpack", "--help"],
         capture_output=True,
