@@ -109,7 +109,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "verify", parents=[common], help="check a transformed binary against its archives"
     )
-    p.add_argument("binary", type=Path, help="a transformed host binary (ELF or PE)")
+    p.add_argument(
+        "binary",
+        type=Path,
+        help="a transformed host binary (ELF or PE); a directory or a wheel: check that "
+        "every ELF executable in it keeps its program headers where old kernels find them",
+    )
     p.add_argument(
         "--archive",
         type=Path,

@@ -18,7 +18,8 @@ from kpack.archive import DEFAULT_LEVEL, Scheme
 from kpack.cli._args import _agent_isa, _input_dir, _input_file, _output_dir
 from kpack.common.cli import format_size
 from kpack.databases import load_handlers
-from kpack.errors import ArchiveError, UsageError
+from kpack.errors import ArchiveError, TransformError, UsageError
+from kpack.phdr_gate import scan_executables
 from kpack.resolve import resolve_binary
 from kpack.split import SplitResult, split_artifact, split_artifacts
 from kpack.verify import verify_binary
@@ -119,6 +120,8 @@ def cmd_split(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.binary.is_dir() or args.binary.suffix == ".whl":
+        return _verify_executables(args)
     binary = _input_file(args.binary, "the binary")
     for archive in args.archive or ():
         _input_file(archive, "--archive")
@@ -134,6 +137,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
     )
     for path in report.archives:
         print(f"  {path}")
+    return 0
+
+
+def _verify_executables(args: argparse.Namespace) -> int:
+    """``kpack verify DIR|WHEEL``: the old-kernel gate (:mod:`kpack.phdr_gate`)."""
+    if args.archive or args.search_root is not None:
+        raise UsageError("--archive and --search-root check one binary, not a tree or wheel")
+    root = args.binary if args.binary.is_dir() else _input_file(args.binary, "the wheel")
+    findings = list(scan_executables(root))
+    bad = [f"{f.path}: {f.problem}" for f in findings if f.problem is not None]
+    if bad:
+        raise TransformError(
+            f"{len(bad)} of {len(findings)} ELF file(s) fail the old-kernel check; "
+            "python -m rocm_kpack.tools.normalize_phdr_tree repairs them",
+            path=args.binary,
+            problems=bad,
+        )
+    print(
+        f"{args.binary}: OK, {len(findings)} ELF file(s), every executable's program headers pinned"
+    )
     return 0
 
 

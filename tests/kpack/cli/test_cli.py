@@ -638,7 +638,10 @@ BAD_INPUTS = [
     ),
     (("extract", "{in}/fifo", "-o", "{out}"), "{in}/fifo: the input is not a regular file"),
     (("extract", "{in}/adir", "-o", "{out}"), "{in}/adir: the input is a directory"),
-    (("verify", "{in}/adir"), "{in}/adir: the binary is a directory, not a file"),
+    (
+        ("verify", "{in}/fifo-1-py3-none-any.whl"),
+        "{in}/fifo-1-py3-none-any.whl: the wheel is not a regular file",
+    ),
     (("verify", "{in}/fifo"), "{in}/fifo: the binary is not a regular file"),
     (("resolve", "{in}/adir", "--arch", "gfx942"), "{in}/adir: the binary is a directory"),
     (("resolve", "{in}/missing", "--arch", "gfx942"), "{in}/missing: cannot read the binary"),
