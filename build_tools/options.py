@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import re
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from packaging.version import InvalidVersion, Version
 
+from kpack.common.cli import default_jobs
 from kpack.errors import UsageError
 from kpack.wheelfile import source_date_epoch
 
@@ -32,7 +33,7 @@ class BuildOptions:
     windows_targets: tuple[str, ...] = ()
     platform_tag: str = "linux_x86_64"
     epoch: int = 315532800
-    jobs: int = 2
+    jobs: int = field(default_factory=default_jobs)  # -j: the CPU count
     targets: tuple[str, ...] = ()  # kpack mode: build only these device wheels (sharding)
     families: frozenset[str] | None = None  # GPU family labels of the family table (None: any)
     only: Literal["all", "common", "device"] = "all"  # a shard of a --print-shards plan

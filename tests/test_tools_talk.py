@@ -150,3 +150,15 @@ def test_a_good_platform_tag_names_the_wheels(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     wheels = sorted(p.name for p in (dest / "dist").glob("*.whl"))
     assert wheels and all(w.endswith("-py3-none-manylinux_2_28_x86_64.whl") for w in wheels)
+
+
+def test_the_python_apis_default_to_the_cpu_count_too() -> None:
+    """The options a caller builds without -j use as many processes as the CLI would."""
+    from build_tools.options import BuildOptions
+    from kpack.split import SplitOptions
+    from kpack.wheelsplit._options import SplitOptions as WheelSplitOptions
+
+    assert SplitOptions().jobs == CPUS
+    assert WheelSplitOptions(overlay_root=None, device_package_prefix="p").jobs == CPUS
+    build = BuildOptions(artifact_dir=Path("a"), dest_dir=Path("d"), version="1", nonce="n")
+    assert build.jobs == CPUS

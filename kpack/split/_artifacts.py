@@ -16,6 +16,7 @@ from pathlib import Path
 from kpack.archive import DEFAULT_LEVEL, MAX_ARCHIVE_BYTES, Scheme
 from kpack.artifact.names import ArtifactId
 from kpack.artifact.packed import PackedArtifact, archive_id, naming_archive, unpack_artifact
+from kpack.common.cli import default_jobs
 from kpack.common.staging import staging
 from kpack.databases import Handler
 from kpack.errors import ArtifactError, RocmPackagingError, UsageError
@@ -54,7 +55,7 @@ def split_artifact(
     gpu_targets: Sequence[str] | None = None,
     scheme: Scheme = "zstd-per-kernel",
     level: int = DEFAULT_LEVEL,
-    jobs: int = 2,
+    jobs: int | None = None,
     force: bool = False,
     max_archive_bytes: int = MAX_ARCHIVE_BYTES,
     owns: str = "recorded",
@@ -84,7 +85,7 @@ def _options(
     *,
     scheme: Scheme,
     level: int,
-    jobs: int,
+    jobs: int | None,
     force: bool,
     max_archive_bytes: int,
     owns: str,
@@ -95,7 +96,7 @@ def _options(
         gpu_targets=tuple(gpu_targets) if gpu_targets is not None else None,
         scheme=scheme,
         level=level,
-        jobs=jobs,
+        jobs=default_jobs() if jobs is None else jobs,  # None: the CPU count, as -j
         force=force,
         max_archive_bytes=max_archive_bytes,
         owns=owns,
@@ -223,7 +224,7 @@ def split_artifacts(
     gpu_targets: Sequence[str] | None = None,
     scheme: Scheme = "zstd-per-kernel",
     level: int = DEFAULT_LEVEL,
-    jobs: int = 2,
+    jobs: int | None = None,
     force: bool = False,
     progress: Callable[[Path], None] | None = None,
     max_archive_bytes: int = MAX_ARCHIVE_BYTES,

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from kpack.archive import DEFAULT_LEVEL, MAX_ARCHIVE_BYTES, SCHEMES, Scheme
 from kpack.artifact.names import ArtifactId
 from kpack.artifact.tree import Entry
+from kpack.common.cli import default_jobs
 from kpack.databases import Handler, base_arch
 from kpack.errors import ArtifactError, UsageError
 from kpack.generic_targets import generic_table
@@ -50,7 +51,7 @@ class SplitOptions:
     gpu_targets: tuple[str, ...] | None = None
     scheme: Scheme = "zstd-per-kernel"
     level: int = DEFAULT_LEVEL
-    jobs: int = 2
+    jobs: int = field(default_factory=default_jobs)  # -j: the CPU count
     force: bool = False
     #: The largest archive written; a target's kernels beyond it go to further parts
     #: (:mod:`kpack.split._parts`). Smaller limits are for tests.

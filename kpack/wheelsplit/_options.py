@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from kpack.archive import DEFAULT_LEVEL, Scheme
+from kpack.common.cli import default_jobs
 from kpack.errors import UsageError
 from kpack.wheelfile import DEFAULT_LIMITS, Limits
 from kpack.wheelsplit._requires import check_requires
@@ -45,7 +46,7 @@ class SplitOptions:
     databases: tuple[str, ...] | None = None  # None: every handler
     scheme: Scheme = "zstd-per-kernel"
     level: int = DEFAULT_LEVEL
-    jobs: int = 1
+    jobs: int = field(default_factory=default_jobs)  # -j: the CPU count
     variant: bool = False
     variant_label: str = DEFAULT_VARIANT_LABEL
     variant_schema: VariantSchema = "0.1.1"
