@@ -112,6 +112,22 @@ def test_lld_layout_is_what_the_spec_describes(hip: HipSamples, tmp_path: Path) 
     assert phdr[1] != 64 and loads[-1][1] <= phdr[1] < loads[-1][1] + loads[-1][3]
 
 
+@pytest.mark.parametrize("variant", ["pie", "nopie", "lld-pie"])
+def test_llvm_strip_then_normalize_phdr_tree(hip: HipSamples, variant: str, tmp_path: Path) -> None:
+    """llvm-strip after the transform unpins the table (the program dies in ld.so);
+    ``normalize_phdr_tree --check`` flags it and the fix makes it run as before."""
+    from rocm_kpack.tools.normalize_phdr_tree import main as normalize
+
+    exe = hip.exes[variant]
+    dest, _ = _transform(exe, tmp_path)
+    run([LLVM_BIN / "llvm-strip", dest])
+    assert normalize(["--check", str(dest)]) == 1
+    assert normalize([str(dest)]) == 0
+    check_pinned(dest)
+    assert normalize(["--check", str(dest)]) == 0
+    assert run_program(dest) == run_program(exe)
+
+
 @pytest.mark.parametrize("variant", EXES)
 def test_executable_runs_as_before(hip: HipSamples, variant: str, tmp_path: Path) -> None:
     exe = hip.exes[variant]
