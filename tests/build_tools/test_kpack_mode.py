@@ -657,3 +657,19 @@ def test_a_generic_target_outside_the_table_is_an_error(
 def files_name(so: Path) -> str:
     """``_linalg.so`` as a CPython extension module is named."""
     return f"{so.stem}.cpython-311-x86_64-linux-gnu.so"
+
+
+def test_every_wheel_passes_the_old_kernel_gate(
+    fat_dist: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kpack verify WHEEL`` on each built wheel: every ELF executable keeps its program
+    headers where old kernels look (the split executables of the tree included)."""
+    from kpack.cli import main as kpack_main
+    from kpack.phdr_gate import scan_executables
+
+    wheels = sorted(fat_dist.glob("*.whl"))
+    for wheel in wheels:
+        assert kpack_main(["verify", str(wheel)]) == 0, capsys.readouterr().err
+    found = [f for w in wheels for f in scan_executables(w)]
+    assert found and all(f.problem is None for f in found)
+    assert any(f.path.endswith("bin/hip-sample-info") for f in found), [f.path for f in found]
