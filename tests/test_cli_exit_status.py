@@ -63,6 +63,7 @@ def test_the_walk_covers_every_console_script() -> None:
     assert set(_scripts()) == {"kpack", "build-python-packages", "assemble-shards"}
     assert set(_kpack_subcommands()) == {
         "inspect", "extract", "split-artifacts", "verify", "resolve", "split-wheel",
+        "finalize-wheel",
     }  # fmt: skip
 
 
@@ -206,7 +207,37 @@ CODE_USAGE_ERRORS: list[tuple[tuple[str, ...], str]] = [
         ),
         "--input: no such file or directory",
     ),
-]
+    (
+        ("kpack", "finalize-wheel", "{tmp}/missing-1-py3-none-any.whl", "--output-dir", "{tmp}/o",
+         "--rocm-version", "7.1.0", "--rocm-set", "{tmp}"),
+        "no such wheel",
+    ),
+    (
+        ("kpack", "finalize-wheel", "{tmp}/f", "--output-dir", "{tmp}/o", "--rocm-version",
+         "x y", "--rocm-set", "{tmp}"),
+        "--rocm-version 'x y' is not a PEP 440 version",
+    ),
+    (
+        ("kpack", "finalize-wheel", "{tmp}/f", "--output-dir", "{tmp}/o", "--rocm-version",
+         "7.1.0", "--rocm-set", "{tmp}/f"),
+        "--rocm-set: not a directory",
+    ),
+    (
+        ("kpack", "finalize-wheel", "{tmp}/f", "--output-dir", "{tmp}/o", "--rocm-version",
+         "7.1.0", "--rocm-set", "{tmp}", "--expected-gpu-target", "gfx94X-dcgpu"),
+        "not a GPU target: 'gfx94X-dcgpu'",
+    ),
+    (
+        ("kpack", "finalize-wheel", "{tmp}/f", "--output-dir", "{tmp}/o", "--rocm-version",
+         "7.1.0", "--rocm-set", "{tmp}", "--max-wheel-size", "0"),
+        "size must be at least 1 byte",
+    ),
+    (
+        ("kpack", "split-wheel", "--input", "{tmp}/f", "--output-dir", "{tmp}/o",
+         "--wheel-type", "torch-fat", "--rocm-version", "7.1.0"),
+        "need --finalize",
+    ),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(

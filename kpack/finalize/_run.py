@@ -65,6 +65,8 @@ def options_from(args: argparse.Namespace) -> FinalizeOptions:
     if args.rocm_version is None or args.rocm_set is None:
         raise UsageError("--finalize needs --rocm-version and --rocm-set")
     version = rocm_version(args.rocm_version)
+    if not Path(args.rocm_set).is_dir():
+        raise UsageError("--rocm-set: not a directory", path=args.rocm_set)
     return FinalizeOptions(
         rocm_version=str(version),
         rocm_set=Path(args.rocm_set),
