@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kpack.elf import check_link_edit, plan_needed_edit, plan_rpath_edit
 from kpack.finalize._metadata import finalized_metadata, set_pins
-from kpack.finalize._plan import ElfPlan, LibraryPlan, plan_libraries
+from kpack.finalize._plan import ElfPlan, LibraryPlan, plan_libraries, plan_windows
 from kpack.finalize._set import RocmSet
 from kpack.finalize._targets import check_targets, embedded_targets
 from kpack.finalize._version import finalized_version
@@ -54,9 +54,9 @@ def finalize(
 ) -> FinalizedWheel:
     """Finalize ``wheel`` (extracted) for the set ``rocm``; edited files go into ``work``."""
     version = finalized_version(wheel.version, rocm.version, wheel.path.name)
-    plan = plan_libraries(wheel, rocm) if rocm.platform == "linux" else _no_libraries(wheel)
+    plan = plan_libraries(wheel, rocm) if rocm.platform == "linux" else plan_windows(wheel, rocm)
     archives = [e.arcname for e in wheel.entries if e.arcname.endswith(".kpack")]
-    targets = embedded_targets(wheel.root, _device_candidates(wheel, plan), archives)
+    targets = embedded_targets(wheel.root, plan.elves, archives)
     check_targets(targets, expected, wheel.path)
     edited = {e.arcname: _apply(wheel, e, work) for e in plan.edits}
     pins = set_pins(str(rocm.version), plan.links, rocm.core, rocm.libraries_dists)
@@ -87,20 +87,6 @@ def finalize(
         targets=frozenset(targets),
         pins=tuple(pins),
     )
-
-
-def _no_libraries(wheel: InputWheel) -> LibraryPlan:
-    """Windows: no ELF work (DLLs are found as ``rocm_sdk.initialize_process`` preloads them)."""
-    return LibraryPlan(removed=(), edits=(), links=frozenset(), elves=())
-
-
-def _device_candidates(wheel: InputWheel, plan: LibraryPlan) -> list[str]:
-    """ELF members (kept ones) and PE members that may hold device code."""
-    if plan.elves:
-        return list(plan.elves)
-    return [
-        e.arcname for e in wheel.entries if e.arcname.lower().endswith((".dll", ".pyd", ".exe"))
-    ]
 
 
 def _mover(wheel: InputWheel, stem: str) -> Callable[[str], str]:

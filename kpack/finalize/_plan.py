@@ -31,10 +31,12 @@ from kpack.errors import PackagingError, shown_list
 from kpack.finalize._set import PLATFORM_PREFIXES, RocmSet, library_stem
 from kpack.wheelfile import InputWheel
 
-__all__ = ["ElfPlan", "LibraryPlan", "plan_libraries"]
+__all__ = ["ElfPlan", "LibraryPlan", "plan_libraries", "plan_windows"]
 
 #: auditwheel's name of a vendored copy: ``<stem>-<8 hex digits>`` before ``.so``.
 _HASHED = re.compile(r"(?P<stem>.+)-[0-9a-f]{8}(?P<ext>\.so(?:\..*)?)")
+#: delvewheel's name of a vendored DLL: ``<stem>-<hex digits>.dll``.
+_HASHED_DLL = re.compile(r"(?P<stem>.+)-[0-9a-f]{8,32}(?P<ext>\.dll)", re.IGNORECASE)
 _ORIGIN = re.compile(r"\$(?:ORIGIN|\{ORIGIN\})(?=/|$)")
 
 
@@ -203,3 +205,37 @@ def _old_entries(
 
 def _holds(paths: set[str], directory: str) -> bool:
     return directory == "." or any(p.startswith(directory + "/") for p in paths)
+
+
+def plan_windows(wheel: InputWheel, rocm: RocmSet) -> LibraryPlan:
+    """Windows: DLLs are found as ``rocm_sdk.initialize_process`` preloads the set's (by full
+    path; the loader then takes a loaded module of that name for every import), so a copy of
+    a set DLL under its own name is removed; a renamed copy (delvewheel's
+    ``amdhip64_7-<hash>.dll``) would need its importers' import tables rewritten, which is not
+    done: an error naming it."""
+    removed, problems = [], []
+    for entry in wheel.entries:
+        name = posixpath.basename(entry.arcname)
+        if not name.lower().endswith(".dll"):
+            continue
+        hashed = _HASHED_DLL.fullmatch(name)
+        if rocm.lookup(name):
+            removed.append(entry.arcname)
+        elif hashed and rocm.lookup(hashed["stem"] + hashed["ext"]):
+            problems.append(
+                f"{entry.arcname}: a renamed copy of the set's {hashed['stem']}{hashed['ext']}; "
+                "repair the wheel without vendoring it (delvewheel --exclude)"
+            )
+    if problems:
+        raise PackagingError(
+            "the wheel vendors renamed copies of the set's DLLs",
+            path=wheel.path,
+            problems=shown_list(problems),
+        )
+    dlls = tuple(e.arcname for e in wheel.entries if e.arcname.lower().endswith((".dll", ".pyd")))
+    return LibraryPlan(
+        removed=tuple(sorted(removed)),
+        edits=(),
+        links=frozenset(),
+        elves=tuple(d for d in dlls if d not in removed),
+    )

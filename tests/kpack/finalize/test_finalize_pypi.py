@@ -185,3 +185,69 @@ def test_a_foreign_local_version_is_refused(rocm7_set: Path, tmp_path: Path) -> 
     renamed = tmp_path / src.name.replace("0.4.7", "0.4.7+cu12")
     renamed.write_bytes(src.read_bytes())
     assert _finalize(renamed, rocm7_set, tmp_path / "out") != 0
+
+
+# --- Windows --------------------------------------------------------------------------------
+
+
+def _win_set(tmp_path: Path) -> Path:
+    dist = tmp_path / "winset"
+    dist.mkdir(parents=True, exist_ok=True)
+    wheel = dist / f"rocm_sdk_core-{ROCM}-py3-none-win_amd64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("_rocm_sdk_core/bin/amdhip64_7.dll", b"")
+    return dist
+
+
+@pytest.mark.real
+def test_a_windows_wheel_gets_the_metadata_work(tmp_path: Path) -> None:
+    from tests.pypi_inputs import BITSANDBYTES_WIN
+
+    out = tmp_path / "out"
+    wheel = pypi_wheel(BITSANDBYTES_WIN)
+    rocm_set = _win_set(tmp_path)
+    assert _finalize(wheel, rocm_set, out, "--expected-gpu-target", "gfx1201") == 1  # 22 ISAs
+    assert _finalize(wheel, rocm_set, out) == 0
+    (made,) = out.glob("*.whl")
+    assert made.name == f"bitsandbytes-0.50.2+rocm{ROCM}-py3-none-win_amd64.whl"
+    new, old = tmp_path / "new", tmp_path / "old"
+    assert sorted(_members(made, new)) != []
+    _members(wheel, old)
+    for dll in (old / "bitsandbytes").glob("*.dll"):  # DLLs untouched
+        assert (new / "bitsandbytes" / dll.name).read_bytes() == dll.read_bytes()
+    meta = BytesParser().parsebytes(
+        (new / f"bitsandbytes-0.50.2+rocm{ROCM}.dist-info/METADATA").read_bytes()
+    )
+    assert f"rocm-sdk-core == {ROCM}" in (meta.get_all("Requires-Dist") or [])
+
+
+def _win_wheel(path: Path, dlls: list[str]) -> Path:
+    info = "winpkg-1.0.dist-info"
+    files = {f"winpkg/{d}": b"MZ not a real image" for d in dlls}
+    files[f"{info}/METADATA"] = b"Metadata-Version: 2.1\nName: winpkg\nVersion: 1.0\n"
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-win_amd64\n"
+    )
+    record = [f"{n},,".encode() for n in [*files, f"{info}/RECORD"]]
+    files[f"{info}/RECORD"] = b"\n".join(record) + b"\n"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return path
+
+
+def test_windows_copies_of_the_sets_dlls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rocm_set = _win_set(tmp_path)
+    plain = _win_wheel(tmp_path / "winpkg-1.0-py3-none-win_amd64.whl", ["amdhip64_7.dll", "x.dll"])
+    out = tmp_path / "out"
+    assert _finalize(plain, rocm_set, out) == 0
+    (made,) = out.glob("*.whl")
+    names = _members(made, tmp_path / "new")
+    assert "winpkg/x.dll" in names and "winpkg/amdhip64_7.dll" not in names
+    hashed = tmp_path / "h" / plain.name
+    hashed.parent.mkdir()
+    _win_wheel(hashed, ["amdhip64_7-0123456789abcdef0123456789abcdef.dll"])
+    assert _finalize(hashed, rocm_set, tmp_path / "out2") == 1
+    assert "renamed copy of the set's amdhip64_7.dll" in capsys.readouterr().err
