@@ -18,8 +18,8 @@ cut it short for the C API's ``const char *``) and no backslash (readers turn ``
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -66,6 +66,9 @@ class StoredKernel:
     stored_size: int
     original_size: int
     metadata: Mapping[str, str] | None = None
+    #: Kernels whose ``content`` is equal (and not ``None``) hold the same stored bytes:
+    #: the archive stores them once, under one ordinal.
+    content: Hashable | None = field(default=None, compare=False)
 
 
 def _name_problem(key: str) -> str | None:

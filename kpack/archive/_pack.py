@@ -2,6 +2,27 @@
 
 Private to :mod:`kpack.archive`. Both ways sort the kernels by ``(binary_key, target)``
 before they assign ordinals, so an archive's bytes depend only on its set of kernels.
+
+Each code object is stored once per archive: kernels with the same bytes (several
+wrappers of one binary pointing at one bundle, the same code object in two binaries)
+share one ordinal, the first such kernel's in sorted order, and one frame. Every reader
+loads such archives, as each maps a TOC entry to its frame by ordinal alone and assumes
+nothing else of ordinals:
+
+- rocm-kpack's C++ runtime (rocm-systems ``shared/kpack/runtime``): ``parse_toc`` keeps
+  each entry's ``ordinal``; ``build_zstd_frame_index`` walks ``num_kernels`` size-prefixed
+  frames into a list; ``decompress_zstd`` / ``decompress_noop`` check only
+  ``ordinal < frames`` and decode into a buffer refilled on every call (nothing is cached
+  by ordinal, ``num_kernels`` is never compared with the number of entries);
+- its Python reader (``rocm_kpack/kpack.py`` + ``compression.py``): ``get_kernel`` looks the
+  entry up and decompresses ``frame_index[ordinal]``, with only a range check;
+- HRX's reader rules (tests/kpack/hrx_reader.py): frames walked by their size prefixes, each
+  entry's ``0 <= ordinal < frames`` and its frame's content size equal to its
+  ``original_size``;
+- ours (:mod:`kpack.archive._read`): entries sharing an ordinal must agree on
+  ``original_size``.
+
+tests/kpack/archive/test_shared_ordinals.py loads a shared-ordinal archive through each.
 :func:`write_kpack` compresses and writes the archive in one go. :func:`lay_out_kpack`
 takes kernels whose stored bytes exist already and computes everything but the blobs up
 front, as a :class:`KpackLayout` that streams the same bytes wherever they are wanted.
@@ -9,8 +30,9 @@ front, as a :class:`KpackLayout` that streams the same bytes wherever they are w
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +53,8 @@ from kpack.archive._write import (
     DEFAULT_LEVEL,
     U32,
     VERSION,
+    Payload,
+    ZstdFrame,
     header,
     payload_size,
     too_large,
@@ -52,6 +76,31 @@ class KpackSummary:
 _TocRow = tuple[str, str, int, "Mapping[str, str] | None"]  # key, target, original size, meta
 
 
+def _share(keys: Sequence[Hashable | None]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Ordinals for rows with content ``keys`` (``None``: never shared): each row's
+    ordinal, and the row each ordinal's blob comes from (its first row)."""
+    ordinals: list[int] = []
+    firsts: list[int] = []
+    seen: dict[Hashable, int] = {}
+    for row, key in enumerate(keys):
+        ordinal = seen.get(key) if key is not None else None
+        if ordinal is None:
+            ordinal = len(firsts)
+            firsts.append(row)
+            if key is not None:
+                seen[key] = ordinal
+        ordinals.append(ordinal)
+    return tuple(ordinals), tuple(firsts)
+
+
+def _content_key(data: Payload) -> Hashable:
+    """What identifies a payload's bytes: a frame by its level and bytes, a code object by
+    its bytes (a digest, with the size, so equal keys mean equal bytes in practice)."""
+    if isinstance(data, ZstdFrame):
+        return ("frame", data.level, data.size, hashlib.sha256(data.frame).digest())
+    return ("code", memoryview(data).nbytes, hashlib.sha256(data).digest())
+
+
 def _arches(rows: Sequence[_TocRow], declared: Sequence[str] | None) -> tuple[str, ...]:
     """The archive's ``gfx_arches``: those declared, else its kernels' targets; sorted."""
     return tuple(sorted({row[1] for row in rows} if declared is None else set(declared)))
@@ -59,13 +108,14 @@ def _arches(rows: Sequence[_TocRow], declared: Sequence[str] | None) -> tuple[st
 
 def _toc(
     ordered: Sequence[_TocRow],
+    ordinals: Sequence[int],
     group: str,
     family: str,
     scheme: str,
     arches: Sequence[str] | None = None,
 ) -> dict[str, object]:
     toc: dict[str, dict[str, object]] = {}
-    for ordinal, (binary_key, target, size, metadata) in enumerate(ordered):
+    for ordinal, (binary_key, target, size, metadata) in zip(ordinals, ordered, strict=True):
         entry: dict[str, object] = {"type": "hsaco", "ordinal": ordinal, "original_size": size}
         if metadata is not None:
             entry["metadata"] = dict(metadata)
@@ -106,8 +156,9 @@ def write_kpack(
     check_kernels(kernels, path, key_rule=key_rule, gfx_arches=gfx_arches)
     ordered = sorted(kernels, key=lambda k: (k.binary_key, k.target))
     rows = [(k.binary_key, k.target, payload_size(k.data), k.metadata) for k in ordered]
-    toc = _toc(rows, group_name, gfx_arch_family, scheme, gfx_arches)
-    payloads = [k.data for k in ordered]
+    ordinals, firsts = _share([_content_key(k.data) for k in ordered])
+    toc = _toc(rows, ordinals, group_name, gfx_arch_family, scheme, gfx_arches)
+    payloads = [ordered[i].data for i in firsts]
     size = _write.write_file(
         path,
         payloads,
@@ -121,7 +172,13 @@ def write_kpack(
     arches = _arches(rows, gfx_arches)
     original = sum(payload_size(d) for d in payloads)
     log.info(
-        "wrote %s: %d kernels, %d -> %d bytes (%s)", path, len(ordered), original, size, scheme
+        "wrote %s: %d kernels (%d stored), %d -> %d bytes (%s)",
+        path,
+        len(ordered),
+        len(payloads),
+        original,
+        size,
+        scheme,
     )
     return KpackSummary(path, size, len(ordered), original, arches)
 
@@ -134,7 +191,8 @@ class KpackLayout:
 
     path: Path  # what it is called, for messages
     scheme: Scheme
-    order: tuple[int, ...]  # the input index of each ordinal
+    order: tuple[int, ...]  # the input index of each ordinal (its first kernel)
+    kernel_count: int  # TOC entries (kernels sharing a stored blob count each)
     stored_sizes: tuple[int, ...]  # per ordinal
     original_bytes: int
     gfx_arches: tuple[str, ...]
@@ -165,7 +223,9 @@ class KpackLayout:
         yield self.toc
 
     def summary(self, path: Path) -> KpackSummary:
-        return KpackSummary(path, self.size, len(self.order), self.original_bytes, self.gfx_arches)
+        return KpackSummary(
+            path, self.size, self.kernel_count, self.original_bytes, self.gfx_arches
+        )
 
 
 def _blob_area(
@@ -206,13 +266,24 @@ def lay_out_kpack(
     path = Path(path)
     check_options(path, scheme, 1, group_name, gfx_arch_family)
     check_stored(kernels, path)
-    order = tuple(
+    by_key = tuple(
         sorted(range(len(kernels)), key=lambda i: (kernels[i].binary_key, kernels[i].target))
     )
-    ordered = [kernels[i] for i in order]
+    ordered = [kernels[i] for i in by_key]
     rows = [(k.binary_key, k.target, k.original_size, k.metadata) for k in ordered]
-    toc = _toc(rows, group_name, gfx_arch_family, scheme)
-    sizes = tuple(k.stored_size for k in ordered)
+    ordinals, firsts = _share([k.content for k in ordered])
+    for row, ordinal in enumerate(ordinals):
+        first = ordered[firsts[ordinal]]
+        k = ordered[row]
+        if (k.stored_size, k.original_size) != (first.stored_size, first.original_size):
+            raise ArchiveError(
+                f"kernels ({first.binary_key!r}, {first.target!r}) and ({k.binary_key!r}, "
+                f"{k.target!r}) have the same content but different sizes",
+                path=path,
+            )
+    order = tuple(by_key[i] for i in firsts)
+    toc = _toc(rows, ordinals, group_name, gfx_arch_family, scheme)
+    sizes = tuple(ordered[i].stored_size for i in firsts)
     location, area, tail = _blob_area(scheme, sizes, path)
     toc_bytes = msgpack.packb({**toc, **location}, use_bin_type=True)
     size = BLOB_ALIGNMENT + area + len(toc_bytes)
@@ -223,6 +294,7 @@ def lay_out_kpack(
         path=path,
         scheme=scheme,
         order=order,
+        kernel_count=len(ordered),
         stored_sizes=sizes,
         original_bytes=sum(k.original_size for k in ordered),
         gfx_arches=tuple(sorted({k.target for k in ordered})),

@@ -101,7 +101,7 @@ def _entries(
     check: _Checker, toc: dict[str, object], scheme: str
 ) -> dict[tuple[str, str], TocEntry]:
     out: dict[tuple[str, str], TocEntry] = {}
-    seen: dict[int, tuple[str, str]] = {}
+    seen: dict[int, tuple[tuple[str, str], TocEntry]] = {}
     for binary_key, targets in check.key(toc, "toc", dict).items():
         check.typed(binary_key, str, f"toc key {binary_key!r}")
         for target, raw in check.typed(targets, dict, f"toc[{binary_key!r}]").items():
@@ -109,12 +109,13 @@ def _entries(
             if not is_target_id(target):
                 raise check.fail(f"toc[{binary_key!r}] key {target!r} is not a target id")
             entry = _entry(check, raw, f"toc[{binary_key!r}][{target!r}]", scheme)
-            if entry.ordinal in seen:
+            # entries may share an ordinal (one stored code object), but then one size
+            first = seen.setdefault(entry.ordinal, ((binary_key, target), entry))
+            if first[1].original_size != entry.original_size:
                 raise check.fail(
-                    f"ordinal {entry.ordinal} is used by {seen[entry.ordinal]} and "
-                    f"{(binary_key, target)}"
+                    f"ordinal {entry.ordinal} is shared by {first[0]} and "
+                    f"{(binary_key, target)} with different original_size"
                 )
-            seen[entry.ordinal] = (binary_key, target)
             out[(binary_key, target)] = entry
     return out
 

@@ -10,6 +10,7 @@ not a target's device code.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ class SpooledArchive:
 
     @property
     def kernel_count(self) -> int:
-        return len(self.blobs)
+        return self.layout.kernel_count
 
     def summary(self) -> KpackSummary:
         return self.layout.summary(self.path)
@@ -117,7 +118,13 @@ def lay_out_archive(job: ArchiveJob, spec: ArchiveSpec) -> SpooledArchive:
                 path=job.path,
             )
         meta = {"target": k.triple, "source_prefix": stage}
-        stored.append(StoredKernel(f"{name}#{k.index}", k.target, k.size, k.original_size, meta))
+        # wrappers pointing at one code object share its spool range: stored once
+        content = (os.fspath(k.spool), k.offset, k.size) if k.view is None else None
+        stored.append(
+            StoredKernel(
+                f"{name}#{k.index}", k.target, k.size, k.original_size, meta, content=content
+            )
+        )
     layout = lay_out_kpack(
         stored,
         path=job.path,

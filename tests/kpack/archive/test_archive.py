@@ -430,7 +430,7 @@ CORRUPT = [
     ("ordinal a string", entry_replaced(ZSTD, ordinal="0"), "'ordinal' must be int"),
     ("ordinal negative", entry_replaced(ZSTD, ordinal=-1), "out of range"),
     ("ordinal beyond", entry_replaced(ZSTD, ordinal=7), "ordinal 7 has no stored kernel"),
-    ("ordinal duplicate", entry_replaced(ZSTD, ordinal=1), "ordinal 1 is used by"),
+    ("ordinal shared, sizes differ", entry_replaced(ZSTD, ordinal=1), "ordinal 1 is shared by"),
     (
         "original_size missing",
         entry_replaced(ZSTD, original_size=None),
