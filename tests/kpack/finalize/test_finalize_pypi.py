@@ -251,3 +251,18 @@ def test_windows_copies_of_the_sets_dlls(
     _win_wheel(hashed, ["amdhip64_7-0123456789abcdef0123456789abcdef.dll"])
     assert _finalize(hashed, rocm_set, tmp_path / "out2") == 1
     assert "renamed copy of the set's amdhip64_7.dll" in capsys.readouterr().err
+
+
+@pytest.mark.real
+def test_finalized_wheels_are_reproducible(
+    rocm7_set: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel = pypi_wheel(GAFIME)
+    made = []
+    for run_dir in ("a", "b"):
+        assert _finalize(wheel, rocm7_set, tmp_path / run_dir) == 0
+        made.append(next((tmp_path / run_dir).glob("*.whl")).read_bytes())
+    assert made[0] == made[1]
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    assert _finalize(wheel, rocm7_set, tmp_path / "c") == 0
+    assert next((tmp_path / "c").glob("*.whl")).read_bytes() != made[0]
