@@ -57,12 +57,12 @@ def finalized_metadata(metadata: bytes, version: str, pins: list[str], where: st
     for line in lines:
         found = _FIELD.fullmatch(line)
         key = found["key"].lower() if found else b""
-        if key == b"version":
-            line = b"Version: " + version.encode() + found["eol"]  # type: ignore[index]
-        elif key == b"requires-dist":
-            line, name = _pinned(found["value"].decode("utf-8"), rocm, where)  # type: ignore[index]
+        if found is not None and key == b"version":
+            line = b"Version: " + version.encode() + found["eol"]
+        elif found is not None and key == b"requires-dist":
+            line, name = _pinned(found["value"].decode("utf-8"), rocm, where)
             present.add(name)
-            line = line + (found["eol"] or newline)  # type: ignore[index]
+            line += found["eol"] or newline
         out.append(line)
     if out and not out[-1].endswith(b"\n"):
         out[-1] += newline

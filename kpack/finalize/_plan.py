@@ -71,18 +71,13 @@ def restored_name(name: str) -> str:
 def plan_libraries(wheel: InputWheel, rocm: RocmSet) -> LibraryPlan:
     """The library plan of ``wheel`` (extracted) against the set ``rocm``."""
     infos = _scan(wheel)
+    names = {a: info.soname or posixpath.basename(a) for a, info in infos.items()}
     vendored = {
-        arcname: restored_name(info.soname or posixpath.basename(arcname))
+        arcname: restored_name(names[arcname])
         for arcname, info in infos.items()
-        if info.kind is FileKind.SHARED_LIBRARY
-        and rocm.lookup(restored_name(info.soname or posixpath.basename(arcname)))
+        if info.kind is FileKind.SHARED_LIBRARY and rocm.lookup(restored_name(names[arcname]))
     }
-    renames = {
-        info.soname or posixpath.basename(a): restored
-        for a, restored in vendored.items()
-        for info in [infos[a]]
-    }
-    renames = {old: new for old, new in renames.items() if old != new}
+    renames = {names[a]: new for a, new in vendored.items() if names[a] != new}
     kept = {a: i for a, i in infos.items() if a not in vendored}
     orphans = _orphans(kept, renames)
     kept = {a: i for a, i in kept.items() if a not in orphans}
