@@ -13,7 +13,8 @@ process on one synthetic site (``--links`` files in core, each linked from the d
 - ``get_devel_root()``: the fast path (nothing changed);
 - the baseline, ``get_devel_root(verify=True)``: every link checked, the owners' RECORDs read.
 
-and prints each with the ratio fast / full.
+and prints each with the ratio fast / full (measured: 0.25 ms against 707 ms for 20,000
+links on a loaded 2-core machine).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def main() -> int:
     print(f"links into core: {args.links}; first call (expansion): {expand:.2f} s")
     print(f"get_devel_root(), fast path:       {fast * 1000:8.2f} ms")
     print(f"get_devel_root(verify=True), full: {full * 1000:8.2f} ms")
-    print(f"ratio fast / full: {fast / full:.3f}")
+    print(f"ratio fast / full: {fast / full:.5f} (the full check costs {full / fast:.0f}x more)")
     return 0
 
 
