@@ -55,6 +55,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kpack.transform",),
     ("kpack.artifact",),
     ("kpack.split", "kpack.resolve", "kpack.unbundle", "kpack.verify"),
+    ("kpack.finalize",),
     ("kpack.wheelsplit",),
     ("kpack.cli", "kpack.tools", "kpack.__main__", "kpack"),
     ("rocm_kpack",),
