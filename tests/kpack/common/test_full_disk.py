@@ -32,6 +32,7 @@ from kpack.wheelfile import Member, write_wheel
 from kpack.wheelfile import _source as wheel_source
 from tests.kpack.bundle_fixtures import sample_bundle
 from tests.kpack.wheel_fixtures import metadata
+from tests.progress_lines import without_progress
 
 REPO = Path(__file__).resolve().parents[3]
 FULL = os.strerror(errno.ENOSPC)  # "No space left on device"
@@ -93,7 +94,7 @@ def _tree(root: Path) -> list[str]:
 
 
 def _one_error(err: str) -> str:
-    lines = err.splitlines()
+    lines = without_progress(err)
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     return lines[0]
 

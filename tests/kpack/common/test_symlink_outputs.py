@@ -17,6 +17,7 @@ from kpack.elf import plan_rpath_edit
 from kpack.errors import PackagingError, UnsafePathError
 from kpack.wheelfile import Member, write_wheel
 from tests.kpack.wheel_fixtures import make_plain_wheel
+from tests.progress_lines import without_progress
 
 SPLIT_WHEEL = ["split-wheel", "--overlay-root", "torch/", "--device-package-prefix", "amd-torch"]
 KERNELS = [KernelInput("lib/a.so#0", "gfx942", b"\x7fELF" + bytes(64))]
@@ -38,7 +39,7 @@ def _untouched(outside: Path) -> None:
 
 def _one_error(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
     err = capsys.readouterr().err
-    lines = err.splitlines()
+    lines = without_progress(err)
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     for needle in needles:
         assert needle in lines[0], err
