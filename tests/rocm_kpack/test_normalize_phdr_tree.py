@@ -106,13 +106,25 @@ def test_patchelf_keeps_the_table_pinned(tmp_path: Path, kind: str) -> None:
 def test_libraries_and_non_elf_files_are_left_alone(tmp_path: Path) -> None:
     lib = synthetic(tmp_path, "so", pad(plain(0x10)), [0], kind="so")
     (tmp_path / "notes.txt").write_text("not an ELF\n")
+    (tmp_path / "elf32").write_bytes(b"\x7fELF\x01\x01" + bytes(60))  # passed over
     os.symlink(lib, tmp_path / "link.so")
     subprocess.run([LLVM_BIN / "llvm-strip", lib], check=True)
     before = lib.read_bytes()
     result = normalize("--check", "-v", tmp_path)
     assert result.returncode == 0, result
     assert f"ok    {lib}" in result.stdout and "link.so" not in result.stdout
+    assert "Scanned 1 ELF file(s); 0 non-compliant." in result.stdout
     assert lib.read_bytes() == before
+
+
+def test_unreadable_elf_is_a_warning_and_exit_1(tmp_path: Path) -> None:
+    """Unlike upstream (exit 0), a file the gate could not check fails the run."""
+    bad = tmp_path / "truncated"
+    bad.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(20))
+    for argv in (("--check",), ()):
+        result = normalize(*argv, tmp_path)
+        assert result.returncode == 1, result
+        assert result.stderr.startswith(f"WARN  {bad}: "), result.stderr
 
 
 def test_missing_path_is_a_usage_error(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ rocm-kpack's tool of the same name, on the same command line::
     python -m rocm_kpack.tools.normalize_phdr_tree PATH...          # fix in place
     python -m rocm_kpack.tools.normalize_phdr_tree --check PATH...  # gate
 
-Every regular file (not a symlink) below each PATH that starts with the ELF magic is
+Every regular file (not a symlink) below each PATH that is an ELF64 little-endian file is
 looked at. An executable whose program-header table is not where old kernels (EL8) look
 for it (see :mod:`kpack.elf._pin`) is listed as ``NONCOMPLIANT  <path>  (<reason>)`` with
 ``--check`` (exit status 1 when any is), and otherwise rewritten in place (a new file
@@ -67,9 +67,11 @@ def _files(roots: Sequence[Path]) -> Iterator[Path]:
 
 
 def _is_elf(path: Path) -> bool:
+    """ELF64 little-endian: the hosts this toolchain edits (a 32-bit or big-endian ELF is
+    no program of a ROCm tree and is passed over, not counted)."""
     try:
         with path.open("rb") as f:
-            return f.read(4) == b"\x7fELF"
+            return f.read(6) == b"\x7fELF\x02\x01"
     except OSError:
         return False
 
