@@ -20,15 +20,18 @@ Scan every ELF member once (:func:`kpack.elf.scan_elf`), then decide, as values:
 
 from __future__ import annotations
 
+import mmap
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from kpack.elf import ElfInfo, FileKind, scan_elf
 from kpack.elf.structs import DT_RPATH, DT_RUNPATH
 from kpack.errors import PackagingError, shown_list
 from kpack.finalize._set import PLATFORM_PREFIXES, RocmSet, library_stem
+from kpack.pe import imported_dlls, is_pe_file, read_image
 from kpack.wheelfile import InputWheel
 
 __all__ = ["ElfPlan", "LibraryPlan", "plan_libraries", "plan_windows"]
@@ -207,7 +210,8 @@ def plan_windows(wheel: InputWheel, rocm: RocmSet) -> LibraryPlan:
     path; the loader then takes a loaded module of that name for every import), so a copy of
     a set DLL under its own name is removed; a renamed copy (delvewheel's
     ``amdhip64_7-<hash>.dll``) would need its importers' import tables rewritten, which is not
-    done: an error naming it."""
+    done: an error naming it. The DLLs the wheel's images import (delay-loaded ones too) say
+    which set distributions it links."""
     removed, problems = [], []
     for entry in wheel.entries:
         name = posixpath.basename(entry.arcname)
@@ -227,10 +231,25 @@ def plan_windows(wheel: InputWheel, rocm: RocmSet) -> LibraryPlan:
             path=wheel.path,
             problems=shown_list(problems),
         )
-    dlls = tuple(e.arcname for e in wheel.entries if e.arcname.lower().endswith((".dll", ".pyd")))
+    images = [
+        e.arcname
+        for e in wheel.entries
+        if e.arcname.lower().endswith((".dll", ".pyd", ".exe"))
+        and e.arcname not in removed
+        and is_pe_file(wheel.root / e.arcname)
+    ]
+    links = {
+        copy.dist
+        for name in images
+        for dll in _imports(wheel.root / name)
+        for copy in rocm.lookup(dll)
+    }
     return LibraryPlan(
-        removed=tuple(sorted(removed)),
-        edits=(),
-        links=frozenset(),
-        elves=tuple(d for d in dlls if d not in removed),
+        removed=tuple(sorted(removed)), edits=(), links=frozenset(links), elves=tuple(images)
     )
+
+
+def _imports(path: Path) -> tuple[str, ...]:
+    """The DLLs the PE image ``path`` imports (delay-loaded ones too)."""
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return imported_dlls(read_image(data, path), data)

@@ -33,6 +33,7 @@ __all__ = [
     "PeImage",
     "Section",
     "Sliceable",
+    "imported_dlls",
     "is_pe",
     "is_pe_file",
     "pe_checksum",
@@ -331,6 +332,44 @@ def base_relocations(image: PeImage, data: Buffer) -> dict[int, int]:
                 out[page + where] = kind
         pos += block
     return out
+
+
+#: Data directories of the import table and the delay-load import table.
+DIR_IMPORT, DIR_DELAY_IMPORT = 1, 13
+_MAX_DLL_NAME = 512
+
+
+def imported_dlls(image: PeImage, data: Buffer) -> tuple[str, ...]:
+    """The DLL names the import table and the delay-load import table name, in order
+    (``amdhip64_7.dll``, ``KERNEL32.dll``)."""
+    names: list[str] = []
+    # (directory, descriptor size, offset of the name's RVA in a descriptor)
+    for index, size, at in ((DIR_IMPORT, 20, 12), (DIR_DELAY_IMPORT, 32, 4)):
+        rva, length = image.directory(index)
+        if not length:
+            continue
+        offset = image.rva_to_offset(rva, length)
+        if offset is None:
+            raise PeError(f"import directory {index} is not in the file", path=image.path)
+        for pos in range(offset, offset + length - size + 1, size):
+            entry = bytes(data[pos : pos + size])
+            if not any(entry):
+                break
+            (name_rva,) = struct.unpack_from("<I", entry, at)
+            names.append(_dll_name(image, data, name_rva))
+    return tuple(names)
+
+
+def _dll_name(image: PeImage, data: Buffer, rva: int) -> str:
+    section = image.section_at(rva)
+    start = image.rva_to_offset(rva, 1)
+    if section is None or start is None:
+        raise PeError(f"imported DLL name at RVA {rva:#x} is not in the file", path=image.path)
+    end = min(start + _MAX_DLL_NAME, section.raw_offset + section.file_bytes())
+    raw = bytes(data[start:end])
+    if b"\0" not in raw:
+        raise PeError(f"imported DLL name at RVA {rva:#x} is not terminated", path=image.path)
+    return raw.split(b"\0", 1)[0].decode("ascii", "replace")
 
 
 def debug_entries(image: PeImage, data: Buffer) -> Iterator[DebugEntry]:

@@ -193,9 +193,12 @@ def test_a_foreign_local_version_is_refused(rocm7_set: Path, tmp_path: Path) -> 
 def _win_set(tmp_path: Path) -> Path:
     dist = tmp_path / "winset"
     dist.mkdir(parents=True, exist_ok=True)
-    wheel = dist / f"rocm_sdk_core-{ROCM}-py3-none-win_amd64.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        archive.writestr("_rocm_sdk_core/bin/amdhip64_7.dll", b"")
+    for name, member in (
+        ("rocm_sdk_core", "_rocm_sdk_core/bin/amdhip64_7.dll"),
+        ("rocm_sdk_libraries", "_rocm_sdk_libraries/bin/hipblas.dll"),
+    ):
+        with zipfile.ZipFile(dist / f"{name}-{ROCM}-py3-none-win_amd64.whl", "w") as archive:
+            archive.writestr(member, b"")
     return dist
 
 
@@ -218,7 +221,9 @@ def test_a_windows_wheel_gets_the_metadata_work(tmp_path: Path) -> None:
     meta = BytesParser().parsebytes(
         (new / f"bitsandbytes-0.50.2+rocm{ROCM}.dist-info/METADATA").read_bytes()
     )
-    assert f"rocm-sdk-core == {ROCM}" in (meta.get_all("Requires-Dist") or [])
+    # its ROCm DLLs import hipblas.dll (pefile agrees): the libraries wheel is pinned too
+    requires = meta.get_all("Requires-Dist") or []
+    assert requires[-2:] == [f"rocm-sdk-core == {ROCM}", f"rocm-sdk-libraries == {ROCM}"]
 
 
 def _win_wheel(path: Path, dlls: list[str]) -> Path:
