@@ -271,3 +271,23 @@ def test_finalized_wheels_are_reproducible(
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     assert _finalize(wheel, rocm7_set, tmp_path / "c") == 0
     assert next((tmp_path / "c").glob("*.whl")).read_bytes() != made[0]
+
+
+@pytest.mark.real
+def test_input_dir_and_a_rerun_replace_what_finalize_wrote(rocm7_set: Path, tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for wheel in (pypi_wheel(GAFIME), pypi_wheel(SPLINE_CONV)):
+        (inputs / wheel.name).write_bytes(wheel.read_bytes())
+    out = tmp_path / "out"
+    (out / "mine.txt").parent.mkdir()
+    (out / "mine.txt").write_text("not finalize's")
+    argv = ["finalize-wheel", "--input-dir", str(inputs), "--output-dir", str(out),
+            "--rocm-version", ROCM, "--rocm-set", str(rocm7_set), "-q"]  # fmt: skip
+    assert kpack_main(argv) == 0
+    first = sorted(p.name for p in out.glob("*.whl"))
+    assert [n.split("-")[0] for n in first] == ["gafime_rocm", "torch_spline_conv_rocm"]
+    (inputs / pypi_wheel(SPLINE_CONV).name).unlink()
+    assert kpack_main(argv) == 0  # the re-run's outputs replace the last run's
+    assert sorted(p.name for p in out.glob("*.whl")) == first[:1]
+    assert (out / "mine.txt").read_text() == "not finalize's"
