@@ -13,7 +13,9 @@
   the flag are accepted too.
 - Sizes are decimal (kB, MB, GB: powers of 1000), as the reports and the live display show;
   :func:`parse_size` reads a size flag the same way (``500MB`` = 500·10⁶; ``GiB`` is binary).
-- The last line of a run that writes is its absolute output path.
+- stdout holds one list (a table drawn by :mod:`kpack.common.tables`, fitted to the width)
+  and, last, the absolute output path of a run that writes; progress
+  (:mod:`kpack.common.progress`), notes and errors go to stderr.
 - A usage error (an unknown flag, a value of the wrong type or out of its choices, a missing
   argument) is one ``error:`` line and exit status 2 (:class:`Parser`, through the boundary
   of :mod:`kpack.common.boundary`), as argparse has it.
