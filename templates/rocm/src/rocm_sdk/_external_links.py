@@ -28,7 +28,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _dist_info as di
 from ._jsonfile import read_json
 from ._layout import dist_info_dirs, dist_info_name, normalize_dist_name
 from ._record import _write_new, locked_record, read_record_paths
@@ -212,6 +211,8 @@ def reconcile(site: Path, tree: Path, links: Iterable[ExternalLink]) -> list[Ext
 
 def _owner_name(package: str) -> str:
     """The distribution whose platform package ``package`` is (the set's naming rule)."""
+    from . import _dist_info as di  # generated at build time; imported where it is used
+
     nonce = di.PY_PACKAGE_SUFFIX_NONCE
     name = package.removeprefix("_")
     if nonce and name.endswith(nonce):
