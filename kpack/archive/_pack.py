@@ -22,7 +22,12 @@ nothing else of ordinals:
 - ours (:mod:`kpack.archive._read`): entries sharing an ordinal must agree on
   ``original_size``.
 
-tests/kpack/archive/test_shared_ordinals.py loads a shared-ordinal archive through each.
+tests/kpack/archive/test_shared_ordinals.py loads a shared-ordinal archive through each but
+the C++ runtime; tests/kpack/archive/test_upstream_runtime.py (opt-in: ``ROCM_KPACK_SOURCE``)
+compiles that runtime (checked in ROCm/rocm-kpack's ``runtime/`` at e3483286) and loads one
+through ``kpack_get_kernel`` and the loader's ``kpack_load_code_object``. The splitters say
+which kernels are one blob by ``kpack.split._archives.content_keys`` (spool range, else
+digest).
 :func:`write_kpack` compresses and writes the archive in one go. :func:`lay_out_kpack`
 takes kernels whose stored bytes exist already and computes everything but the blobs up
 front, as a :class:`KpackLayout` that streams the same bytes wherever they are wanted.

@@ -9,11 +9,12 @@ not a target's device code.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kpack.archive import (
@@ -32,6 +33,7 @@ __all__ = [
     "ArchiveJob",
     "KernelEntry",
     "SpooledArchive",
+    "content_keys",
     "lay_out_archive",
     "lay_out_archives",
     "remove_spools",
@@ -118,13 +120,9 @@ def lay_out_archive(job: ArchiveJob, spec: ArchiveSpec) -> SpooledArchive:
                 path=job.path,
             )
         meta = {"target": k.triple, "source_prefix": stage}
-        # wrappers pointing at one code object share its spool range: stored once
-        content = (os.fspath(k.spool), k.offset, k.size) if k.view is None else None
-        stored.append(
-            StoredKernel(
-                f"{name}#{k.index}", k.target, k.size, k.original_size, meta, content=content
-            )
-        )
+        stored.append(StoredKernel(f"{name}#{k.index}", k.target, k.size, k.original_size, meta))
+    contents = content_keys([k for _, _, k in job.entries])
+    stored = [replace(s, content=c) for s, c in zip(stored, contents, strict=True)]
     layout = lay_out_kpack(
         stored,
         path=job.path,
@@ -136,6 +134,54 @@ def lay_out_archive(job: ArchiveJob, spec: ArchiveSpec) -> SpooledArchive:
     return SpooledArchive(
         job.target, job.path, layout, tuple(job.entries[i][2] for i in layout.order)
     )
+
+
+def content_keys(kernels: Sequence[SpooledKernel]) -> list[Hashable]:
+    """What makes two kernels one stored blob (:attr:`StoredKernel.content`): wrappers
+    pointing at one code object share its spool range; kernels stored as equal bytes from
+    different places (one library shipped twice, the same code object linked into two
+    binaries) share their bytes' digest. Only kernels whose stored and original sizes both
+    collide are read and hashed, so a split without duplicates reads nothing more. Equal
+    code objects are equal frames when spooled at one level; a frame compressed otherwise
+    (another zstd build) is merely not shared."""
+    where = [_place(k, i) for i, k in enumerate(kernels)]
+    places: dict[tuple[int, int], set[Hashable]] = {}
+    for k, place in zip(kernels, where, strict=True):
+        places.setdefault((k.size, k.original_size), set()).add(place)
+    digests: dict[Hashable, Hashable] = {}
+    keys: list[Hashable] = []
+    for k, place in zip(kernels, where, strict=True):
+        if len(places[(k.size, k.original_size)]) == 1:
+            keys.append(place)
+            continue
+        if place not in digests:
+            digests[place] = ("sha256", k.size, k.original_size, _digest(k))
+        keys.append(digests[place])
+    return keys
+
+
+def _place(k: SpooledKernel, index: int) -> Hashable:
+    """Where ``k``'s stored bytes are: its spool range (a view: its own place)."""
+    return (os.fspath(k.spool), k.offset, k.size) if k.view is None else ("view", index)
+
+
+def _digest(k: SpooledKernel) -> bytes:
+    digest = hashlib.sha256()
+    if k.view is not None:
+        digest.update(k.view)
+        return digest.digest()
+    with k.spool.open("rb") as f:
+        f.seek(k.offset)
+        left = k.size
+        while left:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                raise ArchiveError(
+                    f"spool ends inside kernel #{k.index} ({k.target})", path=k.spool
+                )
+            digest.update(chunk)
+            left -= len(chunk)
+    return digest.digest()
 
 
 def remove_spools(spools: Sequence[Path]) -> None:

@@ -1,12 +1,13 @@
-"""rocm-kpack's own C++ runtime loads archives whose entries share ordinals.
+"""rocm-kpack's own C++ runtime and Python reader load archives whose entries share ordinals.
 
 Opt-in (marker ``upstream``; ``.ci/run`` runs it only when ``ROCM_KPACK_SOURCE`` is set):
 ``ROCM_KPACK_SOURCE`` names a checkout of ROCm/rocm-kpack (``runtime/``) or of
 ROCm/rocm-systems (``shared/kpack/runtime/``). Its runtime sources are compiled here with
 g++ against Debian's ``libmsgpack-cxx-dev`` and ``libzstd-dev`` (as its CMakeLists does, less
 the find_package names Debian's msgpack-cxx 4 spells otherwise) into the test cache,
-keyed by the sources' digest, and driven through its C API with ctypes. No upstream code is
-kept in this repository.
+keyed by the sources' digest, and driven through its C API with ctypes; its Python reader
+runs from the checkout's ``python/`` in a child process. No upstream code is kept in this
+repository.
 
 What the runtime does with ordinals (rocm-kpack ``runtime/src``, checked at e3483286,
 Feb 2026): ``toc_parser.cpp`` keeps each entry's ``ordinal``; ``compression.cpp``'s
@@ -22,9 +23,11 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,26 +54,32 @@ KPACK_ERROR_KERNEL_NOT_FOUND = 5
 HEADERS = ("/usr/include/msgpack.hpp", "/usr/include/zstd.h")
 
 
-def _runtime_dir(source: Path) -> Path:
-    for candidate in (source / "runtime", source / "shared/kpack/runtime", source):
-        if (candidate / "src/archive.cpp").is_file():
+def _source() -> Path:
+    source = os.environ.get("ROCM_KPACK_SOURCE")
+    if not source:
+        pytest.skip("set ROCM_KPACK_SOURCE to a rocm-kpack or rocm-systems checkout")
+    return Path(source)
+
+
+def _in_source(source: Path, tail: str) -> Path:
+    """``runtime`` or ``python`` of a rocm-kpack, a rocm-systems or a shared/kpack tree."""
+    for candidate in (source / tail, source / "shared/kpack" / tail):
+        if candidate.is_dir():
             return candidate
-    pytest.fail(f"ROCM_KPACK_SOURCE={source}: no runtime/src/archive.cpp under it")
+    pytest.fail(f"ROCM_KPACK_SOURCE={source}: no {tail}/ or shared/kpack/{tail}/ in it")
 
 
 @pytest.fixture(scope="module")
 def runtime() -> Iterator[ctypes.CDLL]:
     """rocm-kpack's runtime, built from ``$ROCM_KPACK_SOURCE`` once per source digest."""
-    source = os.environ.get("ROCM_KPACK_SOURCE")
-    if not source:
-        pytest.skip("set ROCM_KPACK_SOURCE to a rocm-kpack or rocm-systems checkout")
+    source = _source()
     require(shutil.which("g++") is not None, "needs g++")
     for header in HEADERS:
         require(
             Path(header).is_file(),
             f"needs {header} (apt-get install libmsgpack-cxx-dev libzstd-dev)",
         )
-    root = _runtime_dir(Path(source))
+    root = _in_source(source, "runtime")
     sources = sorted((root / "src").glob("*.cpp"))
     digest = hashlib.sha256()
     for path in sorted([*sources, *(root / "src").glob("*.h"), *(root / "include").rglob("*.h")]):
@@ -145,6 +154,40 @@ def test_get_kernel_reads_every_entry_of_shared_ordinals(
         assert get_kernel(runtime, path, k.binary_key, k.target) == bytes(k.data)  # type: ignore[arg-type]
     missing = get_kernel(runtime, path, "lib/librccl.so#7", "gfx942")
     assert missing == KPACK_ERROR_KERNEL_NOT_FOUND
+
+
+_UPSTREAM_READ = """
+import json, sys
+from pathlib import Path
+import rocm_kpack
+from rocm_kpack.kpack import PackedKernelArchive
+assert Path(rocm_kpack.__file__).is_relative_to(sys.argv[1]), rocm_kpack.__file__
+archive = PackedKernelArchive.read(Path(sys.argv[2]))
+keys = [(b, t) for b, targets in sorted(archive.toc.items()) for t in sorted(targets)]
+print(json.dumps({f"{b}|{t}": archive.get_kernel(b, t).hex() for b, t in keys}))
+"""
+
+
+@pytest.mark.parametrize("scheme", ["zstd-per-kernel", "none"])
+def test_upstream_python_reader_reads_every_entry(tmp_path: Path, scheme: str) -> None:
+    """rocm-kpack's own Python reader (``rocm_kpack/kpack.py``, not this repository's face
+    of it), run from the checkout in a child process: ``get_kernel`` decompresses
+    ``frame_index[ordinal]`` for each entry, so shared ordinals read as their bytes."""
+    python = _in_source(_source(), "python")
+    same = fake_code_object("gfx942", 4000)
+    other = fake_code_object("gfx942", 3000, e_flags=0x31)
+    kernels = [KernelInput(f"lib/a.so#{i}", "gfx942", same if i else other) for i in range(4)]
+    kernels.append(KernelInput("lib/b.so#0", "gfx942", same))
+    path = tmp_path / "a.kpack"
+    write_kpack(path, kernels, group_name="g", gfx_arch_family="gfx942", scheme=scheme)  # type: ignore[arg-type]
+    env = {**os.environ, "PYTHONPATH": str(python)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _UPSTREAM_READ, str(python), str(path)],
+        capture_output=True, text=True, env=env, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    got = {key: bytes.fromhex(value) for key, value in json.loads(proc.stdout).items()}
+    assert got == {f"{k.binary_key}|{k.target}": bytes(k.data) for k in kernels}  # type: ignore[arg-type]
 
 
 def _marker(binary: Path) -> bytes:
