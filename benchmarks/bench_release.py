@@ -155,24 +155,42 @@ def _builder(tree: Path, dest: Path, extra: list[str]) -> list[str]:
     ]
 
 
+#: The artifacts of a release tree that hold fat binaries (``manifests/packages.yaml``'s
+#: library artifacts that the generator and the sample tree fill).
+_FAT = ("blas", "fft", "miopen", "rand", "rccl", "rpp")
+
+
+def _split_tree(fat: Path, tree: Path) -> None:
+    """The pre-split form of the fat kpack tree ``fat``: ``kpack split-artifacts`` of each
+    fat ``<name>_lib_generic`` artifact, hard links of every other artifact."""
+    start = time.perf_counter()
+    tree.mkdir(parents=True)
+    for art in sorted(p for p in fat.iterdir() if p.is_dir()):
+        if art.name.split("_")[0] in _FAT and art.name.endswith("_lib_generic"):
+            cmd = [
+                sys.executable,
+                "-m",
+                "kpack",
+                "-q",
+                "split-artifacts",
+                "--artifact-dir",
+                str(art),
+                "--output-dir",
+                str(tree),
+                "-j",
+                "2",
+            ]
+            subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        else:
+            shutil.copytree(art, tree / art.name, symlinks=True, copy_function=os.link)
+    print(f"split {fat} into {tree} in {time.perf_counter() - start:.0f} s", flush=True)
+
+
 def shards(args: argparse.Namespace) -> int:
     work = args.work.absolute()
     tree = args.tree.absolute()
     if args.split_from is not None and not tree.exists():
-        start = time.perf_counter()
-        cmd = [
-            sys.executable,
-            "-m",
-            "kpack",
-            "-q",
-            "split-artifacts",
-            "--batch-artifact-parent-dir",
-            str(args.split_from.absolute()),
-            "--output-dir",
-            str(tree),
-        ]
-        subprocess.run(cmd, check=True, cwd=REPO)
-        print(f"split {args.split_from} into {tree} in {time.perf_counter() - start:.0f} s")
+        _split_tree(args.split_from.absolute(), tree)
     plan_cmd = _builder(
         tree, work / "unused", ["--version", VERSION, "--print-shards", str(args.shards)]
     )
