@@ -673,3 +673,34 @@ def test_every_wheel_passes_the_old_kernel_gate(
     found = [f for w in wheels for f in scan_executables(w)]
     assert found and all(f.problem is None for f in found)
     assert any(f.path.endswith("bin/hip-sample-info") for f in found), [f.path for f in found]
+
+
+def test_device_archives_store_each_code_object_once(fat_dist: Path) -> None:
+    """The builder's archives share a frame among entries whose code objects are equal
+    (the sample tree's wrappers pointing at one code object), and no two stored frames of
+    an archive decode to the same bytes (decoded here, independently of kpack.archive)."""
+    import struct
+
+    import msgpack
+    import zstandard
+
+    entries = frames = 0
+    for wheel in sorted(fat_dist.glob("rocm_sdk_device_*.whl")):
+        with zipfile.ZipFile(wheel) as zf:
+            for name in (n for n in zf.namelist() if n.endswith(".kpack")):
+                raw = zf.read(name)
+                (offset,) = struct.unpack_from("<Q", raw, 8)
+                toc = msgpack.unpackb(raw[offset:], raw=False)
+                entries += sum(len(targets) for targets in toc["toc"].values())
+                pos = toc["zstd_offset"]
+                (count,) = struct.unpack_from("<I", raw, pos)
+                blobs = []
+                for _ in range(count):
+                    (size,) = struct.unpack_from("<I", raw, pos + 4)
+                    blobs.append(
+                        zstandard.ZstdDecompressor().decompress(raw[pos + 8 : pos + 8 + size])
+                    )
+                    pos += 4 + size
+                assert len({hashlib.sha256(b).digest() for b in blobs}) == count, name
+                frames += count
+    assert 0 < frames < entries, (frames, entries)
