@@ -3,7 +3,10 @@ where ``AT_PHDR = load base + e_phoff`` finds it (:func:`kpack.elf.phdr_pin_prob
 
 ``kpack verify DIR`` and ``kpack verify WHEEL`` run it, so a tree or wheel edited after the
 split (``strip`` during rpm/deb packaging, ``patchelf``) is caught before release;
-``python -m rocm_kpack.tools.normalize_phdr_tree`` repairs what it finds. Files that are
+``python -m rocm_kpack.tools.normalize_phdr_tree`` repairs what it finds. Any ELF file
+whose PT_LOADs overlap in memory (:func:`kpack.elf.load_overlap_problem`: GNU strip 2.40
+writes such executables from split ones) fails too: it loads on no kernel, and no pinning
+repairs it. Files that are
 not ELF64 little-endian (device code objects are, and pass: they have no PT_INTERP) are
 skipped; symlinks are not followed. A wheel's members are read in place, through the zip.
 """
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from kpack.elf import phdr_pin_problem
+from kpack.elf import load_overlap_problem, phdr_pin_problem
 from kpack.elf.reader import Reader, open_reader, read_layout
 from kpack.errors import ElfError
 
@@ -49,7 +52,9 @@ def _check(name: str, opened: AbstractContextManager[Reader]) -> PinFinding | No
         with opened as reader:
             if reader.read_at(0, min(6, reader.size), "e_ident") != _ELF64_LE:
                 return None
-            problem = phdr_pin_problem(read_layout(reader, with_sections=False))
+            layout = read_layout(reader, with_sections=False)
+            problems = [p for p in (phdr_pin_problem(layout), load_overlap_problem(layout)) if p]
+            problem = "; ".join(problems) or None
     except ElfError as exc:
         problem = f"cannot read: {exc.message}"
     return PinFinding(path=name, problem=problem)

@@ -150,7 +150,9 @@ def _verify_executables(args: argparse.Namespace) -> int:
     if bad:
         raise TransformError(
             f"{len(bad)} of {len(findings)} ELF file(s) fail the old-kernel check; "
-            "python -m rocm_kpack.tools.normalize_phdr_tree repairs them",
+            "python -m rocm_kpack.tools.normalize_phdr_tree repairs a misplaced "
+            "program-header table, not segments overlapping in memory (GNU strip after "
+            "the split: strip before splitting, or with llvm-strip and then that tool)",
             path=args.binary,
             problems=bad,
         )

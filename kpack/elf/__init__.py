@@ -16,7 +16,7 @@ from kpack.elf._apply import apply_rpath_edit, check_link_edit, check_rpath_edit
 from kpack.elf._edit import ElfEdit
 from kpack.elf._load import Blob, LoadPlan, Patch, grown_table, plan_load
 from kpack.elf._needed import plan_needed_edit
-from kpack.elf._pin import phdr_pin_problem, pin_phdr, plan_phdr_pin
+from kpack.elf._pin import load_overlap_problem, phdr_pin_problem, pin_phdr, plan_phdr_pin
 from kpack.elf._rpath import plan_rpath_edit
 from kpack.elf._scan import ElfInfo, FileKind, classify, scan_elf, scan_reader
 from kpack.elf._verify import verify_elf
@@ -33,6 +33,7 @@ __all__ = [
     "check_rpath_edit",
     "classify",
     "grown_table",
+    "load_overlap_problem",
     "phdr_pin_problem",
     "pin_phdr",
     "plan_load",

@@ -20,7 +20,11 @@ offset is no longer page-congruent, on every kernel). TheRock#5430, #4561.
   the file at an offset whose pinned address clears every segment (the old copy stays as
   dead bytes);
 - a table inside, but not at the start of, a later PT_LOAD cannot be pinned without
-  moving that segment's other contents: a problem :func:`plan_phdr_pin` refuses.
+  moving that segment's other contents: a problem :func:`plan_phdr_pin` refuses;
+- so is a file whose PT_LOADs overlap in memory (:func:`load_overlap_problem`; GNU strip
+  2.40 writes such executables from split ones): the later mapping replaces the earlier
+  one's bytes, and the program dies on every kernel wherever its table is. Pinning it
+  would only hide that; the tool that wrote it must run again on the unstripped file.
 
 Upstream pins ``p_vaddr == p_offset``; that is the same rule for a PIE (first PT_LOAD at
 address 0) and the right one for a non-PIE executable as well (first PT_LOAD at
@@ -39,7 +43,7 @@ from kpack.elf.reader import ElfLayout, Reader, open_reader, read_layout
 from kpack.elf.structs import PAGE, PT_INTERP, PT_LOAD, PT_PHDR, SHT_NOBITS, Phdr, align_up
 from kpack.errors import ElfError
 
-__all__ = ["phdr_pin_problem", "pin_phdr", "plan_phdr_pin"]
+__all__ = ["load_overlap_problem", "phdr_pin_problem", "pin_phdr", "plan_phdr_pin"]
 
 
 def _table_load(layout: ElfLayout) -> tuple[int, Phdr] | None:
@@ -73,6 +77,21 @@ def phdr_pin_problem(layout: ElfLayout) -> str | None:
     )
 
 
+def load_overlap_problem(layout: ElfLayout) -> str | None:
+    """Which PT_LOADs of ``layout`` overlap in memory (the file cannot load as linked),
+    or ``None``. Linkers never write such files; ``strip`` of a split executable may."""
+    loads = [(i, p) for i, p in enumerate(layout.phdrs) if p.p_type == PT_LOAD and p.p_memsz]
+    for n, (i, a) in enumerate(loads):
+        for j, b in loads[n + 1 :]:
+            if a.p_vaddr < b.mem_end and b.p_vaddr < a.mem_end:
+                return (
+                    f"PT_LOAD[{i}] [{a.p_vaddr:#x}, {a.mem_end:#x}) and PT_LOAD[{j}] "
+                    f"[{b.p_vaddr:#x}, {b.mem_end:#x}) overlap in memory: it cannot load "
+                    "on any kernel"
+                )
+    return None
+
+
 def plan_phdr_pin(path: ElfSource) -> ElfEdit | None:
     """Plan pinning the program-header table of ``path``; ``None`` if it is compliant.
 
@@ -83,6 +102,12 @@ def plan_phdr_pin(path: ElfSource) -> ElfEdit | None:
         problem = phdr_pin_problem(layout)
         if problem is None:
             return None
+        overlap = load_overlap_problem(layout)
+        if overlap is not None:
+            raise ElfError(
+                f"cannot repair: {overlap} (strip before the split, or with llvm-strip)",
+                path=root_path(path),
+            )
         found = _table_load(layout)
         ehdr = layout.ehdr
         if found is None or found[1].p_offset != ehdr.e_phoff:

@@ -122,3 +122,34 @@ def test_unreadable_wheel_is_one_error(capsys: pytest.CaptureFixture[str], tmp_p
     junk.write_bytes(b"not a zip")
     rc, _, err = verify(capsys, junk)
     assert rc == 1 and err.startswith(f"error: {junk}: not a readable wheel"), err
+
+
+def test_gnu_strip_of_the_split_tree_is_caught(
+    capsys: pytest.CaptureFixture[str], fat: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``strip`` (GNU binutils 2.40, as rpm and deb packaging run it) over the split tree:
+    the executable no longer runs and loading the library kills the process; the gate
+    names the executable's two faults and the library's overlapping segments."""
+    require(shutil.which("strip") is not None, "needs GNU strip (binutils)")
+    exe, lib = fat
+    art = tmp_path / "artifacts" / "demo_test_gfx90X-dcgpu"
+    put(art, "s/stage", EXE, exe, mode=0o755)
+    put(art, "s/stage", "lib/libdemo.so", lib)
+    manifest(art, "s/stage")
+    out = tmp_path / "out"
+    argv = ["split-artifacts", "--artifact-dir", str(art), "--output-dir", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    split_exe = next(out.glob(f"*_generic/s/stage/{EXE}"))
+    split_lib = next(out.glob("*_generic/s/stage/lib/libdemo.so"))
+    subprocess.run(["strip", split_exe, split_lib], check=True, capture_output=True)
+    assert run_program(split_exe)[0] == -11
+    rc, _, err = verify(capsys, out)
+    assert rc == 1, err
+    line = next(x for x in err.splitlines() if f"{split_exe}: " in x)
+    assert "program-header table's PT_LOAD" in line and "overlap in memory" in line, err
+    assert f"{split_lib}: PT_LOAD[" in err and err.count("overlap in memory") == 2, err
+    assert "2 of 2 ELF file(s) fail" in err
+    # ld.so agrees: loading the stripped library kills the process
+    load = [sys.executable, "-c", "import ctypes, sys; ctypes.CDLL(sys.argv[1])", str(split_lib)]
+    assert subprocess.run(load, capture_output=True, check=False).returncode == -11

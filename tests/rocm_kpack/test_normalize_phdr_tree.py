@@ -74,16 +74,22 @@ def test_llvm_strip_is_caught_and_repaired(tmp_path: Path, kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_gnu_strip_is_caught(tmp_path: Path, kind: str) -> None:
-    """GNU strip 2.40 lays the trailing table out wrong (overlapping memory too): the gate
-    flags it, and pinning alone cannot make it sound, which kpack's verifier still says."""
+def test_gnu_strip_is_caught_and_not_pretended_fixed(tmp_path: Path, kind: str) -> None:
+    """GNU strip 2.40 lays the trailing table out wrong and its segment over the data
+    segment's last bytes: the program dies on every kernel (SIGSEGV), pinned or not. The
+    gate flags it; the fix refuses it (WARN, exit 1, the file untouched) instead of
+    printing FIXED over a program that still crashes, as pinning alone would."""
     exe = transformed(tmp_path, kind)
     subprocess.run(["strip", exe], check=True, capture_output=True)
-    assert normalize("--check", exe).returncode == 1
-    assert normalize(exe).returncode == 0
-    check_pinned(exe)
-    with pytest.raises(ElfError, match="structural"):
+    assert run_program(exe)[0] == -11
+    with pytest.raises(ElfError, match="memory ranges overlap"):
         verify_elf(exe, name=str(exe))
+    assert normalize("--check", exe).returncode == 1
+    before = exe.read_bytes()
+    fixed = normalize(exe)
+    assert fixed.returncode == 1 and "FIXED" not in fixed.stdout, fixed
+    assert f"WARN  {exe}: " in fixed.stderr and "overlap in memory" in fixed.stderr
+    assert "cannot repair" in fixed.stderr and exe.read_bytes() == before
 
 
 @pytest.mark.parametrize("kind", KINDS)
