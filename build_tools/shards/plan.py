@@ -23,7 +23,6 @@ the code objects inside).
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -34,7 +33,8 @@ from typing import Any
 from kpack.artifact.inputs import find_inputs
 from kpack.artifact.names import ArtifactId
 from kpack.artifact.packed import PackedArtifact, unpack_artifact
-from kpack.errors import ArtifactError
+from kpack.common.jsonfile import load_json_object
+from kpack.errors import ArtifactError, PackagingError
 from kpack.owners import owner_table
 from kpack.targets import is_isa_target, target_order
 
@@ -194,10 +194,10 @@ def _kpack_split(root: Path, archives: Sequence[PackedArtifact]) -> bool:
 
 def _flag(path: Path) -> bool:
     try:
-        value = json.loads(path.read_bytes()).get("flags", {}).get("KPACK_SPLIT_ARTIFACTS")
-    except (OSError, ValueError, AttributeError):
+        flags = load_json_object(path, error=PackagingError).get("flags", {})
+    except PackagingError:
         return False
-    return value is True
+    return isinstance(flags, dict) and flags.get("KPACK_SPLIT_ARTIFACTS") is True
 
 
 def _dir_size(path: Path) -> int:

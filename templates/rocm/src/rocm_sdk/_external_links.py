@@ -291,8 +291,16 @@ def is_current(site: Path, tree: Path) -> bool:
     seen = state.get("packages")
     if not isinstance(seen, dict):
         return False
-    current: object = json.loads(json.dumps(fingerprint(site, seen)))  # lists as JSON has them
-    return current == seen
+    return _as_json(fingerprint(site, seen)) == seen
+
+
+def _as_json(value: object) -> object:
+    """``value`` as JSON gives it back: tuples become lists (the state file holds lists)."""
+    if isinstance(value, (list, tuple)):
+        return [_as_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_json(v) for k, v in value.items()}
+    return value
 
 
 def write_state(site: Path, tree: Path, links: Iterable[ExternalLink]) -> None:
