@@ -12,6 +12,9 @@ for it (see :mod:`kpack.elf._pin`) is listed as ``NONCOMPLIANT  <path>  (<reason
 renamed over it, mode kept) and listed as ``FIXED  <path>``. A last line counts the files.
 A file that cannot be read or fixed is a ``WARN`` line on stderr as upstream prints it;
 unlike upstream, the run then exits 1, so the gate never passes a file it could not check.
+Also unlike upstream, an executable whose PT_LOADs overlap in memory (GNU strip 2.40 run
+after the split writes them) is such a file, left as it is: it crashes on every kernel,
+and pinning its table (upstream does, and prints ``FIXED``) would not change that.
 """
 
 from __future__ import annotations
