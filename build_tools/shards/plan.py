@@ -33,6 +33,7 @@ from typing import Any
 from kpack.artifact.inputs import find_inputs
 from kpack.artifact.names import ArtifactId
 from kpack.artifact.packed import PackedArtifact, unpack_artifact
+from kpack.common.balance import balance
 from kpack.common.jsonfile import load_json_object
 from kpack.errors import ArtifactError, PackagingError
 from kpack.owners import owner_table
@@ -146,15 +147,10 @@ def _cut(inputs: Sequence[_Input], count: int, passed_on: Sequence[str]) -> list
 
 def _balance(by_owner: dict[str, list[_Input]], shards: int, fixed: int) -> list[list[str]]:
     """Targets spread over at most ``shards`` device shards: largest first, each to the
-    shard with the least to read and write so far (every shard also reads ``fixed``)."""
+    shard with the least to read and write so far (every shard also reads ``fixed``;
+    :func:`kpack.common.balance.balance`)."""
     cost = {t: 2 * sum(i.size for i in ins) for t, ins in by_owner.items()}
-    order = sorted(cost, key=lambda t: (-cost[t], t))
-    loads: list[tuple[int, list[str]]] = [(fixed, []) for _ in range(min(shards, len(order)))]
-    for target in order:
-        k = min(range(len(loads)), key=lambda j: (loads[j][0], j))
-        load, owned = loads[k]
-        loads[k] = (load + cost[target], [*owned, target])
-    return [sorted(owned) for _, owned in loads]
+    return balance(cost, shards, fixed=fixed)
 
 
 def _device_shared(generic: Sequence[_Input]) -> list[_Input]:
