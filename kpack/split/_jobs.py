@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from kpack.artifact.output import copy_file, copy_meta
 from kpack.artifact.planned import PlannedKernel
@@ -23,7 +23,7 @@ from kpack.common.cli import format_size
 from kpack.databases import base_arch
 from kpack.elf import ElfEdit
 from kpack.errors import BundleError, TransformError
-from kpack.split._pipeline import BinaryKernels
+from kpack.split._pipeline import BinaryKernels, Kernel
 from kpack.split._pool import run_jobs
 from kpack.split._spool import Spool, SpooledKernel, spool_into
 from kpack.transform import (
@@ -54,6 +54,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 HostContent: TypeAlias = "ElfEdit | PeTransformPlan | Path"
+K = TypeVar("K", bound=Kernel)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,9 +74,7 @@ class FatJob:
     scope: frozenset[str] | None = None  # base arches whose kernels are kept; None = all
     level: int | None = None  # spool each kernel as a zstd frame at this level; None: as is
 
-    def binary(
-        self, kernels: Sequence[SpooledKernel], *, group: str = ""
-    ) -> BinaryKernels[SpooledKernel]:
+    def binary(self, kernels: Sequence[K], *, group: str = "") -> BinaryKernels[K]:
         """This binary's ``kernels`` for :func:`~kpack.split._pipeline.plan_archives`."""
         return BinaryKernels(
             kernel_name=self.kernel_name,
@@ -91,6 +90,9 @@ class FatOutcome:
     job: FatJob
     kernels: tuple[SpooledKernel, ...]  # in scope, spooled
     skipped: int  # out-of-scope kernels (they still count for #N)
+    #: The out-of-scope kernels, described, never spooled: a shard of a split plans its
+    #: archives as the whole split does (:func:`~kpack.split.split_fat`'s ``whole_plan``).
+    out_of_scope: tuple[PlannedKernel, ...] = ()
     removed_bytes: int
     notes: tuple[str, ...]
     passed_through: bool = False
@@ -159,7 +161,8 @@ def run_fat_job(job: FatJob, keep_views: bool = False, threads: int = 1) -> FatO
     return FatOutcome(
         job=job,
         kernels=kernels,
-        skipped=skipped,
+        skipped=len(skipped),
+        out_of_scope=skipped,
         removed_bytes=plan.removed_bytes,
         notes=tuple(f"{job.kernel_name}: {n}" for n in plan.notes),
         content=content,
@@ -183,14 +186,7 @@ def plan_fat_job(job: FatJob) -> PlannedFat:
     )
     _check_unique(plan.kernels, job.source)
     kernels = tuple(
-        PlannedKernel(
-            stage=job.stage,
-            kernel_name=job.kernel_name,
-            index=k.index,
-            target=k.target,
-            triple=k.triple,
-            original_size=k.size,
-        )
+        _described(job, k)
         for k in plan.kernels
         if job.scope is None or base_arch(k.target) in job.scope
     )
@@ -238,18 +234,29 @@ def _spool_kernels(
     keep_views: bool,
     spool: Spool,
     threads: int,
-) -> tuple[tuple[SpooledKernel, ...], int]:
+) -> tuple[tuple[SpooledKernel, ...], tuple[PlannedKernel, ...]]:
     """Spool in-scope kernels not yet in ``spool``: each code object is written once
-    (wrappers that share a bundle share its range)."""
+    (wrappers that share a bundle share its range); the others are only described."""
     _check_unique(kernels, job.source)
     wanted: list[ExtractedKernel] = []
-    skipped = 0
+    skipped: list[PlannedKernel] = []
     for kernel in kernels:
         if job.scope is not None and base_arch(kernel.target) not in job.scope:
-            skipped += 1
+            skipped.append(_described(job, kernel))
             continue
         wanted.append(kernel)
-    return spool_into(wanted, spool, keep_views, threads), skipped
+    return spool_into(wanted, spool, keep_views, threads), tuple(skipped)
+
+
+def _described(job: FatJob, kernel: ExtractedKernel) -> PlannedKernel:
+    return PlannedKernel(
+        stage=job.stage,
+        kernel_name=job.kernel_name,
+        index=kernel.index,
+        target=kernel.target,
+        triple=kernel.triple,
+        original_size=kernel.size,
+    )
 
 
 def _check_unique(kernels: Sequence[ExtractedKernel], source: Path) -> None:
