@@ -225,7 +225,7 @@ def shards(args: argparse.Namespace) -> int:
     cmd = [
         sys.executable,
         str(REPO / "build_tools/assemble_shards.py"),
-        "--output",
+        "--dest-dir",
         str(work / "assembled"),
     ]
     for d in dists:
@@ -233,7 +233,7 @@ def shards(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     assembled = time.perf_counter() - start
-    same = _digests(work / "assembled") == _digests(work / "one" / "dist")
+    same = _digests(work / "assembled" / "dist") == _digests(work / "one" / "dist")
     print(
         f"{len(plan)} shards: slowest {max(walls):.1f} s = {max(walls) / one_wall:.2f}x the "
         f"one-machine build ({one_wall / max(walls):.2f} times as fast with {len(plan)} "

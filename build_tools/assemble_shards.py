@@ -2,9 +2,14 @@
 """Merge the dist directories of target-sharded kpack-split builds into one (or check and
 index a legacy set).
 
-    python build_tools/assemble_shards.py --input S1/dist --input S2/dist --output DIST \\
+    python build_tools/assemble_shards.py --input S1/dist --input S2/dist --dest-dir OUT \\
         [--linux-amdgpu-families LIST] [--windows-amdgpu-families LIST] [--version V] \\
         [--targets-cmake FILE] [--index DIR]
+
+``OUT`` is shaped as one build's ``--dest-dir``: the merged distributions in ``OUT/dist/``
+(only them, so ``twine upload OUT/dist/*`` works as is), the merged ``report.json`` and
+``report.md`` beside it in ``OUT``. ``--output`` (the dist directory itself, with the report
+beside it) was replaced by ``--dest-dir`` and is refused with a usage error.
 
 Each shard ran the builder with its own ``--targets``: the generic files (``rocm`` sdist,
 core, libraries, devel, profiler) must be byte-identical in every shard that holds them
@@ -23,8 +28,8 @@ that is not printable; an archive that does not read and check in full (a wheel:
 the sdist: gzip'd tar under ``<name>-<version>/`` with a matching PKG-INFO; see
 :mod:`build_tools.shards.archives`). The shards' ``report.json`` files are merged into one
 ``report.json`` + ``report.md`` equal to an unsharded build's (read next to each shard's
-dist dir, where the builder writes them, or inside it; written next to ``--output``, so the
-output holds distributions only): device rows are united,
+dist dir, where the builder writes them, or inside it; written to ``OUT``, beside
+``OUT/dist/``): device rows are united,
 per-target download rows recomputed over every device wheel (a shard's own rows count only
 its share). Without ``report.json`` in some shard the merge is skipped with a notice. A
 report must be a regular file (not a symlink), one per shard, and each row must name a file
@@ -33,14 +38,15 @@ of its kind (a device row: the wheel of its target) and size.
 per family, no device wheels) is not sharded: its inputs must hold the same files, and the
 family flags name the families that need a libraries wheel
 (:mod:`build_tools.shards.assembly`). The last line printed is
-the absolute path of ``--output``. Outputs follow the project's one output-directory rule
-(:mod:`kpack.common.outputs`): written into temporary siblings, then published in one step;
-a re-run replaces what an earlier run wrote there (recorded beside each directory in
+the absolute path of ``OUT/dist``. Outputs follow the project's one output-directory rule
+(:mod:`kpack.common.outputs`): staged in ``OUT`` (and beside ``--index``), then published in
+one step; a re-run replaces what an earlier run wrote there (recorded in
+``OUT/.assemble-shards.json``, as the builder records its own, and beside the index in
 ``.assemble-shards.<name>.json``) and leaves every other file alone, and a file in the way
 that assemble-shards did not write, or that changed since, is an error (a few names and a
 count) unless ``--force`` is given. No symlink in the way is followed. The outputs must not
-lie inside a shard, and ``--output`` must not sit beside one (its report would be written
-over). A failure or a signal leaves everything as it was found.
+lie inside a shard, and no shard may be ``OUT/dist`` (or inside it) or have its report in
+``OUT`` (it would be written over). A failure or a signal leaves everything as it was found.
 
 This module is the command line; the work (scan, plan, write) lives in
 :mod:`build_tools.shards`.
@@ -68,6 +74,7 @@ from build_tools.shards import (
     write_assembly,
 )
 from build_tools.shards.report import REPORT_JSON, parse_version, shown
+from build_tools.shards.write import DIST
 from kpack.common.cli import (
     Parser,
     add_list_argument,
@@ -94,6 +101,22 @@ __all__ = [
 log = logging.getLogger("assemble_shards")
 
 
+class _Replaced(argparse.Action):
+    """``--output``, replaced by ``--dest-dir``: a usage error saying so, whatever follows."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(
+            "--output was replaced by --dest-dir OUT, which writes the merged files to "
+            "OUT/dist/ and report.json and report.md beside them, as the builder's --dest-dir"
+        )
+
+
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The command line; a usage error (an unknown flag, a missing argument) is one
     ``error:`` line and exit status 2 (:class:`kpack.common.cli.Parser`)."""
@@ -111,13 +134,15 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="a shard's dist directory (several, space-separated, or the flag repeated)",
     )
     p.add_argument(
-        "--output",
+        "--dest-dir",
         type=Path,
         required=True,
-        metavar="DIR",
-        help="the merged dist directory (a re-run replaces what assemble-shards wrote there "
-        "and leaves other files alone); the report goes beside it",
+        metavar="OUT",
+        help="output root, as the builder's: the merged files go to OUT/dist, report.json "
+        "and report.md beside it (a re-run replaces what assemble-shards wrote there and "
+        "nothing else)",
     )
+    p.add_argument("--output", nargs="?", action=_Replaced, help=argparse.SUPPRESS)
     add_list_argument(
         p,
         "--linux-amdgpu-families",
@@ -142,7 +167,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--force",
         action="store_true",
-        help="replace files in the way in --output, beside it or in --index that "
+        help="replace files in the way in --dest-dir or --index (or beside it) that "
         "assemble-shards did not write (or that changed since)",
     )
     add_verbosity(p)
@@ -176,18 +201,24 @@ def _families(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(sorted({*linux, *parse_family_list(args.windows_amdgpu_families)}))
 
 
-def _check_apart(dirs: Sequence[Path], output: Path, index: Path | None) -> None:
-    """The outputs stay out of the shards: neither inside one, nor ``--output`` beside one
-    (the merged report next to it would replace, or become, that shard's report)."""
-    out = output.resolve()
+def _check_apart(dirs: Sequence[Path], dest_dir: Path, index: Path | None) -> None:
+    """The outputs stay out of the shards, and the shards out of the outputs' way: no output
+    inside a shard, no shard in ``OUT/dist`` (replaced by the merged files) nor beside it
+    (its report would be replaced by, or become, the merged one)."""
+    out = dest_dir.resolve()
     for directory in dirs:
         shard = directory.resolve()
-        for flag, path in (("--output", output), ("--index", index)):
+        for flag, path in (("--dest-dir", dest_dir), ("--index", index)):
             if path is not None and shard in (path.resolve(), *path.resolve().parents):
                 raise UsageError(f"{flag} {path} is inside the shard {directory}")
-        if out.parent == shard.parent:
+        if shard.is_relative_to(out / DIST):
             raise UsageError(
-                f"--output {output} is beside the shard {directory}: the merged "
+                f"the shard {directory} is in --dest-dir {dest_dir}/{DIST}, which the merged "
+                "files replace"
+            )
+        if shard.parent == out:
+            raise UsageError(
+                f"the shard {directory} is in --dest-dir {dest_dir}: the merged "
                 f"{REPORT_JSON} would be written over that shard's report"
             )
 
@@ -207,7 +238,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     problems += [f"{d}: given twice" for i, d in enumerate(dirs) if resolved[i] in resolved[:i]]
     if problems:
         raise UsageError("bad --input", problems=problems)
-    _check_apart(dirs, args.output, args.index)
+    _check_apart(dirs, args.dest_dir, args.index)
     expected = _expected(args)
     families = None if expected is None else _families(args)
     plan = plan_assembly(
@@ -215,10 +246,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     )
     for notice in () if args.quiet else plan.notices:
         print(f"notice: {notice}", file=sys.stderr)
-    write_assembly(plan, args.output, index=args.index, force=args.force)
+    write_assembly(plan, args.dest_dir, index=args.index, force=args.force)
     if not args.quiet:
         _print_plan(plan, len(dirs), args.index)
-    print(output_line(args.output))
+    print(output_line(args.dest_dir / DIST))
     return 0
 
 

@@ -131,7 +131,7 @@ def test_run_as_a_script_from_a_checkout_prints_it_too() -> None:
 
 REQUIRED = {
     "build-python-packages": (build_python_packages, ["--artifact-dir", "a", "--dest-dir", "d"]),
-    "assemble-shards": (assemble_shards, ["--input", "i", "--output", "o"]),
+    "assemble-shards": (assemble_shards, ["--input", "i", "--dest-dir", "o"]),
 }
 
 
@@ -297,7 +297,7 @@ def test_the_builder_ends_with_the_absolute_dist_path(tmp_path: Path) -> None:
 def test_the_assembler_ends_with_the_absolute_output_path(tmp_path: Path) -> None:
     make_shard(tmp_path / "a", ("gfx1200",))
     make_shard(tmp_path / "b", ("gfx1201",))
-    argv = ["--input", "a/dist", "b/dist", "--output", "merged/dist", "--index", "index"]
+    argv = ["--input", "a/dist", "b/dist", "--dest-dir", "merged", "--index", "index"]
     proc = _in(tmp_path, _script("assemble-shards"), *argv)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -305,7 +305,7 @@ def test_the_assembler_ends_with_the_absolute_output_path(tmp_path: Path) -> Non
     assert f"index: {tmp_path / 'index'}" in proc.stderr.splitlines()  # a note, not the list
     assert re.search(r"^ rocm_sdk_device_gfx1200-\S+\s+\d+(\.\d)? (B|kB)$", proc.stdout, re.M)
     assert all(len(line) <= 80 for line in lines[:-1])  # the list: a table within 80 columns
-    argv = ["-q", "--input", "a/dist", "--input", "b/dist", "--output", "merged2/dist"]
+    argv = ["-q", "--input", "a/dist", "--input", "b/dist", "--dest-dir", "merged2"]
     again = _in(tmp_path, _script("assemble-shards"), *argv)
     assert (again.returncode, again.stdout) == (0, f"{tmp_path / 'merged2' / 'dist'}\n")
 
@@ -364,7 +364,7 @@ def test_an_unknown_family_is_answered_with_the_valid_ones(
         rc = build_python_packages.main([*argv, "--linux-amdgpu-families", "gfx94x-dcgpu"])
     else:
         shard = make_shard(tmp_path / "a", ("gfx1200",))
-        argv = ["--input", str(shard), "--output", str(tmp_path / "o")]
+        argv = ["--input", str(shard), "--dest-dir", str(tmp_path / "o")]
         rc = assemble_shards.main([*argv, "--linux-amdgpu-families", "gfx94x-dcgpu"])
     err = capsys.readouterr().err.splitlines()
     assert rc == 2

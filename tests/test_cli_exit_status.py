@@ -171,7 +171,7 @@ CODE_USAGE_ERRORS: list[tuple[tuple[str, ...], str]] = [
         "unknown GPU family 'gfx999X-bogus'",
     ),
     (
-        ("assemble-shards", "--input", "{tmp}", "--output", "{tmp}/o", "--version", "x y"),
+        ("assemble-shards", "--input", "{tmp}", "--dest-dir", "{tmp}/o", "--version", "x y"),
         "not a PEP 440 version",
     ),
     (

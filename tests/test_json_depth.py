@@ -131,7 +131,7 @@ def test_assemble_shards_report(tmp_path: Path, capsys: pytest.CaptureFixture[st
     b = make_shard(tmp_path / "b", ("gfx1201",))
     report = a.parent / "report.json"
     report.write_text(DEEP)
-    argv = ["--input", str(a), str(b), "--output", str(tmp_path / "out"), "-q"]
+    argv = ["--input", str(a), str(b), "--dest-dir", str(tmp_path / "out"), "-q"]
     assert assemble_shards.main(argv) == 1
     err = capsys.readouterr().err
     assert _error_lines(err) == ["error: invalid shard input"], err

@@ -1,10 +1,11 @@
 """The planned assembly written all or nothing, under the project's output-directory rule.
 
-:func:`write_assembly` stages the planned files (hard links where it can) and the merged
-report in a temporary directory beside ``--output``, the PEP 503 index (when asked) in one
-beside ``--index``, then publishes both in one step (:func:`kpack.common.outputs.publish_all`):
-what an earlier run wrote there (listed in a record beside each directory,
-``.assemble-shards.<name>.json``) is replaced, every other file is left alone, and a file in
+:func:`write_assembly` lays its output out as one build's ``--dest-dir``: ``OUT/dist/`` (the
+planned files, hard links where it can), ``OUT/report.json`` and ``OUT/report.md`` (the
+merged report), recorded in ``OUT/`` + :data:`RECORD`. Everything is staged in a temporary
+directory inside ``OUT`` (the PEP 503 index, when asked, in one beside ``--index``, recorded
+beside it), then both are published in one step (:func:`kpack.common.outputs.publish_all`):
+what an earlier run wrote there is replaced, every other file is left alone, and a file in
 the way that assemble-shards did not write (or that changed since) needs ``force``. No
 symlink is followed: one in the way is an error, or with ``force`` is itself replaced. A
 failure or a signal takes everything back: the outputs as they were found, no temporary or
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -28,52 +29,62 @@ from kpack.errors import PackagingError, UsageError
 from .assembly import AssemblyPlan
 from .report import REPORT_JSON, REPORT_MD
 
-__all__ = ["TOOL", "write_assembly"]
+__all__ = ["DIST", "RECORD", "TOOL", "write_assembly"]
+
+#: The directory of ``--dest-dir`` that holds the distributions (only them, so
+#: ``twine upload OUT/dist/*`` works as is), as the builder's.
+DIST = "dist"
+#: What assemble-shards wrote into ``--dest-dir`` (beside ``dist/``): the outputs a re-run
+#: replaces; nothing else there is touched.
+RECORD = ".assemble-shards.json"
 
 
 def write_assembly(
-    plan: AssemblyPlan, output: Path, *, index: Path | None = None, force: bool = False
+    plan: AssemblyPlan, dest_dir: Path, *, index: Path | None = None, force: bool = False
 ) -> None:
-    """Write the merged dist (and the PEP 503 index), all or nothing.
-
-    The merged report goes next to the output dist (never inside it: dist/ holds
-    distributions only, so ``twine upload dist/*`` works as is). ``force``: replace files
-    in the way that assemble-shards did not write."""
-    output = Path(os.path.abspath(output))
+    """Write ``dest_dir/dist/`` and the merged report beside it (and the PEP 503 index), all
+    or nothing. ``force``: replace files in the way that assemble-shards did not write."""
+    dest_dir = Path(os.path.abspath(dest_dir))
     index = Path(os.path.abspath(index)) if index is not None else None
     if index is not None:
-        out_abs, index_abs = output.resolve(), index.resolve()
-        if index_abs == out_abs or out_abs in index_abs.parents or index_abs in out_abs.parents:
-            raise UsageError("--index and --output must be separate directories", path=index)
+        _check_index_place(index, dest_dir / DIST)
     reports = _report_files(plan)
-    _check_report_places(output.parent, reports)
     try:
         with ExitStack() as stack:
-            out_tmp = stack.enter_context(staging(output.parent, TOOL))
-            publications = [_stage_output(plan, output, reports, out_tmp)]
+            out_tmp = stack.enter_context(staging(dest_dir, TOOL))
+            publications = [_stage_output(plan, dest_dir, reports, out_tmp)]
             if index is not None:
                 index_tmp = stack.enter_context(staging(index.parent, TOOL))
-                dist = out_tmp / output.name
-                publications.insert(0, _stage_index(plan, dist, index, index_tmp))
+                publications.insert(0, _stage_index(plan, out_tmp / DIST, index, index_tmp))
             publish_all(publications, tool=TOOL, force=force)
     except OSError as exc:
         line = os_error_line(exc)
-        raise PackagingError(f"cannot write the output: {line}", path=output) from exc
+        raise PackagingError(f"cannot write the output: {line}", path=dest_dir) from exc
+
+
+def _check_index_place(index: Path, dist: Path) -> None:
+    """``--index`` is a directory of its own: not ``OUT/dist``, inside it or around it."""
+    index_abs, dist_abs = index.resolve(), dist.resolve()
+    if (
+        index_abs == dist_abs
+        or index_abs.is_relative_to(dist_abs)
+        or dist_abs.is_relative_to(index_abs)
+    ):
+        raise UsageError(f"--index {index} and DEST/dist ({dist}) must be apart")
 
 
 def _stage_output(
-    plan: AssemblyPlan, output: Path, reports: Mapping[str, str], tmp: Path
+    plan: AssemblyPlan, dest_dir: Path, reports: Mapping[str, str], tmp: Path
 ) -> Publication:
-    """``<tmp>/<output name>/`` with the planned files and ``<tmp>/report.*``, in a
-    staging dir in ``output``'s parent."""
-    (tmp / output.name).mkdir()
+    """``<tmp>/dist/`` with the planned files and ``<tmp>/report.*``, in a staging dir
+    inside ``dest_dir``."""
+    (tmp / DIST).mkdir()
     for f in plan.files:
-        _link_or_copy(f.path, tmp / output.name / f.name)
+        _link_or_copy(f.path, tmp / DIST / f.name)
     for name, text in reports.items():
         (tmp / name).write_text(text, encoding="utf-8")
-    outputs = (*(f"{output.name}/{f.name}" for f in plan.files), *reports)
-    record = record_beside(output, TOOL)
-    return Publication(dest=output.parent, staged=tmp, outputs=outputs, record=record)
+    outputs = (*(f"{DIST}/{f.name}" for f in plan.files), *reports)
+    return Publication(dest=dest_dir, staged=tmp, outputs=outputs, record=RECORD)
 
 
 def _stage_index(plan: AssemblyPlan, dist: Path, index: Path, tmp: Path) -> Publication:
@@ -96,10 +107,3 @@ def _report_files(plan: AssemblyPlan) -> dict[str, str]:
     if plan.report is None:
         return {}
     return {REPORT_JSON: plan.report.to_json(), REPORT_MD: render_markdown(plan.report)}
-
-
-def _check_report_places(parent: Path, names: Iterable[str]) -> None:
-    for name in names:
-        place = parent / name
-        if place.is_dir() and not place.is_symlink():
-            raise UsageError("is a directory, where the merged report goes", path=place)

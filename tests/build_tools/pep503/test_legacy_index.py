@@ -67,7 +67,7 @@ def test_a_one_family_legacy_set(sample_tree: Path, tmp_path: Path) -> None:
     }
     assert got == {project: _sha256(dist / name) for project, name in wanted.items()}
     # assemble-shards gives the same index of the same set
-    argv = ["--input", str(dist), "--output", str(tmp_path / "asm" / "dist")]
+    argv = ["--input", str(dist), "--dest-dir", str(tmp_path / "asm")]
     assert assemble([*argv, "--index", str(tmp_path / "asm-index"), "-q"]) == 0
     pages = sorted(p.relative_to(tmp_path / "index") for p in (tmp_path / "index").rglob("*"))
     assert pages == sorted(

@@ -93,19 +93,28 @@ def run(*argv: str | Path) -> int:
 def test_merges_two_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = make_shard(tmp_path / "a", ("gfx1200",))
     b = make_shard(tmp_path / "b", ("gfx1201",))
-    out = tmp_path / "out"
+    dest = tmp_path / "out"
     families = ("--linux-amdgpu-families", "gfx120X-all")
-    code = run("--input", a, "--input", b, "--output", out, *families, "--version", "7.99.0-dev0")
+    code = run("--input", a, b, "--dest-dir", dest, *families, "--version", "7.99.0-dev0")
     assert code == 0, capsys.readouterr().err
+    # shaped as one build's --dest-dir: dist/, the merged report beside it, the record
+    assert sorted(p.name for p in dest.iterdir()) == [
+        ".assemble-shards.json",
+        "dist",
+        "report.json",
+        "report.md",
+    ]
+    out = dest / "dist"
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted(  # distributions only: the merged report sits next to dist/
+    assert names == sorted(  # distributions only
         [p.name for p in a.iterdir()] + [f"rocm_sdk_device_gfx1201-{VERSION}-{TAG}.whl"]
     )
-    assert (out.parent / "report.json").is_file() and (out.parent / "report.md").is_file()
     for p in a.iterdir():
         if p.suffix in (".whl", ".gz"):
             assert (out / p.name).read_bytes() == p.read_bytes()
-    assert "2 device wheels" in capsys.readouterr().out
+    std = capsys.readouterr()
+    assert "2 device wheels" in std.out
+    assert std.out.splitlines()[-1] == str(out)  # the last line: where the dist went
 
 
 def test_identical_device_wheel_in_two_shards_is_fine(tmp_path: Path) -> None:
@@ -120,7 +129,7 @@ def test_generic_difference_names_both_files(
 ) -> None:
     a = make_shard(tmp_path / "a", ("gfx1200",))
     b = make_shard(tmp_path / "b", ("gfx1201",), core_payload=b"core, rebuilt")
-    assert run("--input", a, "--input", b, "--output", tmp_path / "out") == 1
+    assert run("--input", a, "--input", b, "--dest-dir", tmp_path / "out") == 1
     err = capsys.readouterr().err
     core = f"rocm_sdk_core-{VERSION}-{TAG}.whl"
     assert err.startswith("error: cannot assemble the shards")
@@ -152,7 +161,7 @@ def test_missing_targets_against_family_flags(
 ) -> None:
     a = make_shard(tmp_path / "a", ("gfx1200",))
     b = make_shard(tmp_path / "b", ("gfx942",))
-    argv = ("--input", a, "--input", b, "--output", tmp_path / "out")
+    argv = ("--input", a, "--input", b, "--dest-dir", tmp_path / "out")
     assert run(*argv, "--linux-amdgpu-families", "gfx120X-all;gfx94X-dcgpu,dcgpu-all") == 1
     err = capsys.readouterr().err
     missing = "missing device wheels for expected targets: gfx908, gfx90a, gfx950, gfx1201, gfx1250"
@@ -173,16 +182,16 @@ def test_missing_targets_against_family_flags(
 def test_mixed_versions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = make_shard(tmp_path / "a", ("gfx1200",))
     b = make_shard(tmp_path / "b", ("gfx1201",), version="7.99.0.dev1")
-    assert run("--input", a, "--input", b, "--output", tmp_path / "out") == 1
+    assert run("--input", a, "--input", b, "--dest-dir", tmp_path / "out") == 1
     err = capsys.readouterr().err
     assert "mixed versions: 7.99.0.dev0" in err and "mixed versions: 7.99.0.dev1" in err
 
 
 def test_version_flag_must_match(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = make_shard(tmp_path / "a", ("gfx1200",))
-    assert run("--input", a, "--output", tmp_path / "out", "--version", "7.99.0") == 1
+    assert run("--input", a, "--dest-dir", tmp_path / "out", "--version", "7.99.0") == 1
     assert "--version 7.99.0 does not match the shards' 7.99.0.dev0" in capsys.readouterr().err
-    assert run("--input", a, "--output", tmp_path / "out", "--version", "x y") == 2
+    assert run("--input", a, "--dest-dir", tmp_path / "out", "--version", "x y") == 2
     assert "not a PEP 440 version" in capsys.readouterr().err
 
 
@@ -224,6 +233,9 @@ def test_output_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(PackagingError, match="index exploded"):
         write_assembly(plan, tmp_path / "out", index=tmp_path / "index")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # no temp dirs either
+    with pytest.raises(PackagingError, match="index exploded"):  # the index inside OUT
+        write_assembly(plan, tmp_path / "out", index=tmp_path / "out" / "simple")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # no temp dirs either
 
 
 def _tree(root: Path) -> dict[str, bytes | None]:
@@ -241,21 +253,21 @@ def test_a_rerun_replaces_what_it_wrote_and_leaves_the_rest(tmp_path: Path) -> N
     a = make_shard(tmp_path / "a", ("gfx1200",))
     b = make_shard(tmp_path / "b", ("gfx1201",))
     m = tmp_path / "m"
-    out, index = m / "dist", m / "index"
-    assert run("--input", a, b, "--output", out, "--index", index) == 0
+    index = m / "index"
+    assert run("--input", a, b, "--dest-dir", m, "--index", index) == 0
     first = _tree(m)
     assert sorted(p.name for p in m.glob(".*")) == [
-        ".assemble-shards.dist.json",  # the records, beside each directory
-        ".assemble-shards.index.json",
+        ".assemble-shards.index.json",  # the index's, beside it
+        ".assemble-shards.json",  # the record of --dest-dir, in it (as the builder's)
     ]
     others = {"dist/torch-2.9.0-cp312-cp312-linux_x86_64.whl": b"someone else's", "notes": b"x"}
     others |= {"index/torch/index.html": b"<html>", "report.txt": b"mine"}
     (index / "torch").mkdir()
     for rel, data in others.items():
         (m / rel).write_bytes(data)
-    assert run("--input", a, b, "--output", out, "--index", index) == 0
+    assert run("--input", a, b, "--dest-dir", m, "--index", index) == 0
     assert _tree(m) == {**first, "index/torch": None, **others}
-    assert run("--input", a, "--output", out, "--index", index) == 0  # without gfx1201
+    assert run("--input", a, "--dest-dir", m, "--index", index) == 0  # without gfx1201
     gone = [rel for rel in first if "gfx1201" in rel]
     assert gone and not any((m / rel).exists() for rel in gone)
     assert all((m / rel).read_bytes() == data for rel, data in others.items())
@@ -275,20 +287,20 @@ def test_a_file_it_did_not_write_is_replaced_only_with_force(
     (out / DEVICE_1201).write_bytes(b"someone else's")  # at the place of an output
     (out / "old.whl").write_bytes(b"stale")  # elsewhere: left alone
     before = _tree(m)
-    assert run("-q", "--input", a, b, "--output", out) == 1
+    assert run("-q", "--input", a, b, "--dest-dir", m) == 1
     assert capsys.readouterr().err == (
         f"error: {m}: cannot publish: 1 in the way, not written by assemble-shards "
         f"(see --force)\n  - dist/{DEVICE_1201}: a file not written by this tool\n"
     )
     assert _tree(m) == before
-    assert run("-q", "--input", a, b, "--output", out, "--force") == 0
+    assert run("-q", "--input", a, b, "--dest-dir", m, "--force") == 0
     assert (out / DEVICE_1201).read_bytes() == (b / DEVICE_1201).read_bytes()
     assert (out / "old.whl").read_bytes() == b"stale"
     (m / "report.md").write_text("edited since")  # changed since: no longer its own
-    assert run("-q", "--input", a, b, "--output", out) == 1
+    assert run("-q", "--input", a, b, "--dest-dir", m) == 1
     assert "  - report.md: changed since this tool wrote it (size " in capsys.readouterr().err
     assert (m / "report.md").read_text() == "edited since"
-    assert run("-q", "--input", a, b, "--output", out, "--force") == 0
+    assert run("-q", "--input", a, b, "--dest-dir", m, "--force") == 0
     assert (m / "report.md").read_bytes() != b"edited since"
 
 
@@ -300,7 +312,7 @@ def test_a_long_list_in_the_way_is_shown_short(
     out.mkdir(parents=True)
     for p in a.iterdir():  # every output but the reports: 6 files
         (out / p.name).write_bytes(b"x")
-    assert run("-q", "--input", a, "--output", out) == 1
+    assert run("-q", "--input", a, "--dest-dir", out.parent) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[0] == (
         f"error: {out.parent}: cannot publish: 6 in the way, not written by assemble-shards "
@@ -313,8 +325,8 @@ def test_report_merge_equals_an_unsharded_build(tmp_path: Path) -> None:
     a = make_shard(tmp_path / "a", ("gfx1200",))
     b = make_shard(tmp_path / "b", ("gfx1201", "gfx942"))
     full = make_shard(tmp_path / "full", ("gfx1200", "gfx1201", "gfx942"))
-    out = tmp_path / "out"
-    assert run("--input", b, "--input", a, "--output", out) == 0
+    out = tmp_path / "out" / "dist"
+    assert run("--input", b, "--input", a, "--dest-dir", out.parent) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in full.iterdir())
     for p in full.iterdir():  # wheels and sdist
         assert (out / p.name).read_bytes() == p.read_bytes(), p.name
@@ -333,8 +345,8 @@ def test_report_skipped_when_a_shard_has_none(
 ) -> None:
     a = make_shard(tmp_path / "a", ("gfx1200",))
     b = make_shard(tmp_path / "b", ("gfx1201",), report=False)
-    out = tmp_path / "out"
-    assert run("--input", a, "--input", b, "--output", out) == 0
+    out = tmp_path / "out" / "dist"
+    assert run("--input", a, "--input", b, "--dest-dir", out.parent) == 0
     assert f"notice: no report.json in {b}: report merge skipped" in capsys.readouterr().err
     assert not (out.parent / "report.json").exists() and not (out.parent / "report.md").exists()
 
@@ -365,19 +377,23 @@ def test_report_inconsistent_with_files(tmp_path: Path) -> None:
 def test_index_written(tmp_path: Path) -> None:
     a = make_shard(tmp_path / "a", ("gfx1200",))
     out, index = tmp_path / "out", tmp_path / "index"
-    assert run("--input", a, "--output", out, "--index", index) == 0
+    assert run("--input", a, "--dest-dir", out, "--index", index) == 0
     projects = sorted(p.name for p in index.iterdir() if p.is_dir())
     assert projects == sorted(["rocm", *GENERIC, "rocm-sdk-device-gfx1200"])
     page = (index / "rocm-sdk-core" / "index.html").read_text()
     assert f'href="rocm_sdk_core-{VERSION}-{TAG}.whl#sha256=' in page
 
 
-def test_index_and_output_must_not_overlap(tmp_path: Path) -> None:
+def test_index_and_dist_must_be_apart(tmp_path: Path) -> None:
     a = make_shard(tmp_path / "a", ("gfx1200",))
     plan = plan_assembly(scan_shards([a]))
-    with pytest.raises(UsageError, match="separate directories"):
-        write_assembly(plan, tmp_path / "out", index=tmp_path / "out" / "simple")
+    for index in ("out/dist", "out/dist/simple", "out"):
+        with pytest.raises(UsageError, match=r"--index .* and DEST/dist \(.*\) must be apart"):
+            write_assembly(plan, tmp_path / "out", index=tmp_path / index)
     assert not (tmp_path / "out").exists()
+    write_assembly(plan, tmp_path / "out", index=tmp_path / "out" / "simple")  # beside dist/
+    assert (tmp_path / "out/simple/rocm-sdk-core/index.html").is_file()
+    assert (tmp_path / "out/.assemble-shards.simple.json").is_file()
 
 
 # --- real: the kpack sample tree, built in two shards, as the CI workflow does -------------
@@ -404,7 +420,8 @@ def test_real_shards_assemble_into_the_full_build(kpack_tree: Path, tmp_path: Pa
     ]
     out, index = tmp_path / "dist", tmp_path / "index"
     inputs = [a for s in shards for a in ("--input", s)]
-    assert run(*inputs, "--output", out, "--index", index, *family, "--version", VERSION) == 0
+    argv = (*inputs, "--dest-dir", tmp_path, "--index", index, *family, "--version", VERSION)
+    assert run(*argv) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in full.iterdir())
     for p in full.iterdir():  # every package
         assert (out / p.name).read_bytes() == p.read_bytes(), p.name
@@ -487,7 +504,7 @@ def test_a_legacy_set_is_assembled_with_its_report_and_index(
     b = make_legacy_shard(tmp_path / "b", report=report)  # the same set, built twice
     out, index = tmp_path / "out" / "dist", tmp_path / "index"
     families = ("--linux-amdgpu-families", "gfx90a-dcgpu")
-    assert run("--input", a, "--input", b, "--output", out, "--index", index, *families) == 0
+    assert run("--input", a, b, "--dest-dir", out.parent, "--index", index, *families) == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in a.iterdir())
     assert all((out / p.name).read_bytes() == p.read_bytes() for p in a.iterdir())
     if report:
@@ -502,7 +519,7 @@ def test_a_legacy_set_is_assembled_with_its_report_and_index(
     assert (index / "rocm-sdk-core" / f"rocm_sdk_core-{VERSION}-{TAG}.whl.metadata").is_file()
     capsys.readouterr()
     assert (
-        run("--input", a, "--output", tmp_path / "o2", "--linux-amdgpu-families", "gfx110X-all")
+        run("--input", a, "--dest-dir", tmp_path / "o2", "--linux-amdgpu-families", "gfx110X-all")
         == 1
     )
     assert "missing libraries wheels for expected families: gfx110X-all" in capsys.readouterr().err

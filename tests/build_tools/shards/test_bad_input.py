@@ -79,8 +79,8 @@ def shards(tmp_path: Path) -> tuple[Path, Path]:
     return make_shard(tmp_path / "a", ("gfx1200",)), make_shard(tmp_path / "b", ("gfx1201",))
 
 
-def _argv(a: Path, b: Path, out: Path, *extra: str | Path) -> list[str]:
-    return [str(x) for x in ("--input", a, "--input", b, "--output", out, *extra)]
+def _argv(a: Path, b: Path, dest: Path, *extra: str | Path) -> list[str]:
+    return [str(x) for x in ("--input", a, "--input", b, "--dest-dir", dest, *extra)]
 
 
 def _edit_report(shard: Path, edit: Callable[[dict[str, object]], None]) -> None:
@@ -257,10 +257,16 @@ USAGE_CASES: dict[str, tuple[list[str], str]] = {
         ["--bogus"],
         "error: assemble-shards: unrecognized arguments: --bogus (see assemble-shards --help)",
     ),
-    "missing-output": (
-        ["--output"],
-        "error: assemble-shards: argument --output: expected one argument "
+    "missing-dest-dir": (
+        ["--dest-dir"],
+        "error: assemble-shards: argument --dest-dir: expected one argument "
         "(see assemble-shards --help)",
+    ),
+    "output-replaced": (
+        ["--output", "dist"],
+        "error: assemble-shards: --output was replaced by --dest-dir OUT, which writes the "
+        "merged files to OUT/dist/ and report.json and report.md beside them, as the "
+        "builder's --dest-dir (see assemble-shards --help)",
     ),
     "bad-verbosity": (
         ["-q", "-v"],
@@ -287,9 +293,12 @@ def test_a_usage_error_is_one_line_and_exit_2(
 def test_a_missing_required_flag_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    needle = "error: assemble-shards: the following arguments are required: --input, --output"
+    needle = "error: assemble-shards: the following arguments are required: --input, --dest-dir"
     err = _fails(tmp_path, ["-q"], capsys, needle, status=2)
     assert err.count("\n") == 1 and "usage:" not in err
+    # --output alone (the flag assemble-shards took before --dest-dir): what replaced it
+    err = _fails(tmp_path, ["--output", "dist"], capsys, "--output was replaced by", status=2)
+    assert err.count("\n") == 1 and "required" not in err
 
 
 # --- the shards' files ----------------------------------------------------------------------
@@ -353,7 +362,8 @@ def test_output_inside_a_shard(
 ) -> None:
     a, b = shards
     out = a / "merged"
-    _fails(tmp_path, _argv(a, b, out), capsys, f"--output {out} is inside the shard {a}", status=2)
+    needle = f"--dest-dir {out} is inside the shard {a}"
+    _fails(tmp_path, _argv(a, b, out), capsys, needle, status=2)
 
 
 def test_index_inside_a_shard(
@@ -365,30 +375,42 @@ def test_index_inside_a_shard(
     _fails(tmp_path, argv, capsys, f"--index {index} is inside the shard {b}", status=2)
 
 
-def test_output_beside_a_shard_would_replace_its_report(
+def test_a_shard_in_the_way_of_the_outputs(
     shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A shard that is ``OUT/dist`` (or inside it) would be replaced by the merged files; one
+    in ``OUT`` would have its report replaced by the merged one."""
     a, b = shards
-    out = a.parent / "merged"  # its report.json would be a's report.json
-    needle = f"--output {out} is beside the shard {a}: the merged report.json would be written"
-    _fails(tmp_path, _argv(a, b, out), capsys, needle, status=2)
+    dest = a.parent  # OUT/dist is the shard a
+    needle = f"the shard {a} is in --dest-dir {dest}/dist, which the merged files replace"
+    _fails(tmp_path, _argv(a, b, dest), capsys, needle, status=2)
+    inner = a / "sub"
+    inner.mkdir()
+    needle = f"the shard {inner} is in --dest-dir {dest}/dist, which the merged files replace"
+    _fails(tmp_path, _argv(inner, b, dest), capsys, needle, status=2)
+    inner.rmdir()
+    moved = a.rename(a.parent / "shard")  # its report.json is dest/report.json
+    needle = f"the shard {moved} is in --dest-dir {dest}: the merged report.json would be written"
+    _fails(tmp_path, _argv(moved, b, dest), capsys, needle, status=2)
 
 
 def test_the_report_place_is_a_directory(
     shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     a, b = shards
-    (tmp_path / "m" / "report.md").mkdir(parents=True)
-    needle = f"{tmp_path / 'm' / 'report.md'}: is a directory, where the merged report goes"
-    argv = _argv(a, b, tmp_path / "m" / "dist", "--index", tmp_path / "index")
-    _fails(tmp_path, argv, capsys, needle, status=2)
+    (tmp_path / "m" / "report.md").mkdir(parents=True)  # an empty one counts as free
+    (tmp_path / "m" / "report.md" / "notes").write_text("mine")
+    needle = f"error: {tmp_path / 'm'}: cannot publish: 1 in the way, not written by "
+    argv = _argv(a, b, tmp_path / "m", "--index", tmp_path / "index")
+    err = _fails(tmp_path, argv, capsys, needle, "  - report.md: a directory not written by")
+    assert err.count("\n") == 3  # the notice, the error and the one thing in the way
 
 
 def test_planted_symlinks_at_the_report_places_are_never_followed(
     shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Symlinks at ``.report.json.tmp`` (an older writer's temp name), ``report.json`` and
-    ``report.md`` beside and in ``--output``, and at a device wheel's place, point at a file
+    ``report.md`` in ``OUT`` and in ``OUT/dist``, and at a device wheel's place, point at a file
     elsewhere: it is never written. Those at outputs' places are in the way (an error;
     with ``--force`` the links themselves are replaced); the others are left alone."""
     a, b = shards
@@ -402,9 +424,9 @@ def test_planted_symlinks_at_the_report_places_are_never_followed(
     for link in planted:
         link.symlink_to(victim)
     needle = f"error: {out.parent}: cannot publish: 3 in the way, not written by assemble-shards"
-    err = _fails(tmp_path, ["-q", *_argv(a, b, out)], capsys, needle)
+    err = _fails(tmp_path, ["-q", *_argv(a, b, out.parent)], capsys, needle)
     assert f"  - dist/{DEVICE}: a symlink not written by this tool\n" in err
-    assert main(["-q", *_argv(a, b, out), "--force"]) == 0, capsys.readouterr().err
+    assert main(["-q", *_argv(a, b, out.parent), "--force"]) == 0, capsys.readouterr().err
     assert victim.read_bytes() == b"precious\n"
     for link in planted:  # not an output's place: left alone
         if link.name == ".report.json.tmp" or (link.parent == out and link.name != DEVICE):
@@ -435,7 +457,8 @@ def test_a_failure_at_the_last_step_takes_everything_back(
     if before == "empty-output":
         out.mkdir(parents=True)
     elif before == "an-earlier-run":
-        assert main(["-q", "--input", str(a), "--output", str(out), "--index", str(index)]) == 0
+        argv = ["-q", "--input", str(a), "--dest-dir", str(out.parent), "--index", str(index)]
+        assert main(argv) == 0
     capsys.readouterr()
     moved: list[Path] = []
     rename = os.rename
@@ -452,7 +475,7 @@ def test_a_failure_at_the_last_step_takes_everything_back(
 
     monkeypatch.setattr(os, "rename", failing)
     snapshot = _snapshot(tmp_path)
-    rc = main(_argv(a, b, out, "--index", index))
+    rc = main(_argv(a, b, out.parent, "--index", index))
     err = capsys.readouterr().err
     assert moved == [out.parent / "report.json"]
     if failure == "interrupt":
@@ -580,7 +603,7 @@ def test_interrupted_right_after_a_temp_dir_appears(
     monkeypatch.setattr(staging_mod, "make_temp_dir", make_then_interrupt)
     a, b = shards
     before = _snapshot(tmp_path)
-    argv = _argv(a, b, tmp_path / "new" / "dist", "--index", tmp_path / "new2" / "index")
+    argv = _argv(a, b, tmp_path / "new", "--index", tmp_path / "new2" / "index")
     assert main(argv) == 130
     assert "interrupted" in capsys.readouterr().err
     assert len(calls) == call

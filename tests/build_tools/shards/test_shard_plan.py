@@ -120,13 +120,13 @@ def test_each_shard_alone_assembles_into_the_one_machine_build(
         assert proc.returncode == 0, (shard["name"], proc.stderr)
         dists.append(out / "dist")
     merged = tmp_path / "merged"
-    proc = _run(ASSEMBLE, "--input", *dists, "--output", merged / "dist", "-q")
+    proc = _run(ASSEMBLE, "--input", *dists, "--dest-dir", merged, "-q")
     assert proc.returncode == 0, proc.stderr
     expected = _outputs(one)
-    assert any(n.endswith(".whl") for n in expected)
-    assert _outputs(merged) == expected
+    assert any(n.endswith(".whl") for n in expected) and "report.json" in expected
+    assert _outputs(merged) == expected  # the assembled --dest-dir is one build's
     if len(dists) > 1:  # a device shard that never ran: caught without any family flag
-        proc = _run(ASSEMBLE, "--input", *dists[:-1], "--output", tmp_path / "short" / "dist")
+        proc = _run(ASSEMBLE, "--input", *dists[:-1], "--dest-dir", tmp_path / "short")
         assert proc.returncode == 1
         missing = [f"rocm-sdk-device-{t}" for t in shards[-1]["targets"]]
         assert all(f"requires {m}, but no shard built it" in proc.stderr for m in missing)
