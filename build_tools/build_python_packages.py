@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from build_tools.shard_cli import add_shard_arguments, input_spool, print_shards, with_tree_targets
+from build_tools.shard_cli import (
+    add_shard_arguments,
+    check_plan_only,
+    input_spool,
+    print_shards,
+    with_tree_targets,
+)
 from kpack.common.cli import (
     Parser,
     add_jobs,
@@ -285,6 +291,7 @@ def _run(args: argparse.Namespace, progress: Progress) -> int:
     table = parse_targets_cmake(args.targets_cmake) if args.targets_cmake else load_family_table()
     if args.print_shards is not None:
         return print_shards(args, version=_version(args), nonce=_nonce(args.nonce))
+    check_plan_only(args)
     if args.dest_dir is None:
         raise UsageError("--dest-dir is required (unless --print-shards)")
     options = _options(args, table)

@@ -7,6 +7,7 @@ work without optional dependencies)."""
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SPOOL_TOOL",
     "add_shard_arguments",
+    "check_plan_only",
     "input_spool",
     "print_shards",
     "with_tree_targets",
@@ -50,7 +52,17 @@ def add_shard_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="print a JSON plan of at most N shards for a CI matrix (each: the builder "
-        "arguments it adds, the artifact names it reads) and build nothing",
+        "arguments it adds, the artifact names it reads and the files they are) and build "
+        "nothing",
+    )
+    p.add_argument(
+        "--artifact-listing",
+        type=Path,
+        metavar="FILE",
+        help="with --print-shards: plan the tree this file lists (a line per artifact archive "
+        "ending in its byte size and file name, as 'aws s3 ls' prints them) instead of "
+        "--artifact-dir's entries; --artifact-dir then needs only base_lib_generic, whose "
+        "therock_manifest.json gives the mode",
     )
 
 
@@ -64,9 +76,22 @@ def print_shards(args: argparse.Namespace, *, version: str, nonce: str) -> int:
         raise UsageError(f"--print-shards {args.print_shards}: give at least 1")
     if args.only or args.tree_targets or args.targets:
         raise UsageError("--print-shards plans --only, --tree-targets and --targets itself")
-    shards = plan_shards(args.artifact_dir, args.print_shards, _passed_on(args, version, nonce))
+    shards = plan_shards(
+        args.artifact_dir,
+        args.print_shards,
+        _passed_on(args, version, nonce),
+        listing=args.artifact_listing,
+    )
+    if shards[0].reason and not args.quiet:
+        print(f"notice: one shard: {shards[0].reason}", file=sys.stderr)
     print(json.dumps([s.to_json() for s in shards], indent=2))
     return 0
+
+
+def check_plan_only(args: argparse.Namespace) -> None:
+    """Refuse ``--artifact-listing`` outside ``--print-shards`` (a build reads the tree)."""
+    if args.artifact_listing is not None:
+        raise UsageError("--artifact-listing goes with --print-shards only")
 
 
 def _passed_on(args: argparse.Namespace, version: str, nonce: str) -> list[str]:
