@@ -1,8 +1,9 @@
-"""``--print-shards`` and the shards it plans, run as a CI matrix would run them (issue
-31, items 4 and 6): each shard in its own process, its input dir holding only the
-archives the plan lists, then ``assemble-shards``; the result equals the one-machine
-build byte for byte (dist/ and the report), in kpack-split mode (a common shard and
-device shards) and in legacy mode (one shard). A shard missing one listed input fails."""
+"""``--print-shards`` on the real sample tree as TheRock's archives (issue 31, items 4 and
+6), in kpack-split mode (a common shard and device shards, each reading part of the tree)
+and in legacy mode (one shard): what each shard reads, and that a shard left without one
+of its listed inputs fails or builds other bytes. The shards run as CI runs them, fed only
+their inputs and assembled into the one-machine build, in ``tests/workflow/
+test_simulation.py`` (the reusable workflow's own scripts)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,12 @@ from typing import Any
 import pytest
 
 from kpack.owners import owner_table
-from tests.build_tools.archive_kit import pack_tree
-from tests.conftest import require
+from tests.build_tools.shards.trees import sample_archives
 
 pytestmark = [pytest.mark.real, pytest.mark.compile, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[3]
 BUILDER = REPO / "build_tools/build_python_packages.py"
-ASSEMBLE = REPO / "build_tools/assemble_shards.py"
 VERSION = "7.99.0.dev0"
 
 
@@ -34,25 +33,9 @@ def _run(script: Path, *argv: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _tree(tmp: Path, kpack: bool) -> Path:
-    """The real sample tree; in kpack mode pre-split as TheRock's split lays it out."""
-    require(shutil.which("hipcc") is not None, "hipcc is not installed")
-    from kpack.split import split_artifact
-    from sample_tree.make_sample_tree import make_sample_tree
-
-    tree = make_sample_tree(tmp / "tree", cache_dir=None, family="gfx90a-dcgpu", kpack_split=kpack)
-    if kpack:
-        for name in ("rand_lib_generic", "fft_lib_generic"):
-            src = tmp / "fat" / name
-            src.parent.mkdir(exist_ok=True)
-            shutil.move(str(tree / name), src)
-            split_artifact(src, tree, prefix=name.rsplit("_", 1)[0])
-    return pack_tree(tree, tmp / "archives")
-
-
 @pytest.fixture(scope="module", params=[True, False], ids=["kpack", "legacy"])
 def archives(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _tree(tmp_path_factory.mktemp("plan"), bool(request.param))
+    return sample_archives(tmp_path_factory.mktemp("plan"), bool(request.param))
 
 
 def _plan(archives: Path, n: int) -> list[dict[str, Any]]:
@@ -103,33 +86,6 @@ def test_the_plan_names_what_each_shard_reads(archives: Path) -> None:
             for n in device["inputs"]
         )
     assert _plan(archives, 1)[0]["name"] == "all"
-
-
-def test_each_shard_alone_assembles_into_the_one_machine_build(
-    archives: Path, tmp_path: Path
-) -> None:
-    one = tmp_path / "one"
-    proc = _run(BUILDER, "--artifact-dir", archives, "--dest-dir", one, "--version", VERSION, "-q")
-    assert proc.returncode == 0, proc.stderr
-    shards = _plan(archives, 3)
-    dists = []
-    for shard in shards:
-        inputs = _feed(archives, shard["inputs"], tmp_path / f"in-{shard['name']}")
-        out = tmp_path / f"out-{shard['name']}"
-        proc = _run(BUILDER, "--artifact-dir", inputs, "--dest-dir", out, "-q", *shard["args"])
-        assert proc.returncode == 0, (shard["name"], proc.stderr)
-        dists.append(out / "dist")
-    merged = tmp_path / "merged"
-    proc = _run(ASSEMBLE, "--input", *dists, "--dest-dir", merged, "-q")
-    assert proc.returncode == 0, proc.stderr
-    expected = _outputs(one)
-    assert any(n.endswith(".whl") for n in expected) and "report.json" in expected
-    assert _outputs(merged) == expected  # the assembled --dest-dir is one build's
-    if len(dists) > 1:  # a device shard that never ran: caught without any family flag
-        proc = _run(ASSEMBLE, "--input", *dists[:-1], "--dest-dir", tmp_path / "short")
-        assert proc.returncode == 1
-        missing = [f"rocm-sdk-device-{t}" for t in shards[-1]["targets"]]
-        assert all(f"requires {m}, but no shard built it" in proc.stderr for m in missing)
 
 
 def test_a_shard_missing_a_listed_input_fails(archives: Path, tmp_path: Path) -> None:
