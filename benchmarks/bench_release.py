@@ -4,6 +4,7 @@
     python benchmarks/bench_release.py compare --tree DIR [--therock DIR --therock-python PY]
     python benchmarks/bench_release.py scaling --mode kpack|legacy [--scales 0.5,1,2,4,8]
     python benchmarks/bench_release.py shards --tree DIR [--shards 4]
+    python benchmarks/bench_release.py fat-shards --tree DIR [--shards 3]
 
 Trees come from ``benchmarks/make_release_inputs.py``. Every measurement runs in its own
 child process, under ``SOURCE_DATE_EPOCH``, and reports wall time and the peak RSS of the
@@ -21,6 +22,9 @@ process and its children; each output is deleted once measured (they are GBs).
   the inputs it lists (hard links), then ``assemble-shards``; prints each shard's bytes
   read and written and wall time, and the slowest shard against the one-machine build (the
   speed-up N machines buy; the assembly, which copies, is timed apart).
+- ``fat-shards``: the shards a *fat* kpack tree could be cut into, each on the whole tree
+  (why ``--print-shards`` plans such a tree as one shard): the slowest against the
+  one-machine build.
 """
 
 from __future__ import annotations
@@ -245,6 +249,55 @@ def shards(args: argparse.Namespace) -> int:
     return 0 if same else 1
 
 
+def fat_shards(args: argparse.Namespace) -> int:
+    """Why ``--print-shards`` plans a *fat* kpack tree as one shard: the shards it could
+    cut, run as they would run. Every shard reads the whole tree (a fat artifact's targets
+    are in its code objects, and each shard must split it): one ``--only common`` shard and
+    ``--shards - 1`` ``--only device`` shards over the device targets of the one-machine
+    build (its report.json), balanced by device wheel bytes; the slowest against the one-machine
+    build, and the assembled dist against its dist."""
+    from kpack.common.balance import balance
+
+    work, tree = args.work.absolute(), args.tree.absolute()
+    one_wall, one_rss = _run(_builder(tree, work / "one", ["--version", VERSION]))
+    report = json.loads((work / "one" / "report.json").read_text())
+    costs = {row["target"]: int(row["size"]) for row in report["device_wheels"]}
+    groups = balance(costs, args.shards - 1)
+    print(
+        f"fat tree {tree}: {_tree_bytes(tree) / 1e9:.2f} GB, {len(costs)} device wheels; one "
+        f"machine: {one_wall:.1f} s, peak RSS {one_rss / 1e6:.0f} MB",
+        flush=True,
+    )
+    runs = [("common", ["--only", "common"])]
+    runs += [
+        (f"device-{n}", ["--only", "device", "--targets", ",".join(g)])
+        for n, g in enumerate(groups, start=1)
+    ]
+    walls, dists = [], []
+    for name, extra in runs:
+        dest = work / f"fat-{name}"
+        wall, rss = _run(_builder(tree, dest, ["--version", VERSION, *extra]))
+        walls.append(wall)
+        dists.append(dest / "dist")
+        print(
+            f"{name}: {wall:6.1f} s = {wall / one_wall:.2f}x one machine, peak RSS "
+            f"{rss / 1e6:4.0f} MB  ({' '.join(extra[:4])})",
+            flush=True,
+        )
+    merged: dict[str, str] = {}
+    for d in dists:
+        merged.update(_digests(d))
+    same = merged == _digests(work / "one" / "dist")
+    print(
+        f"{len(runs)} shards of the fat tree: slowest {max(walls):.1f} s = "
+        f"{max(walls) / one_wall:.2f}x the one-machine build, each reading the whole tree; "
+        f"the shards' files equal the one-machine dist: {same}"
+    )
+    for d in ("one", *(f"fat-{name}" for name, _ in runs)):
+        shutil.rmtree(work / d, ignore_errors=True)
+    return 0 if same else 1
+
+
 def _digests(root: Path) -> dict[str, str]:
     from build_tools.pep503 import file_sha256
 
@@ -272,8 +325,12 @@ def main() -> int:
     h.add_argument("--tree", type=Path, required=True, help="a pre-split kpack tree")
     h.add_argument("--split-from", type=Path, help="make --tree by splitting this fat tree")
     h.add_argument("--shards", type=int, default=4)
+    f = sub.add_parser("fat-shards")
+    f.add_argument("--tree", type=Path, required=True, help="a fat kpack tree")
+    f.add_argument("--shards", type=int, default=3)
     args = ap.parse_args()
-    return {"compare": compare, "scaling": scaling, "shards": shards}[args.what](args)
+    run = {"compare": compare, "scaling": scaling, "shards": shards, "fat-shards": fat_shards}
+    return run[args.what](args)
 
 
 if __name__ == "__main__":
