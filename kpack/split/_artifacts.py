@@ -158,8 +158,13 @@ def batch_inputs(parent_dir: Path) -> list[Path]:
     Checked before anything is split, all problems reported at once: a subdir that is a
     symlink, whose name does not parse (``rand_lib-gfx90a``) or that has no
     ``artifact_manifest.txt`` is an error (rocm-kpack drops such dirs without a word).
-    Regular files and hidden entries are skipped with a notice; ``*_generic`` artifacts are
-    not split, as in rocm-kpack.
+    Regular files and hidden entries are skipped with a notice. ``*_generic`` artifacts are
+    not split: rocm-kpack's batch mode skips them too (``split_artifacts.py``:
+    ``parse_artifact_name`` gives None for the target family ``generic``, and
+    ``batch_split`` passes over the dir), since in TheRock's builds a generic artifact holds
+    host files and fat binaries come in family-named ones (``blas_lib_gfx94X-dcgpu``). A fat
+    ``*_generic`` artifact (as the sample and release benchmark trees hold) is split with
+    ``--artifact-dir``.
     """
     if not parent_dir.is_dir():
         raise UsageError("--batch-artifact-parent-dir is not a directory", path=parent_dir)
