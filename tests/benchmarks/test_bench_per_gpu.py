@@ -12,15 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_per_gpu import (
-    PackageSet,
-    build_set,
-    gpus_of,
-    load_set,
-    main,
-    resolve,
-    sample_trees,
-)
+from benchmarks.bench_per_gpu import main
+from benchmarks.per_gpu.inputs import build_set, sample_trees
+from benchmarks.per_gpu.measure import gpus_of
+from benchmarks.per_gpu.pip import PackageSet, load_set, resolve
 from tests.conftest import require
 
 pytestmark = [pytest.mark.real, pytest.mark.compile, pytest.mark.slow]
@@ -109,3 +104,13 @@ def test_a_gpu_the_set_has_no_extra_for_is_a_usage_error(
     assert main(_cli(kpack, legacy, "--targets", "gfx942")) == 2
     err = capsys.readouterr().err
     assert "gfx942" in err and "gfx90a" in err
+
+
+def test_a_legacy_set_given_as_the_kpack_set_is_a_usage_error(
+    sets: tuple[PackageSet, PackageSet], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _kpack, legacy = sets
+    assert main(["--kpack-set", str(legacy.dist), str(legacy.index)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a kpack-split set" in err[0], err
+    assert main(["--kpack-set", str(legacy.dist), str(legacy.index), "--with-rocsparse"]) == 2
