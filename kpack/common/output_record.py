@@ -29,12 +29,12 @@ import logging
 import os
 import stat
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.common.jsonfile import load_json_object
 from kpack.common.safepath import safe_relpath
+from kpack.common.workers import thread_min_bytes
 from kpack.errors import PackagingError, RocmPackagingError
 
 __all__ = [
@@ -132,8 +132,7 @@ def staged_entries(root: Path, outputs: tuple[str, ...]) -> dict[str, Entry]:
     for rel in outputs:
         found.update(_walk(root, rel))
     files = sorted(rel for rel, st in found.items() if stat.S_ISREG(st.st_mode))
-    with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
-        digests = dict(zip(files, pool.map(lambda r: file_sha256(root / r), files), strict=True))
+    digests = _digests(root, files, sum(found[rel].st_size for rel in files))
     entries: dict[str, Entry] = {}
     for rel, st in sorted(found.items()):
         if is_link(st):
@@ -145,6 +144,17 @@ def staged_entries(root: Path, outputs: tuple[str, ...]) -> dict[str, Entry]:
         else:
             raise PackagingError("staged output is not a file, directory or symlink", path=rel)
     return entries
+
+
+def _digests(root: Path, files: list[str], total: int) -> dict[str, str]:
+    """The sha256 of each file of ``files`` (``total`` bytes in all): on threads when
+    there is enough to hash for threads to pay (:mod:`kpack.common.workers`)."""
+    if len(files) < 2 or total < thread_min_bytes():
+        return {rel: file_sha256(root / rel) for rel in files}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
+        return dict(zip(files, pool.map(lambda r: file_sha256(root / r), files), strict=True))
 
 
 def record_bytes(tool: str, entries: Mapping[str, Entry]) -> bytes:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from kpack.artifact.output import copy_file, copy_meta
 from kpack.artifact.planned import PlannedKernel
 from kpack.common.cli import format_size
+from kpack.common.workers import thread_min_bytes
 from kpack.databases import base_arch
 from kpack.elf import ElfEdit
 from kpack.errors import BundleError, TransformError
@@ -171,8 +171,14 @@ def run_fat_job(job: FatJob, keep_views: bool = False, threads: int = 1) -> FatO
 
 def run_fat_jobs(jobs: Sequence[FatJob], workers: int) -> list[FatOutcome]:
     """Run every job (:func:`~kpack.split._pool.run_jobs`), sorted by kernel name on
-    return; in-process, kernels stay zero-copy views of the mapped inputs."""
-    here = partial(run_fat_job, keep_views=True, threads=workers)
+    return; in-process, kernels stay zero-copy views of the mapped inputs, compressed on
+    up to ``workers`` threads where the binary is large enough for threads to pay
+    (:mod:`kpack.common.workers`)."""
+    least = thread_min_bytes()
+
+    def here(job: FatJob) -> FatOutcome:
+        return run_fat_job(job, keep_views=True, threads=workers if job.size >= least else 1)
+
     outcomes = run_jobs(jobs, workers, work=run_fat_job, here=here)
     return sorted(outcomes, key=lambda o: o.job.kernel_name)
 

@@ -9,14 +9,14 @@ worker that dies is one error naming the binary it was working on.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import BrokenExecutor, Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kpack.common import cancel
-from kpack.errors import TransformError, UsageError
+from kpack.common.workers import pool_min_bytes
+from kpack.errors import TransformError
 
 if TYPE_CHECKING:  # multiprocessing is imported when a pool starts: in-process runs skip it
     from concurrent.futures import ProcessPoolExecutor
@@ -33,24 +33,6 @@ class Job(Protocol):
     def kernel_name(self) -> str: ...
 
 
-#: Below this many input bytes in all, jobs run in-process: starting a worker pool (a fork
-#: server importing the engine) costs more than the work saves (the 144 MB sample tree's
-#: build: 2.5 s with a pool, 2.0 s without). ``KPACK_POOL_MIN_BYTES`` overrides it (tests set
-#: 0 to run small inputs through the workers).
-POOL_MIN_BYTES = 32 << 20
-
-
-def _pool_min_bytes() -> int:
-    """``$KPACK_POOL_MIN_BYTES`` (a number of bytes; anything else is a usage error naming
-    it), else :data:`POOL_MIN_BYTES`."""
-    value = os.environ.get("KPACK_POOL_MIN_BYTES", "").strip()
-    if not value:
-        return POOL_MIN_BYTES
-    if not value.isdigit() or len(value) >= 20:
-        raise UsageError(f"KPACK_POOL_MIN_BYTES={value[:30]!r} is not a number of bytes")
-    return int(value)
-
-
 J = TypeVar("J", bound=Job)
 R = TypeVar("R")
 
@@ -61,7 +43,7 @@ def run_jobs(
     """``work(job)`` for every job in up to ``workers`` processes, largest job first; one
     worker (or one job) runs ``here(job)`` in-process instead. Results in the order run."""
     ordered = sorted(jobs, key=lambda j: (-j.size, j.kernel_name))
-    small = sum(j.size for j in ordered) < _pool_min_bytes()  # less work than the workers cost
+    small = sum(j.size for j in ordered) < pool_min_bytes()  # less work than the workers cost
     pool = None if small else _pool(workers, len(ordered), preload=work.__module__)
     if pool is None:
         return [here(job) for job in ordered]

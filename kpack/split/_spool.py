@@ -26,6 +26,7 @@ from kpack.archive import (
 from kpack.bundle import BundleSink, CodeObjectRef
 from kpack.common import cancel
 from kpack.common.outfile import output_file
+from kpack.common.workers import thread_min_bytes
 from kpack.databases import base_arch
 from kpack.errors import BundleError
 from kpack.split._frames import FrameWorkers
@@ -81,12 +82,9 @@ class Spool:
         self._started: set[Location] = set()
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
         self._out = output_file(os.open(path, flags, 0o644), path)  # closed by __exit__
-        self._workers = (
-            FrameWorkers(self._out, level, threads, self._ranges)
-            if level is not None and threads > 1
-            else None
-        )
-        self._cctx = compressor(level) if level is not None and self._workers is None else None
+        self._threads = threads if level is not None else 1
+        self._workers: FrameWorkers | None = None  # started by the first frame written
+        self._cctx = compressor(level) if level is not None and threads <= 1 else None
 
     def __enter__(self) -> Spool:
         return self
@@ -111,7 +109,9 @@ class Spool:
         if location in self._started:
             return None
         self._started.add(location)
-        if self._workers is not None:
+        if self.level is not None and self._threads > 1:
+            if self._workers is None:
+                self._workers = FrameWorkers(self._out, self.level, self._threads, self._ranges)
             return self._workers.writer(location, size)
         out, start = self._out, self._out.tell()
         if self._cctx is None:
@@ -153,6 +153,8 @@ class Spool:
             self._workers.join()  # the spool file is appended to by one writer at a time
         dropper = PageDropper()
         payloads = [k.data for k in todo.values() if k.data is not None]
+        if sum(k.size for k in todo.values()) < thread_min_bytes():
+            threads = 1  # too little to compress for threads to pay
         for (location, kernel), frame in zip(
             todo.items(), compressed(payloads, self.level, threads), strict=True
         ):

@@ -23,7 +23,10 @@ input member) is written by copying the input's deflate blocks where that pays
 
 Every input byte is read once. The calling thread reads each member, updates its sha256
 and CRC-32 and hands the work to a thread pool (both libraries and hashlib release the
-GIL). Small members are batched into one task to save overhead. The output depends on
+GIL), started once the wheel's deflate work passes
+:data:`~kpack.common.workers.THREAD_MIN_BYTES`: the first batches, and a small wheel's
+all, are deflated by the calling thread. Small members are batched into one task to save
+overhead. The output depends on
 libdeflate's version (pinned in ``pyproject.toml``), and in the fallback on zlib's.
 
 Chunk boundaries depend only on the content, so the archive is byte-identical whatever
@@ -46,6 +49,7 @@ from types import TracebackType
 from typing import Protocol
 
 from kpack.common import cancel
+from kpack.common.workers import done_future, thread_min_bytes
 from kpack.errors import PackagingError
 from kpack.wheelfile._engine import Task, deflate_batch
 from kpack.wheelfile._member import Member, looks_compressed, open_source
@@ -152,7 +156,9 @@ class MemberStreamer:
         self._writer = writer
         self._level = level
         self._compression = compression
-        self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="deflate")
+        self._jobs = jobs
+        self._pool: ThreadPoolExecutor | None = None  # started once the work pays for it
+        self._inline_left = thread_min_bytes()  # bytes deflated here before it starts
         self._window = min(max(4, 2 * jobs + 2), _MAX_WINDOW_CHUNKS) * CHUNK_SIZE
         self._queue: deque[_Job] = deque()
         self._inflight = 0
@@ -169,7 +175,8 @@ class MemberStreamer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=exc_type is not None)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=exc_type is not None)
 
     def add(self, member: Member) -> None:
         """Read ``member`` once, queue its chunks and write whatever the window forces out."""
@@ -289,9 +296,16 @@ class MemberStreamer:
 
     def _submit(self) -> None:
         batch = self._batch
-        if batch.tasks:
+        if not batch.tasks:
+            return
+        if self._pool is None and batch.nbytes <= self._inline_left:
+            self._inline_left -= batch.nbytes  # too little work yet for threads to pay
+            batch.future = done_future(deflate_batch, batch.tasks, self._level)
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._jobs, thread_name_prefix="deflate")
             batch.future = self._pool.submit(deflate_batch, batch.tasks, self._level)
-            self._batch = _Batch()
+        self._batch = _Batch()
 
     def _result(self, part: _Part) -> bytes | bytearray:
         if part.data is not None:
