@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from kpack.common.data import manifest_path
 from kpack.common.yamlfile import read_yaml
@@ -24,6 +24,7 @@ __all__ = [
     "Handler",
     "base_arch",
     "handler_names",
+    "lazy_handler_names",
     "load_handlers",
     "match_database",
 ]
@@ -113,6 +114,27 @@ def match_database(relpath: str, handlers: Iterable[Handler]) -> DatabaseMatch |
 def handler_names(path: Path | None = None) -> tuple[str, ...]:
     """Names of every handler in the YAML, in file order."""
     return tuple(h.name for h in _handlers(path))
+
+
+class _ShippedNames(Sequence[str]):
+    """:func:`handler_names` of the shipped manifest, read when first looked into."""
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return handler_names()[index]
+
+    def __len__(self) -> int:
+        return len(handler_names())
+
+
+def lazy_handler_names() -> Sequence[str]:
+    """The shipped handlers' names, read (with the manifest) only when an option's
+    choices are checked or listed: a parser that offers them as choices does not read the
+    manifest, nor import PyYAML, for a command that does not give the option."""
+    return _ShippedNames()
 
 
 def load_handlers(

@@ -1,12 +1,18 @@
 """Structural verification of an ELF64 file (packages.md §21 E4, kpack.md §6).
 
 Parsing here goes through pyelftools, not through :mod:`kpack.elf.reader`, so that the
-writer and its checker do not share a reader. Every problem is collected; errors are
-raised together in one :class:`ElfError`, warnings are returned.
+writer and its checker do not share a reader: its record structures (``ELFStructs``: the
+header, program and section headers, dynamic entries), read the way its ``ELFFile`` reads
+them. ``ELFFile`` itself is not used: importing it imports pyelftools' DWARF, EHABI and
+section readers, which cost a split of a small wheel more than its verification; and
+pyelftools is imported by the first file verified.
+Every problem is collected; errors are raised together in one :class:`ElfError`,
+warnings are returned.
 """
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import struct
@@ -14,13 +20,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
-
-from elftools.common.exceptions import ELFError
-from elftools.common.utils import struct_parse
-from elftools.elf.elffile import ELFFile
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from kpack.errors import ElfError
+
+if TYPE_CHECKING:
+    from elftools.elf.structs import ELFStructs
 
 __all__ = ["verify_elf"]
 
@@ -34,8 +39,9 @@ _UNIQUE = (
     "PT_GNU_RELRO",
     "PT_TLS",
 )
-#: What pyelftools (and seeks past the end of a stream) raise on malformed input.
-_PARSE_ERRORS = (ELFError, struct.error, OSError, ValueError, LookupError, TypeError, OverflowError)
+#: What seeks past the end of a stream and pyelftools (its ``ELFError`` too) raise on
+#: malformed input.
+_PARSE_ERRORS = (struct.error, OSError, ValueError, LookupError, TypeError, OverflowError)
 _STRING_TAGS = ("DT_NEEDED", "DT_SONAME", "DT_RPATH", "DT_RUNPATH")
 
 
@@ -143,41 +149,97 @@ def _load(stream: BinaryIO, name: str) -> _Facts:
         return _parse(stream)
     except ElfError:
         raise
-    except _PARSE_ERRORS as exc:
+    except (_elftools_error(), *_PARSE_ERRORS) as exc:
         raise ElfError(f"cannot parse ELF structure: {exc}", path=name) from exc
 
 
-def _parse(stream: BinaryIO) -> _Facts:
-    elf = ELFFile(stream)
-    if elf.elfclass != 64:
+def _elftools_error() -> type[Exception]:
+    from elftools.common.exceptions import ELFError
+
+    return ELFError
+
+
+def _structs(stream: BinaryIO) -> tuple[ELFStructs, Any, int]:
+    """pyelftools' structures for ``stream``'s ELF64 file, its parsed header and the
+    stream's length; errors as pyelftools' ``ELFFile`` raises them."""
+    from elftools.common.exceptions import ELFError
+    from elftools.common.utils import struct_parse
+    from elftools.elf.structs import ELFStructs
+
+    stream.seek(0, io.SEEK_END)
+    size = stream.tell()
+    stream.seek(0)
+    ident = stream.read(6)
+    if ident[:4] != b"\x7fELF":
+        raise ELFError("Magic number does not match")
+    if ident[4:5] not in (b"\x01", b"\x02"):
+        raise ELFError(f"Invalid EI_CLASS {ident[4:5]!r}")
+    if ident[5:6] not in (b"\x01", b"\x02"):
+        raise ELFError(f"Invalid EI_DATA {ident[5:6]!r}")
+    if ident[4:5] != b"\x02":
         raise ElfError("verification supports ELF64 only")
-    hdr = elf.header
+    structs = ELFStructs(little_endian=ident[5:6] == b"\x01", elfclass=64)
+    structs.create_basic_structs()
+    hdr = struct_parse(structs.Elf_Ehdr, stream, stream_pos=0)
+    structs.create_advanced_structs(hdr.e_type, hdr.e_machine, hdr.e_ident.EI_OSABI)
+    return structs, hdr, size
+
+
+def _section_zero(structs: ELFStructs, hdr: Any, stream: BinaryIO, size: int) -> Any:
+    """Section header 0, which holds the counts too large for the ELF header."""
+    from elftools.common.exceptions import ELFError, ELFParseError
+    from elftools.common.utils import struct_parse
+
+    if hdr.e_shoff > 0 and hdr.e_shentsize < structs.Elf_Shdr.sizeof():
+        raise ELFError(f"Too small e_shentsize: {hdr.e_shentsize}")
+    if hdr.e_shoff > size:
+        raise ELFParseError(f"Reading section 0 at offset {hdr.e_shoff} past EOF {size}")
+    return struct_parse(structs.Elf_Shdr, stream, stream_pos=hdr.e_shoff)
+
+
+def _counts(structs: ELFStructs, hdr: Any, stream: BinaryIO, size: int) -> tuple[int, int]:
+    """(program headers, section headers), with the escapes of counts over 0xfffe."""
+    segments, sections = hdr.e_phnum, hdr.e_shnum
+    if hdr.e_shoff == 0:
+        sections = 0
+    elif sections == 0:
+        sections = _section_zero(structs, hdr, stream, size).sh_size
+    if segments >= 0xFFFF:  # PN_XNUM: the count is section 0's sh_info
+        segments = _section_zero(structs, hdr, stream, size).sh_info
+    return segments, sections
+
+
+def _parse(stream: BinaryIO) -> _Facts:
+    from elftools.common.utils import struct_parse
+
+    structs, hdr, size = _structs(stream)
+    num_segments, num_sections = _counts(structs, hdr, stream, size)
     segs = tuple(
         _Seg.of(i, h)
         for i, h in (
-            (i, struct_parse(elf.structs.Elf_Phdr, stream, hdr.e_phoff + i * hdr.e_phentsize))
-            for i in range(elf.num_segments())
+            (i, struct_parse(structs.Elf_Phdr, stream, hdr.e_phoff + i * hdr.e_phentsize))
+            for i in range(num_segments)
         )
     )
     secs = tuple(
         _Sec.of(i, h)
         for i, h in (
-            (i, struct_parse(elf.structs.Elf_Shdr, stream, hdr.e_shoff + i * hdr.e_shentsize))
-            for i in range(elf.num_sections())
+            (i, struct_parse(structs.Elf_Shdr, stream, hdr.e_shoff + i * hdr.e_shentsize))
+            for i in range(num_sections)
         )
     )
     dynamic: list[tuple[str, int]] = []
     terminated = False
     dyn = next((s for s in segs if s.type == "PT_DYNAMIC"), None)
-    if dyn is not None and dyn.file_end <= elf.stream_len:
+    if dyn is not None and dyn.file_end <= size:
         for i in range(dyn.filesz // 16):
-            entry = struct_parse(elf.structs.Elf_Dyn, stream, dyn.offset + i * 16)
+            entry = struct_parse(structs.Elf_Dyn, stream, dyn.offset + i * 16)
             if entry.d_tag == "DT_NULL":
                 terminated = True
                 break
             dynamic.append((str(entry.d_tag), entry.d_val))
     facts = _Facts(
-        size=elf.stream_len,
+        size=size,
         header=hdr,
         segs=segs,
         secs=secs,
@@ -188,7 +250,7 @@ def _parse(stream: BinaryIO) -> _Facts:
     strtab, strsz = _dyn(facts, "DT_STRTAB"), _dyn(facts, "DT_STRSZ")
     if strtab is not None and strsz:
         offset = _file_offset(segs, strtab, strsz)
-        if offset is not None and offset + strsz <= elf.stream_len:
+        if offset is not None and offset + strsz <= size:
             stream.seek(offset + strsz - 1)
             facts = replace(facts, dynstr_last=stream.read(1))
     return facts

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import mmap
-import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kpack.errors import PeError
+from kpack.pe.signature import MZ, PE_MAGIC, is_pe, is_pe_file
 
 __all__ = [
     "DIR_BASERELOC",
@@ -53,8 +53,6 @@ class Sliceable(Protocol):
 #: What the readers accept: the whole file's bytes, typically a read-only ``mmap``.
 Buffer = bytes | bytearray | mmap.mmap | Sliceable
 
-MZ = b"MZ"
-PE_MAGIC = b"PE\0\0"
 MACHINE_AMD64 = 0x8664
 OPT_PE32 = 0x10B
 OPT_PE32_PLUS = 0x20B
@@ -73,27 +71,6 @@ OPT_CHECKSUM = 64
 OPT_NUM_DIRS = 108
 OPT_DIRS = 112
 _MACHINES = {0x14C: "i386 (32-bit x86)", 0xAA64: "ARM64", 0x1C4: "ARMv7", 0x8664: "x86-64"}
-
-
-def is_pe(head: bytes) -> bool:
-    """True when ``head`` (the first 64 bytes or more) starts a DOS/PE image."""
-    return head[:2] == MZ
-
-
-def is_pe_file(path: str | os.PathLike[str]) -> bool:
-    """True for a file with a DOS header whose ``e_lfanew`` leads to a PE signature; a
-    symlink is never followed. (An ``MZ`` file without one is a DOS program or data.)"""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return False
-    with os.fdopen(fd, "rb") as f:
-        head = f.read(64)
-        if len(head) < 64 or head[:2] != MZ:
-            return False
-        (pe_offset,) = struct.unpack_from("<I", head, 0x3C)
-        f.seek(pe_offset)
-        return f.read(4) == PE_MAGIC
 
 
 @dataclass(frozen=True, kw_only=True)

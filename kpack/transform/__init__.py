@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 
 from kpack.bundle import BundleSink
 from kpack.hipfmt import MAX_MARKER_SIZE
-from kpack.pe import is_pe_file
+from kpack.pe.signature import is_pe_file
 from kpack.transform._elf import (
     TransformPlan,
     elf_kernels,

@@ -37,11 +37,14 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from kpack.common import cancel
 from kpack.errors import PackagingError
 from kpack.wheelfile._reuse import DeflateStream
-from kpack.wheelfile._zstream import ZlibLibrary, zlib_library
+
+if TYPE_CHECKING:  # the shared zlib (ctypes) is loaded when a member's blocks are indexed
+    from kpack.wheelfile._zstream import ZlibLibrary
 
 __all__ = ["member_chunks", "read_ahead", "starts_with"]
 
@@ -82,7 +85,7 @@ def member_chunks(
     raw.compress_type = zipfile.ZIP_STORED
     raw.flag_bits = info.flag_bits
     offset = _data_offset(archive, info) if streams is not None else None
-    zlib_lib = zlib_library() if blocks else None
+    zlib_lib = _zlib_library() if blocks else None
     if zlib_lib is not None and streams is not None and offset is not None:
         yield from _indexed(
             archive, info, raw, chunk=chunk, zlib_lib=zlib_lib, streams=streams, offset=offset
@@ -183,6 +186,12 @@ def _stream(
         crc=info.CRC,
         raw_digest=raw_digest,
     )
+
+
+def _zlib_library() -> ZlibLibrary | None:
+    from kpack.wheelfile._zstream import zlib_library
+
+    return zlib_library()
 
 
 def _data_offset(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int | None:

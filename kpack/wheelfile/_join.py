@@ -18,13 +18,17 @@ zlib only reads them.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import threading
+from typing import TYPE_CHECKING
 
 from kpack.errors import PackagingError
 from kpack.wheelfile._libdeflate import libdeflate
-from kpack.wheelfile._zstream import ZlibLibrary, zlib_library
+
+if TYPE_CHECKING:  # ctypes and the shared zlib are loaded when a chunk is first joined
+    import ctypes
+
+    from kpack.wheelfile._zstream import ZlibLibrary
 
 __all__ = ["SYNC_MARKER", "ChunkJoiner", "joiner"]
 
@@ -39,6 +43,8 @@ class ChunkJoiner:
         self._local = threading.local()
 
     def _scratch(self, size: int) -> ctypes.Array[ctypes.c_char]:
+        import ctypes
+
         buf = getattr(self._local, "buf", None)
         if buf is None or len(buf) < size:
             buf = ctypes.create_string_buffer(max(size, 1))
@@ -83,5 +89,7 @@ class ChunkJoiner:
 @functools.cache
 def joiner() -> ChunkJoiner | None:
     """The joiner, if a shared zlib with ``Z_BLOCK`` can be loaded; else ``None``."""
+    from kpack.wheelfile._zstream import zlib_library
+
     zlib = zlib_library()
     return None if zlib is None else ChunkJoiner(zlib)

@@ -11,7 +11,6 @@ on Windows links it statically) :func:`zlib_library` returns ``None`` and caller
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import zlib
 from collections.abc import Iterable, Iterator
@@ -211,6 +210,8 @@ class _Index:
 @functools.cache
 def zlib_library() -> ZlibLibrary | None:
     """The shared zlib, if one with ``Z_BLOCK`` can be loaded; else ``None``."""
+    import ctypes.util  # its search may run ldconfig: only where a shared zlib is wanted
+
     name = ctypes.util.find_library("z")
     if name is None:
         return None
