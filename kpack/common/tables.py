@@ -5,7 +5,9 @@
 - :func:`print_tables`: on stdout, drawn by ``rich.table`` (imported only then) to the
   terminal's width, or to ``COLUMNS`` (80 when neither is known, as in a CI log): a long
   cell folds inside its column, so a line never runs past the width and the table never
-  wraps. Cells are plain text (no markup, no highlighting).
+  wraps; the table is as wide as its title (up to the width), so a title that fits is one
+  line. Cells are plain text (no markup, no highlighting). A table of distributions keeps
+  its file names short enough not to fold (:mod:`kpack.common.dist_table`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+from kpack.common.plain_tables import plain_lines, plain_width
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table as RichTable
 
 __all__ = ["Table", "markdown", "print_tables"]
 
@@ -49,13 +57,20 @@ def _row(cells: Sequence[str]) -> str:
 
 
 def print_tables(tables: Sequence[Table], *, stream: IO[str] | None = None) -> None:
-    """Draw every table with rows on ``stream`` (stdout), fitted to its width."""
+    """Draw every table with rows on ``stream`` (stdout), fitted to its width; without
+    importing rich where its drawing is plain text (:mod:`kpack.common.plain_tables`)."""
+    out = stream or sys.stdout
+    width = plain_width(out)
+    plain = [plain_lines(t, width) if width is not None else None for t in tables if t.rows]
+    if all(lines is not None for lines in plain):
+        out.write("".join(f"{line}\n" for lines in plain if lines for line in lines))
+        out.flush()
+        return
     from rich import box
     from rich.console import Console
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    out = stream or sys.stdout
     console = Console(file=out, highlight=False, emoji=False)
     for table in tables:
         if not table.rows:
@@ -74,11 +89,22 @@ def print_tables(tables: Sequence[Table], *, stream: IO[str] | None = None) -> N
                 justify="right" if numeric else "left",
                 no_wrap=numeric,
                 overflow="fold",
+                ratio=1 if i == 0 else None,  # the first column takes any width to spare
             )
         for row in table.rows:
             drawn.add_row(*(Text(cell) for cell in row))
+        _fit_title(console, drawn, len(table.title))
         with console.capture() as captured:
             console.print(drawn)
         # rich pads every line to the table's width: no trailing blanks in a log
         out.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
     out.flush()
+
+
+def _fit_title(console: Console, drawn: RichTable, title: int) -> None:
+    """Widen ``drawn`` to its title's length (up to the console's width) so a title that
+    fits is one line; the first column takes the width added."""
+    natural = console.measure(drawn).maximum
+    wanted = min(console.width, title)
+    if wanted > natural:
+        drawn.width, drawn.expand = wanted, True
