@@ -21,16 +21,26 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING
+from typing import IO, Protocol
 
-if TYPE_CHECKING:
-    from kpack.common.tables import Table
-
-__all__ = ["plain_lines", "plain_width"]
+__all__ = ["Drawn", "plain_lines", "plain_width"]
 
 #: Narrower than this, leave the drawing to rich.
 _MIN_WIDTH = 20
 _RULE = "─"
+
+
+class Drawn(Protocol):
+    """What is drawn of a table (:class:`kpack.common.tables.Table`)."""
+
+    @property
+    def title(self) -> str: ...
+    @property
+    def header(self) -> tuple[str, ...]: ...
+    @property
+    def rows(self) -> tuple[tuple[str, ...], ...]: ...
+    @property
+    def numeric(self) -> frozenset[int]: ...
 
 
 def plain_width(stream: IO[str]) -> int | None:
@@ -50,7 +60,7 @@ def plain_width(stream: IO[str]) -> int | None:
     return width if width >= _MIN_WIDTH else None
 
 
-def plain_lines(table: Table, width: int) -> list[str] | None:
+def plain_lines(table: Drawn, width: int) -> list[str] | None:
     """The lines of ``table`` drawn ``width`` columns wide, or ``None`` if rich is needed."""
     texts = [table.title, *table.header, *(cell for row in table.rows for cell in row)]
     if not all(_plain(text) for text in texts):
