@@ -16,7 +16,6 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kpack.archive import DEFAULT_LEVEL
 from kpack.common.boundary import guarded
 from kpack.common.cli import (
     Parser,
@@ -27,10 +26,6 @@ from kpack.common.cli import (
     configure_logging,
     verbosity_conflict,
 )
-from kpack.databases import handler_names
-from kpack.finalize import add_arguments as add_finalize_arguments
-from kpack.wheelsplit import add_arguments as add_split_wheel_arguments
-from kpack.wheelsplit import run as run_split_wheel
 
 __all__ = ["add_split_artifacts_arguments", "main"]
 
@@ -66,7 +61,19 @@ def cmd_finalize(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def _parser() -> argparse.ArgumentParser:
+def cmd_split_wheel(args: argparse.Namespace) -> int:
+    """``kpack split-wheel`` (:func:`kpack.wheelsplit.run`), imported when it runs."""
+    from kpack.wheelsplit import run
+
+    return run(args)
+
+
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """``kpack``'s parser. Every subcommand is listed (``kpack --help``); given a
+    ``command`` (``""``: none), only that one's options are added: a subcommand's options
+    import the modules that declare them (the split's compression levels, the database
+    handlers' names, the finalizer's flags), which the other commands' runs should not pay
+    for."""
     common = Parser(add_help=False)
     add_version(common)
     add_verbosity(common, subcommand=True)
@@ -74,12 +81,25 @@ def _parser() -> argparse.ArgumentParser:
     add_version(parser)
     add_verbosity(parser)  # before the subcommand or after it (its copy leaves these alone)
     sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text, own_conventions, add_options in _SUBCOMMANDS:
+        p = sub.add_parser(name, parents=[] if own_conventions else [common], help=help_text)
+        if command is None or command == name:
+            add_options(p)
+    return parser
 
-    p = sub.add_parser("inspect", parents=[common], help="describe a fat binary, bundle or .kpack")
+
+def _subcommand(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option (``kpack``'s own
+    options take no value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _add_inspect(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="an ELF or PE binary, an offload bundle or a .kpack")
     p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("extract", parents=[common], help="write code objects as files")
+
+def _add_extract(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="an ELF or PE binary, an offload bundle or a .kpack")
     p.add_argument(
         "-o",
@@ -99,16 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_extract)
 
-    p = sub.add_parser(
-        "split-artifacts",
-        parents=[common],
-        help="split fat artifacts into P_generic and per-target P_<target>",
-    )
-    add_split_artifacts_arguments(p)
 
-    p = sub.add_parser(
-        "verify", parents=[common], help="check a transformed binary against its archives"
-    )
+def _add_verify(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "binary",
         type=Path,
@@ -130,9 +142,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser(
-        "resolve", parents=[common], help="print what the runtime would load for an agent ISA"
-    )
+
+def _add_resolve(p: argparse.ArgumentParser) -> None:
     p.add_argument("binary", type=Path, help="a transformed host binary (ELF or PE)")
     add_list_argument(
         p,
@@ -150,26 +161,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_resolve)
 
-    p = sub.add_parser(
-        "finalize-wheel",
-        parents=[common],
-        help="make a wheel built against ROCm a member of the rocm-sdk set of a version",
-    )
-    add_finalize_arguments(p)
+
+def _add_finalize(p: argparse.ArgumentParser) -> None:
+    from kpack.finalize import add_arguments
+
+    add_arguments(p)
     p.set_defaults(func=cmd_finalize)
 
-    p = sub.add_parser(
-        "split-wheel", help="split a fat Python wheel into a host wheel and device wheels"
-    )
-    add_split_wheel_arguments(p, subcommand=True)
-    p.set_defaults(func=run_split_wheel)
-    return parser
+
+def _add_split_wheel(p: argparse.ArgumentParser) -> None:
+    from kpack.wheelsplit import add_arguments
+
+    add_arguments(p, subcommand=True)
+    p.set_defaults(func=cmd_split_wheel)
 
 
 def add_split_artifacts_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``kpack split-artifacts`` (rocm-kpack's ``split_artifacts`` command
     line, which ``rocm_kpack.tools.split_artifacts`` parses with them), and the command
     itself as ``func``."""
+    from kpack.archive import DEFAULT_LEVEL
+    from kpack.databases import handler_names
+
     p.set_defaults(func=cmd_split)
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -219,8 +232,37 @@ def add_split_artifacts_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clang-offload-bundler", type=Path, metavar="PATH", help=bundler_help)
 
 
+_AddOptions = Callable[[argparse.ArgumentParser], None]
+#: Each subcommand: name, help, whether it adds -V/-q/-v itself, the function adding its
+#: options (and ``func``, the command).
+_SUBCOMMANDS: tuple[tuple[str, str, bool, _AddOptions], ...] = (
+    ("inspect", "describe a fat binary, bundle or .kpack", False, _add_inspect),
+    ("extract", "write code objects as files", False, _add_extract),
+    (
+        "split-artifacts",
+        "split fat artifacts into P_generic and per-target P_<target>",
+        False,
+        add_split_artifacts_arguments,
+    ),
+    ("verify", "check a transformed binary against its archives", False, _add_verify),
+    ("resolve", "print what the runtime would load for an agent ISA", False, _add_resolve),
+    (
+        "finalize-wheel",
+        "make a wheel built against ROCm a member of the rocm-sdk set of a version",
+        False,
+        _add_finalize,
+    ),
+    (
+        "split-wheel",
+        "split a fat Python wheel into a host wheel and device wheels",
+        True,
+        _add_split_wheel,
+    ),
+)
+
+
 def _run(argv: Sequence[str] | None) -> int:
-    parser = _parser()
+    parser = _parser(_subcommand(sys.argv[1:] if argv is None else argv) or "")
     args = parser.parse_args(argv)
     conflict = verbosity_conflict(args)
     if conflict is not None:

@@ -46,6 +46,7 @@ from kpack.common.cli import configure_logging, format_size
 from kpack.common.outputs import Publication, publish_all, staging
 from kpack.common.progress import Progress, QuietProgress, make_progress
 from kpack.common.safepath import output_dir_problem
+from kpack.common.workers import thread_min_bytes
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, RocmPackagingError, UsageError, shown_list
 from kpack.targets import target_order
@@ -257,9 +258,10 @@ def _split(
         f"writing {wheels} wheels",
     )
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="host-wheel") as pool:
-        # with workers to spare, the host wheel (hashing and copying, mostly) is written
-        # while the device wheels are
-        later = pool.submit(write_host) if options.jobs > 1 else None
+        # with workers to spare and enough to write, the host wheel (hashing and copying,
+        # mostly) is written while the device wheels are
+        threaded = options.jobs > 1 and _content_bytes(layout.members) >= thread_min_bytes()
+        later = pool.submit(write_host) if threaded else None
         host = write_host() if later is None else None
         rows = [
             _device_wheel(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kpack.archive import DEFAULT_LEVEL
 from kpack.common.cli import Parser, add_jobs, add_verbosity, add_version, parse_size
-from kpack.databases import handler_names
+from kpack.databases import lazy_handler_names
 from kpack.finalize import add_budget_argument, add_set_arguments
 
 #: ``Parser``: one ``error:`` line and exit status 2 for a usage error (kpack.common.cli).
@@ -114,9 +114,8 @@ def _add_split(parser: argparse.ArgumentParser) -> None:
         "--databases",
         nargs="*",
         metavar="HANDLER",
-        choices=handler_names(),
-        help="database handlers (default: the wheel type's, else all): "
-        + ", ".join(handler_names()),
+        choices=lazy_handler_names(),  # the manifest is read if the option is given
+        help="database handlers (default: the wheel type's, else all): %(choices)s",
     )
     parser.add_argument(
         "--compression",
