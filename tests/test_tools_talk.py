@@ -121,12 +121,13 @@ def _small_tree(root: Path) -> Path:
         ("ROCM_SDK_WHEEL_PLATFORM_TAG", "../x"),
         ("SOURCE_DATE_EPOCH", "yesterday"),
         ("KPACK_POOL_MIN_BYTES", "32MB"),
+        ("KPACK_THREAD_MIN_BYTES", "-1"),
     ],
 )
 def test_a_bad_environment_value_is_named(variable: str, value: str, tmp_path: Path) -> None:
     tree, dest = _small_tree(tmp_path / "tree"), tmp_path / "out"
     env = {**os.environ, variable: value}
-    if variable == "KPACK_POOL_MIN_BYTES":  # read where device code is split
+    if variable.startswith("KPACK_"):  # read where device code is split
         wheel = str(pypi_wheel(JAX_PLUGIN))
         argv = [KPACK, "split-wheel", "--input", wheel, "--output-dir", str(dest),
                 "--device-package-prefix", "jax-device"]  # fmt: skip

@@ -13,8 +13,11 @@ of its thread timing):
   members, the frames of a fat binary's kernels, the hashing of a run's outputs);
 - :data:`POOL_MIN_BYTES`: input bytes a run's jobs must reach to go to worker processes.
 
-Both are measured, by ``benchmarks/bench_worker_start.py`` (threads) and the 144 MB sample
-tree's build (processes: 2.5 s with a pool, 2.0 s without). ``KPACK_THREAD_MIN_BYTES`` and
+Both are measured: the threads by ``benchmarks/bench_worker_start.py`` (on this project's
+2-core machine, shared with other jobs, two threads lost or broke even on every kind of
+work below 4 MiB: 1.03-1.57x the time of one thread at 1 MiB, 1.12-2.21x at 256 KiB;
+deflate won from 4 MiB, 0.83x), the processes by the 144 MB sample tree's build (2.5 s
+with a pool, 2.0 s without). ``KPACK_THREAD_MIN_BYTES`` and
 ``KPACK_POOL_MIN_BYTES`` override them (tests set 0 to run small inputs through the workers).
 """
 
@@ -38,7 +41,7 @@ __all__ = [
 T = TypeVar("T")
 
 #: Below this many bytes of work a thread pool is not started (``KPACK_THREAD_MIN_BYTES``).
-THREAD_MIN_BYTES = 1 << 20
+THREAD_MIN_BYTES = 4 << 20
 #: Below this many input bytes in all, jobs run in-process (``KPACK_POOL_MIN_BYTES``).
 POOL_MIN_BYTES = 32 << 20
 
