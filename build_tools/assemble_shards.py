@@ -254,17 +254,26 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _print_plan(plan: AssemblyPlan, shards: int, index: Path | None) -> None:
-    """The files assembled: one list on stdout (a table fitted to the width); where the
-    index went, on stderr."""
-    from kpack.common.tables import Table, print_tables
+    """The files assembled: one list on stdout (a table within 80 columns, the version and
+    wheel tag they share in its title, :mod:`kpack.common.dist_table`; each wheel's share
+    of the size budget the shards were built with, if any); where the index went, on
+    stderr."""
+    from kpack.common.budget import budget_column, percent_of
+    from kpack.common.dist_table import Listed, dist_table
+    from kpack.common.tables import print_tables
 
-    devices = sum(f.kind is Kind.DEVICE for f in plan.files)
-    title = (
-        f"assembled {len(plan.files)} files ({devices} device wheels) of {plan.version} "
-        f"from {shards} shards"
-    )
-    rows = tuple((f.name, format_size(f.size)) for f in plan.files)
-    print_tables([Table(title=title, header=("file", "size"), rows=rows, numeric=frozenset({1}))])
+    budget = plan.report.budget[0].budget if plan.report and plan.report.budget else None
+    files = [
+        Listed(
+            path=f.name,
+            cells=(format_size(f.size), *([percent_of(f.name, f.size, budget)] if budget else [])),
+        )
+        for f in plan.files
+    ]
+    header = ("size", *([budget_column(budget)] if budget else []))
+    title = f"Assembled from {shards} shard{'s' if shards != 1 else ''}"
+    table = dist_table(title=title, files=files, header=header, numeric=frozenset({0, 1}))
+    print_tables([table])
     if index is not None:
         print(f"index: {output_line(index)}", file=sys.stderr)
 

@@ -18,12 +18,12 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from build_tools.pep503 import stage_dist_index
 from kpack.common import cancel
-from kpack.common.budget import WheelSize, budget_table, check_budget
+from kpack.common.budget import WheelSize, check_budget
 from kpack.common.outputs import (
     Publication,
     check_outputs,
@@ -187,9 +187,10 @@ def _stage_name(pkg: PlannedPackage) -> str:
 
 
 def _write_report(
-    plan: BuildPlan, built: list[Built], tmp: Path, budget: Sequence[WheelSize]
+    plan: BuildPlan, built: list[Built], tmp: Path, budget: tuple[WheelSize, ...]
 ) -> None:
-    """``tmp/report.json`` and ``tmp/report.md``, published next to ``dist/``."""
+    """``tmp/report.json`` and ``tmp/report.md``, published next to ``dist/``; ``budget``:
+    every wheel against ``--max-wheel-size`` (none without it)."""
     if plan.catalog.kpack_split:
         generic = [
             (b.package.kind.value, tmp / b.path)
@@ -207,12 +208,24 @@ def _write_report(
             plan.options.version,
             [(b.package.kind.value, b.package.family or "", tmp / b.path) for b in built],
         )
+    report = replace(report, budget=budget)
     (tmp / REPORT_JSON).write_text(report.to_json(), encoding="utf-8")
-    table = budget_table(budget)
-    markdown = render_markdown(report) + (
-        "\n## Size budget\n\n" + "\n".join(table) + "\n" if table else ""
+    (tmp / REPORT_MD).write_text(render_markdown(report), encoding="utf-8")
+
+
+def _budget(built: Sequence[Built], tmp: Path, limit: int | None) -> tuple[WheelSize, ...]:
+    """Every wheel written against ``--max-wheel-size`` (named by its path in ``dist/``);
+    one error naming each wheel over it (:func:`kpack.common.budget.check_budget`); none
+    without a budget."""
+    wheels = [b for b in built if b.path.suffix == ".whl"]
+    check_budget([tmp / b.path for b in wheels], limit)
+    if limit is None:
+        return ()
+    rows = (
+        WheelSize(name=b.path.relative_to("dist").as_posix(), size=b.size, budget=limit)
+        for b in wheels
     )
-    (tmp / REPORT_MD).write_text(markdown, encoding="utf-8")
+    return tuple(sorted(rows, key=lambda r: r.name))
 
 
 def apply_plan(
@@ -262,9 +275,7 @@ def _apply_plan(
             raise
         finally:
             pool.shutdown(wait=True)
-        budget = check_budget(
-            [tmp / b.path for b in built if b.path.suffix == ".whl"], plan.options.max_wheel_size
-        )
+        budget = _budget(built, tmp, plan.options.max_wheel_size)
         if plan.options.build_packages:
             _write_report(plan, built, tmp, budget)
             staged, outputs = tmp, [*(b.path.as_posix() for b in built), REPORT_JSON, REPORT_MD]

@@ -323,7 +323,7 @@ def _build(
     built = apply_plan(plan, progress=progress, force=args.force, index=index)
     progress.phase("done")
     if not args.quiet:
-        _print_built(built, options.dest_dir)
+        _print_built(built, options)
         if index is not None:
             print(f"index: {output_line(index)}", file=sys.stderr)
     print(output_line(out))
@@ -375,19 +375,17 @@ def _print_dry_run(plan: BuildPlan) -> None:
     )
 
 
-def _print_built(built: Sequence[Built], dest: Path) -> None:
-    """The packages written: one list on stdout; where the report went, on stderr."""
-    from kpack.common.tables import Table, print_tables
+def _print_built(built: Sequence[Built], options: BuildOptions) -> None:
+    """The packages written: one list on stdout (:mod:`build_tools.summary`); where the
+    report went, on stderr."""
+    from build_tools.summary import built_table, staged_table
+    from kpack.common.tables import print_tables
 
-    rows = tuple(
-        (b.package.dist_name, str(b.path), str(b.package.file_count), format_size(b.size))
-        for b in built
-    )
-    header = ("package", "file", "files", "size")
-    print_tables(
-        [Table(title="Packages written", header=header, rows=rows, numeric=frozenset({2, 3}))]
-    )
-    report = dest / "report.md"
+    if options.build_packages:
+        print_tables([built_table(built, options.max_wheel_size)])
+    else:
+        print_tables([staged_table(built)])
+    report = options.dest_dir / "report.md"
     if report.is_file():
         print(f"report: {output_line(report)}", file=sys.stderr)
 

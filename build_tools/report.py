@@ -1,10 +1,12 @@
 """The build report, next to ``dist/`` (never inside it, so ``twine upload dist/*`` takes
-distributions only): ``report.json`` and ``report.md``; the CLI prints the tables.
+distributions only): ``report.json`` and ``report.md``.
 
 Kpack-split mode: what each device wheel holds and what each GPU user downloads, against a fat
 install (every architecture's device code). Legacy mode: every package with its size, and what
-each GPU family's user downloads (core + that family's libraries wheel). Sizes are
-decimal (kB, MB, GB), as everywhere the tools print one.
+each GPU family's user downloads (core + that family's libraries wheel). Either mode, given
+``--max-wheel-size``: every wheel against that budget (its size and share, as
+``kpack split-wheel``'s report shows it). Sizes are decimal (kB, MB, GB), as everywhere the
+tools print one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from packaging.utils import parse_wheel_filename
 
 from kpack.archive import KpackArchive
+from kpack.common.budget import WheelSize, budget_table
 from kpack.common.cli import format_size
 from kpack.generic_targets import generic_table
 from kpack.targets import target_order
@@ -72,6 +75,9 @@ class Report:
     device_wheels: tuple[DeviceRow, ...]
     targets: tuple[TargetRow, ...]
     generic: tuple[GenericRow, ...]
+    #: Every wheel against ``--max-wheel-size`` (name: its path in ``dist/``), when given;
+    #: as ``kpack split-wheel``'s report has them.
+    budget: tuple[WheelSize, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
@@ -149,8 +155,14 @@ def make_legacy_report(version: str, built: Sequence[tuple[str, str, Path]]) -> 
 
 
 def render_markdown(report: Report) -> str:
-    if report.mode == "legacy":
-        return _render_legacy(report)
+    """``report.md``: the tables of its mode, then every wheel against the size budget."""
+    body = _render_legacy(report) if report.mode == "legacy" else _render_kpack(report)
+    if not report.budget:
+        return body
+    return body + "\n".join(["", "## Size budget", "", *budget_table(report.budget), ""])
+
+
+def _render_kpack(report: Report) -> str:
     lines = [
         f"# ROCm {report.version}: device wheels",
         "",

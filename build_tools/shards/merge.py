@@ -5,8 +5,10 @@ same in every shard, and every row must name a file the shards hold, of its kind
 size; a device row's kernels and database files must be those counted in its wheel. The
 per-target download rows are computed again over all device wheels, since a shard's own
 rows count only its share (a legacy set's per-family rows, which no sharding splits, must
-be the same in every shard and are kept). Without a report in some shard the merge is
-skipped with a notice.
+be the same in every shard and are kept). The size budget rows (``--max-wheel-size``) are
+united: every shard must have been built with the same budget (or none), each row names a
+wheel of the output and its size, every wheel has one and none is over the budget. Without a
+report in some shard the merge is skipped with a notice.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from build_tools.report import DeviceRow, GenericRow, Report, TargetRow, target_rows
+from kpack.common.budget import WheelSize
+from kpack.common.cli import format_over, format_size
 from kpack.targets import target_order
 
 from .report import REPORT_JSON, shown
@@ -65,7 +69,56 @@ def merge_reports(
         targets = reports[0].targets
     else:
         targets = _target_rows(files)
-    return Report(version, mode, tuple(device), targets, generic_rows)
+    budget = _merge_budget(shards, files, problems)
+    return Report(version, mode, tuple(device), targets, generic_rows, budget)
+
+
+def _merge_budget(
+    shards: Sequence[Shard], files: Sequence[DistFile], problems: list[str]
+) -> tuple[WheelSize, ...]:
+    """Every wheel against the size budget the shards were built with: one budget for all
+    (a disagreement is one problem), a row for each wheel of the output, of its size, and
+    none over the budget."""
+    budget = _one_budget(shards, problems)
+    if budget is None:
+        return ()
+    reports = [s.report for s in shards if s.report is not None]
+    rows = _unite((r for rep in reports for r in rep.budget), "name", "budget", problems)
+    wheels = {f.name: f for f in files if f.name.endswith(".whl")}
+    for row in rows:
+        f = wheels.get(row.name)
+        if f is None:
+            problems.append(f"{REPORT_JSON}: budget row for {shown(row.name)}, no wheel's")
+        elif f.size != row.size:
+            problems.append(f"{REPORT_JSON}: {f.name} budget size {row.size}, the file's {f.size}")
+    listed = {r.name for r in rows}
+    problems += [f"{REPORT_JSON} has no budget row for {n}" for n in wheels if n not in listed]
+    problems += [
+        f"{f.name}: {format_over(f.size, budget)} (--max-wheel-size)"
+        for f in wheels.values()
+        if f.size > budget
+    ]
+    return tuple(rows)
+
+
+def _one_budget(shards: Sequence[Shard], problems: list[str]) -> int | None:
+    """The budget every shard's report gives (None: none gives one); when they disagree,
+    one problem naming each budget and its shards, and None."""
+    said: dict[int | None, list[str]] = {}
+    for shard in shards:
+        rows = shard.report.budget if shard.report is not None else ()
+        for budget in {r.budget for r in rows} or {None}:
+            said.setdefault(budget, []).append(str(shard.directory))
+    if len(said) == 1:
+        return next(iter(said))
+    problems.append(
+        f"the shards' {REPORT_JSON} files disagree on the size budget (--max-wheel-size): "
+        + "; ".join(
+            f"{'none' if b is None else format_size(b)} in {', '.join(dirs)}"
+            for b, dirs in sorted(said.items(), key=lambda item: item[0] or 0)
+        )
+    )
+    return None
 
 
 def _unite(rows: Iterable[Any], key: str, what: str, problems: list[str]) -> list[Any]:

@@ -1,7 +1,8 @@
 """One shard's ``report.json``, read and checked, and the helpers for input values.
 
 A report is the builder's record of what a shard built: its version and mode, one row
-per device wheel, per target and per generic file. :func:`parse_report` reads one into a
+per device wheel, per target and per generic file, and (given ``--max-wheel-size``) one per
+wheel against that budget. :func:`parse_report` reads one into a
 :class:`build_tools.report.Report`, checking every row's columns against the row type (an
 integer column, a size or a count, is never negative) and collecting every problem before it
 fails. :func:`shown` quotes a bad input value in a
@@ -19,6 +20,7 @@ from typing import Any
 from packaging.version import Version
 
 from build_tools.report import DeviceRow, GenericRow, Report, TargetRow
+from kpack.common.budget import WheelSize
 from kpack.common.jsonfile import load_json_object
 from kpack.errors import PackagingError
 
@@ -90,9 +92,42 @@ def parse_report(path: Path) -> Report:
     device = _rows(doc, "device_wheels", DeviceRow, problems)
     targets = _rows(doc, "targets", TargetRow, problems)
     generic = _rows(doc, "generic", GenericRow, problems)
+    budget = _budget_rows(doc.get("budget", []), problems)
     if problems:
         raise PackagingError("invalid report", path=path, problems=problems)
-    return Report(str(version), str(mode), device, targets, generic)
+    return Report(str(version), str(mode), device, targets, generic, budget)
+
+
+def _budget_rows(raw: object, problems: list[str]) -> tuple[WheelSize, ...]:
+    """``budget``: every wheel against ``--max-wheel-size`` (a list, empty without one; a
+    report written before there was one has no key); each row a wheel's name, its size and
+    the budget, a positive integer."""
+    if not isinstance(raw, list):
+        problems.append(f"budget: expected a list, got {shown(raw)}")
+        return ()
+    rows = []
+    for i, row in enumerate(raw):
+        if not isinstance(row, dict):
+            problems.append(f"budget[{i}]: expected an object")
+            continue
+        name, size, budget = row.get("name"), row.get("size"), row.get("budget")
+        bad = [
+            f"budget[{i}].{key}: expected {kind}, got {shown(value)}"
+            for key, value, kind, ok in (
+                ("name", name, "str", isinstance(name, str)),
+                ("size", size, "int >= 0", _count(size, 0)),
+                ("budget", budget, "int >= 1", _count(budget, 1)),
+            )
+            if not ok
+        ]
+        problems += bad
+        if not bad and isinstance(name, str) and isinstance(size, int) and isinstance(budget, int):
+            rows.append(WheelSize(name=name, size=size, budget=budget))
+    return tuple(rows)
+
+
+def _count(value: object, least: int) -> bool:
+    return isinstance(value, int) and type(value) is not bool and value >= least
 
 
 def parse_version(text: str) -> Version | None:

@@ -17,7 +17,15 @@ from pathlib import Path
 from kpack.common.cli import format_size
 from kpack.errors import PackagingError
 
-__all__ = ["BUDGET_FLAG", "WheelSize", "budget_table", "check_budget", "largest_members"]
+__all__ = [
+    "BUDGET_FLAG",
+    "WheelSize",
+    "budget_column",
+    "budget_table",
+    "check_budget",
+    "largest_members",
+    "percent_of",
+]
 
 BUDGET_FLAG = "--max-wheel-size"
 #: Members an over-budget error names.
@@ -85,3 +93,17 @@ def budget_table(rows: Sequence[WheelSize]) -> list[str]:
     out = [f"| wheel | size | {BUDGET_FLAG} {format_size(rows[0].budget)} |", "|---|---:|---|"]
     out += [f"| {r.name} | {format_size(r.size)} | {r.verdict} |" for r in rows]
     return out
+
+
+def budget_column(budget: int) -> str:
+    """The heading of a list's column of :func:`percent_of` values: ``% of 500.0 MB``."""
+    return f"% of {format_size(budget)}"
+
+
+def percent_of(name: str, size: int, budget: int) -> str:
+    """A file's size as a share of the budget, in whole percent (``<1`` for a small one;
+    ``-`` for a file that is no wheel, which the budget does not cover)."""
+    if not name.endswith(".whl"):
+        return "-"
+    percent = 100 * size / budget
+    return "<1" if 0 < percent < 0.5 else f"{percent:.0f}"

@@ -8,13 +8,16 @@ decimal (``format_size``), targets in their natural order (``target_order``).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from kpack.common.budget import WheelSize, budget_table
 from kpack.common.cli import format_size
+from kpack.common.dist_table import Listed, dist_table
 from kpack.common.tables import Table, markdown
+from kpack.wheelsplit._bundles import device_keys, served_targets
 
-__all__ = ["DeviceWheelRow", "GpuRow", "LibraryRow", "SplitReport"]
+__all__ = ["DeviceWheelRow", "GpuRow", "LibraryRow", "SplitReport", "gpu_rows"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,13 @@ class SplitReport:
     variant_wheels: tuple[str, ...]
     notes: tuple[str, ...]
     budget: tuple[WheelSize, ...] = ()  # every wheel against --max-wheel-size, if given
+    targets: tuple[str, ...] = ()  # the device-wheel keys of the input, natural order
+    shard_targets: tuple[str, ...] = ()  # those whose wheels this split wrote (--targets)
+
+    @property
+    def is_shard(self) -> bool:
+        """Whether this split wrote only some of the input's device wheels."""
+        return self.shard_targets != self.targets
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -128,16 +138,18 @@ class SplitReport:
 
     def wheels(self) -> Table:
         """The wheels written, host first: what the command line lists on stdout."""
-        host = (self.host_wheel, "host" + (" (unchanged)" if self.unchanged else ""), "-")
-        rows = [(*host, format_size(self.host_size))]
-        rows += [
-            (w.filename, w.level, str(w.kernels), format_size(w.size)) for w in self.device_wheels
+        holds = "host" + (" (unchanged)" if self.unchanged else "")
+        files = [Listed(path=self.host_wheel, cells=(holds, "-", format_size(self.host_size)))]
+        files += [
+            Listed(path=w.filename, cells=(w.level, str(w.kernels), format_size(w.size)))
+            for w in self.device_wheels
         ]
-        return Table(
-            title=f"Split {self.input_wheel} ({format_size(self.input_size)})",
-            header=("wheel", "holds", "kernels", "size"),
-            rows=tuple(rows),
-            numeric=frozenset({2, 3}),
+        return dist_table(  # 80 columns: the version and tag the wheels share in the title
+            title=f"Split {{subject}} ({format_size(self.input_size)})",
+            subject=self.input_wheel,
+            files=files,
+            header=("holds", "kernels", "size"),
+            numeric=frozenset({1, 2}),
         )
 
     def to_markdown(self) -> str:
@@ -147,8 +159,11 @@ class SplitReport:
             f"- input: {format_size(self.input_size)}",
             f"- host wheel: {self.host_wheel}, {format_size(self.host_size)}"
             + (" (unchanged: no device code)" if self.unchanged else ""),
+            f"- targets: {', '.join(self.targets) or 'none'}",
+            *([f"- this shard's device wheels: {', '.join(self.shard_targets)}"]
+              if self.is_shard else []),
             "",
-        ]
+        ]  # fmt: skip
         for table in self.tables():
             lines += markdown(table)
         if self.variant_wheels:
@@ -158,6 +173,20 @@ class SplitReport:
         if self.budget:
             lines += ["## Size budget", "", *budget_table(self.budget), ""]
         return "\n".join(lines)
+
+
+def gpu_rows(host: str, host_size: int, rows: Sequence[DeviceWheelRow]) -> tuple[GpuRow, ...]:
+    """Per GPU (each target a device wheel serves, its own or its generic target's): the
+    host wheel plus the device wheels its user installs (chain and generic target)."""
+    by_key = {r.key: r for r in rows}
+    gpus = []
+    for target in served_targets(by_key):
+        wheels = [by_key[k] for k in device_keys(target, by_key)]
+        gpus.append(
+            GpuRow(target, (host, *(r.filename for r in wheels)),
+                   host_size + sum(r.size for r in wheels))
+        )  # fmt: skip
+    return tuple(gpus)
 
 
 def _saving(gpu: GpuRow, input_size: int) -> str:

@@ -1,14 +1,16 @@
 """build-python-packages --max-wheel-size (issue 32 item 4) on the real sample tree: a wheel
 over the budget is one error naming it, its size and its largest members, before anything is
-published; report.md shows every wheel against the budget."""
+published; report.json and report.md show every wheel against the budget."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from build_tools.build_python_packages import main
+from kpack.common.cli import format_size
 
 from .conftest import VERSION
 
@@ -36,5 +38,19 @@ def test_report_shows_every_wheel_against_the_budget(sample_tree: Path, tmp_path
     assert main(_argv(sample_tree, dest, "1GB")) == 0
     table = (dest / "report.md").read_text().split("## Size budget", 1)[1]
     assert "| wheel | size | --max-wheel-size 1.0 GB |" in table
-    wheels = sorted(p.name for p in (dest / "dist").glob("*.whl"))
-    assert wheels and all(f"| {w} | " in table for w in wheels)
+    wheels = {p.name: p.stat().st_size for p in (dest / "dist").glob("*.whl")}
+    assert wheels and all(
+        f"| {w} | {format_size(size)} | {100 * size / 1e9:.0f} % of 1.0 GB |" in table
+        for w, size in wheels.items()
+    )
+    # report.json too, as kpack split-wheel's has them: each wheel, its size, the budget
+    rows = json.loads((dest / "report.json").read_text())["budget"]
+    assert rows == [{"budget": 10**9, "name": w, "size": wheels[w]} for w in sorted(wheels)]
+
+
+def test_no_budget_no_budget_rows(sample_tree: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "out"
+    argv = ["--artifact-dir", str(sample_tree), "--dest-dir", str(dest), "--version", VERSION]
+    assert main([*argv, "-q"]) == 0
+    assert json.loads((dest / "report.json").read_text())["budget"] == []
+    assert "Size budget" not in (dest / "report.md").read_text()

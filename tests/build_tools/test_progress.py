@@ -58,7 +58,8 @@ def test_a_ci_log_gets_a_line_per_phase_and_per_package(tmp_path: Path) -> None:
     # stdout: one table of the packages written, then the absolute dist path, whatever the cwd
     out = proc.stdout.splitlines()
     assert out[-1] == str(tmp_path / "out" / "dist")
-    assert out[0] == "Packages written" and out[2].split() == ["package", "file", "files", "size"]
+    assert out[0] == "Packages written: version 1.0, tag py3-none-linux_x86_64"
+    assert out[2].split() == ["package", "files", "size"]
     assert "KB" not in proc.stdout and "MiB" not in proc.stdout
 
 

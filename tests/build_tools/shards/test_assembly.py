@@ -11,17 +11,21 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from build_tools.assemble_shards import main, plan_assembly, scan_shards, write_assembly
 from build_tools.report import make_report, render_markdown
+from kpack.common.budget import WheelSize
+from kpack.common.cli import format_size
 from kpack.errors import PackagingError, UsageError
 from kpack.wheelfile import Member, write_wheel
 from kpack.wheelfile._sdist import write_sdist
 from tests.build_tools.conftest import build_dist
 from tests.conftest import require
+from tests.dist_listing import read_listing
 
 VERSION = "7.99.0.dev0"
 TAG = "py3-none-linux_x86_64"
@@ -54,9 +58,11 @@ def make_shard(
     version: str = VERSION,
     core_payload: bytes = b"core",
     report: bool = True,
+    budget: int | None = None,
 ) -> Path:
     """``dest/dist`` as a shard's builder writes it (rocm sdist, generic wheels, one device
-    wheel per target) with its report next to it in ``dest``; returns ``dest/dist``."""
+    wheel per target) with its report next to it in ``dest`` (``budget``: as built with
+    ``--max-wheel-size``); returns ``dest/dist``."""
     dest = dest / "dist"
     dest.mkdir(parents=True)
     write_sdist(
@@ -73,15 +79,26 @@ def make_shard(
     ]
     device = {t: _wheel(dest, f"rocm-sdk-device-{t}", version, t.encode() * 50) for t in targets}
     if report:
-        write_report(dest.parent, version, generic, device)
+        write_report(dest.parent, version, generic, device, budget=budget)
     return dest
 
 
-def write_report(dest: Path, version: str, generic: list[Path], device: dict[str, Path]) -> None:
+def write_report(
+    dest: Path,
+    version: str,
+    generic: list[Path],
+    device: dict[str, Path],
+    *,
+    budget: int | None = None,
+) -> None:
     """report.json / report.md as the builder writes them (``build_tools.report``)."""
     kinds = {"rocm_sdk_core": "core", "rocm_sdk_libraries": "libraries"}
     used = [(kinds[p.name.split("-")[0]], p) for p in generic if p.name.split("-")[0] in kinds]
     report = make_report(version, used, sorted(device.items()))
+    if budget is not None:
+        wheels = sorted(p for p in [*generic, *device.values()] if p.suffix == ".whl")
+        rows = tuple(WheelSize(name=p.name, size=p.stat().st_size, budget=budget) for p in wheels)
+        report = replace(report, budget=rows)
     (dest / "report.json").write_text(report.to_json(), encoding="utf-8")
     (dest / "report.md").write_text(render_markdown(report), encoding="utf-8")
 
@@ -112,9 +129,11 @@ def test_merges_two_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     for p in a.iterdir():
         if p.suffix in (".whl", ".gz"):
             assert (out / p.name).read_bytes() == p.read_bytes()
-    std = capsys.readouterr()
-    assert "2 device wheels" in std.out
-    assert std.out.splitlines()[-1] == str(out)  # the last line: where the dist went
+    *table, last = capsys.readouterr().out.splitlines()
+    assert last == str(out)  # the last line: where the dist went
+    listing = read_listing("\n".join(table))  # the list within 80 columns, every file once
+    assert listing.title == f"Assembled from 2 shards: version {VERSION}, tag {TAG}"
+    assert sorted(listing.rows) == names
 
 
 def test_identical_device_wheel_in_two_shards_is_fine(tmp_path: Path) -> None:
@@ -349,6 +368,91 @@ def test_report_skipped_when_a_shard_has_none(
     assert run("--input", a, "--input", b, "--dest-dir", out.parent) == 0
     assert f"notice: no report.json in {b}: report merge skipped" in capsys.readouterr().err
     assert not (out.parent / "report.json").exists() and not (out.parent / "report.md").exists()
+
+
+def test_the_size_budget_is_carried_into_the_merged_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32, item 4: every wheel against the budget, in the merged report as in an
+    unsharded build's, and in the list on stdout."""
+    budget = 4_000
+    a = make_shard(tmp_path / "a", ("gfx1200",), budget=budget)
+    b = make_shard(tmp_path / "b", ("gfx1201", "gfx942"), budget=budget)
+    full = make_shard(tmp_path / "full", ("gfx1200", "gfx1201", "gfx942"), budget=budget)
+    dest = tmp_path / "out"
+    assert run("--input", b, "--input", a, "--dest-dir", dest) == 0
+    for name in ("report.json", "report.md"):
+        assert (dest / name).read_bytes() == (full.parent / name).read_bytes(), name
+    rows = json.loads((dest / "report.json").read_text())["budget"]
+    wheels = {p.name: p.stat().st_size for p in (dest / "dist").glob("*.whl")}
+    assert {r["name"]: r["size"] for r in rows} == wheels  # an oracle: the files' sizes
+    assert {r["budget"] for r in rows} == {budget}
+    table = (dest / "report.md").read_text().split("## Size budget", 1)[1]
+    assert "| wheel | size | --max-wheel-size 4.0 kB |" in table
+    assert all(f"| {n} | " in table and "% of 4.0 kB |" in table for n in wheels)
+    listing = read_listing("\n".join(capsys.readouterr().out.splitlines()[:-1]))
+    assert listing.header == ("package", "size", "% of 4.0 kB")
+    shares = {n: cells[1] for n, cells in listing.rows.items()}
+    assert shares == {
+        n: str(round(100 * wheels[n] / budget)) if n in wheels else "-" for n in listing.rows
+    }
+
+
+def test_shards_built_with_other_budgets_are_one_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",), budget=500_000_000)
+    b = make_shard(tmp_path / "b", ("gfx1201",))
+    c = make_shard(tmp_path / "c", ("gfx942",), budget=400_000_000)
+    assert run("--input", a, b, c, "--dest-dir", tmp_path / "out") == 1
+    err = capsys.readouterr().err
+    needle = (
+        "  - the shards' report.json files disagree on the size budget (--max-wheel-size): "
+        f"none in {b}; 400.0 MB in {c}; 500.0 MB in {a}\n"
+    )
+    assert needle in err and err.count("size budget") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_wheel_over_the_budget_its_report_gives(tmp_path: Path) -> None:
+    """A report's budget is checked against the files, never taken on trust: a wheel over
+    it, a row of the wrong size or for no wheel, a wheel without a row."""
+    a = make_shard(tmp_path / "a", ("gfx1200",), budget=1_000)
+    doc = json.loads((a.parent / "report.json").read_text())
+    core = f"rocm_sdk_core-{VERSION}-{TAG}.whl"
+    doc["budget"] = [r for r in doc["budget"] if r["name"] != core]
+    doc["budget"][0]["size"] += 1
+    doc["budget"].append({"name": "other.whl", "size": 1, "budget": 1_000})
+    (a.parent / "report.json").write_text(json.dumps(doc))
+    with pytest.raises(PackagingError) as info:
+        plan_assembly(scan_shards([a]))
+    text = "\n".join(info.value.problems)
+    assert f"report.json has no budget row for {core}" in text
+    assert "report.json: budget row for 'other.whl', no wheel's" in text
+    assert f"report.json: {doc['budget'][0]['name']} budget size" in text
+    device = f"rocm_sdk_device_gfx1200-{VERSION}-{TAG}.whl"
+    size = (a / device).stat().st_size
+    assert f"{device}: {format_size(size)}, over the limit of 1.0 kB (--max-wheel-size)" in text
+
+
+@pytest.mark.parametrize(
+    ("budget", "problem"),
+    [
+        ("big", "budget: expected a list, got 'big'"),
+        ([5], "budget[0]: expected an object"),
+        ([{"name": "x.whl", "size": 1, "budget": 0}], "budget[0].budget: expected int >= 1"),
+        ([{"name": "x.whl", "size": -1, "budget": 9}], "budget[0].size: expected int >= 0"),
+        ([{"name": 3, "size": 1, "budget": True}], "budget[0].name: expected str, got 3"),
+    ],
+)
+def test_bad_budget_rows(tmp_path: Path, budget: object, problem: str) -> None:
+    a = make_shard(tmp_path / "a", ("gfx1200",))
+    doc = json.loads((a.parent / "report.json").read_text())
+    doc["budget"] = budget
+    (a.parent / "report.json").write_text(json.dumps(doc))
+    with pytest.raises(PackagingError) as info:
+        scan_shards([a])
+    assert problem in "\n".join(info.value.problems)
 
 
 def test_report_inconsistent_with_files(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kpack.targets import target_order
+from tests.dist_listing import read_listing
 from tests.pypi_inputs import JAX_PLUGIN, pypi_wheel
 
 REPO = Path(__file__).resolve().parents[3]
@@ -69,9 +70,9 @@ def test_a_ci_log_gets_stamped_lines_and_stdout_one_list(wheel: Path, tmp_path: 
     assert lines[-1] == str(out)
     assert all(len(line) <= 80 and line == line.rstrip() for line in lines), lines
     assert not FOREIGN_UNITS.search(proc.stdout + proc.stderr)
-    shown = " ".join(lines[:-1])
-    for name in written:  # each wheel in the list (a long name folds inside its column)
-        assert name.removesuffix(".whl")[:40] in shown.replace(" ", "") or name[:40] in shown
+    listing = read_listing("\n".join(lines[:-1]))  # each wheel named, one line each
+    assert sorted(listing.rows) == written
+    assert listing.title.startswith("Split jax-rocm7-plugin (")
 
 
 def test_the_report_lists_targets_in_natural_order(wheel: Path, tmp_path: Path) -> None:
