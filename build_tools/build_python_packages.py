@@ -363,11 +363,12 @@ def _print_dry_run(plan: BuildPlan) -> None:
     if split is not None and split.splits:
         print("\n".join(split.describe()))
         print()
+    from build_tools.summary import in_target_order
     from kpack.common.tables import Table, print_tables
 
     rows = tuple(
         (p.dist_name, p.family or "-", str(p.file_count), format_size(p.input_bytes))
-        for p in plan.packages
+        for p in in_target_order(plan.packages, lambda p: p)
     )
     header = ("package", "family", "files", "input size")
     print_tables(

@@ -9,8 +9,9 @@ legacy ``dist/``), the version and wheel tag all share stated once in the title
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 from kpack.common.budget import budget_column, percent_of
 from kpack.common.cli import format_size
@@ -19,9 +20,11 @@ from kpack.common.tables import Table
 from kpack.targets import target_order
 
 from .build import Built
-from .plan import DistKind
+from .plan import DistKind, PlannedPackage
 
 __all__ = ["built_table", "in_target_order", "staged_table"]
+
+T = TypeVar("T")
 
 
 def built_table(built: Sequence[Built], budget: int | None) -> Table:
@@ -36,7 +39,7 @@ def built_table(built: Sequence[Built], budget: int | None) -> Table:
                 *([] if budget is None else [percent_of(b.path.name, b.size, budget)]),
             ),
         )
-        for b in in_target_order(built)
+        for b in in_target_order(built, lambda b: b.package)
     ]
     header = ("files", "size", *([] if budget is None else [budget_column(budget)]))
     return dist_table(
@@ -44,15 +47,16 @@ def built_table(built: Sequence[Built], budget: int | None) -> Table:
     )
 
 
-def in_target_order(built: Sequence[Built]) -> list[Built]:
-    """``built`` with the device wheels, in the places they hold, sorted by target."""
+def in_target_order(items: Sequence[T], package: Callable[[T], PlannedPackage]) -> list[T]:
+    """``items`` with those of device wheels, in the places they hold, sorted by target
+    (``package``: an item's package)."""
     devices = iter(
         sorted(
-            (b for b in built if b.package.kind is DistKind.DEVICE),
-            key=lambda b: target_order(b.package.family or ""),
+            (i for i in items if package(i).kind is DistKind.DEVICE),
+            key=lambda i: target_order(package(i).family or ""),
         )
     )
-    return [next(devices) if b.package.kind is DistKind.DEVICE else b for b in built]
+    return [next(devices) if package(i).kind is DistKind.DEVICE else i for i in items]
 
 
 def staged_table(built: Sequence[Built]) -> Table:

@@ -117,3 +117,19 @@ def test_a_windows_set(tmp_path: Path) -> None:
     out = tmp_path / "out"
     names = _check(_build(tree, out, "win_amd64"), out / "dist", "win_amd64")
     assert f"rocm_sdk_device_gfx9_4_generic-{VERSION}-py3-none-win_amd64.whl" in names
+
+
+def test_the_dry_run_plan_in_target_order(kpack_sample: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "COLUMNS": "80"}
+    argv = ["--artifact-dir", kpack_sample, "--dest-dir", tmp_path / "out", "--version", VERSION,
+            "--dry-run"]  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, ROOT / "build_tools/build_python_packages.py", *map(str, argv)],
+        capture_output=True, text=True, env=env, check=False, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = proc.stdout[proc.stdout.index("Packages planned") :].splitlines()[:-2]
+    assert all(len(line) <= 80 for line in table), table
+    devices = [line.split()[1] for line in table if "rocm-sdk-device-" in line]
+    assert devices == ["gfx803", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx1030"]
+    assert not (tmp_path / "out").exists()
