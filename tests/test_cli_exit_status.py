@@ -63,7 +63,7 @@ def test_the_walk_covers_every_console_script() -> None:
     assert set(_scripts()) == {"kpack", "build-python-packages", "assemble-shards"}
     assert set(_kpack_subcommands()) == {
         "inspect", "extract", "split-artifacts", "verify", "resolve", "split-wheel",
-        "finalize-wheel",
+        "finalize-wheel", "assemble-wheel-shards",
     }  # fmt: skip
 
 

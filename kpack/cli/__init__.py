@@ -68,6 +68,13 @@ def cmd_split_wheel(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_assemble(args: argparse.Namespace) -> int:
+    """``kpack assemble-wheel-shards`` (:func:`kpack.wheelsplit.run_assemble`)."""
+    from kpack.wheelsplit import run_assemble
+
+    return run_assemble(args)
+
+
 def _parser(command: str | None = None) -> argparse.ArgumentParser:
     """``kpack``'s parser. Every subcommand is listed (``kpack --help``); given a
     ``command`` (``""``: none), only that one's options are added: a subcommand's options
@@ -172,8 +179,15 @@ def _add_finalize(p: argparse.ArgumentParser) -> None:
 def _add_split_wheel(p: argparse.ArgumentParser) -> None:
     from kpack.wheelsplit import add_arguments
 
-    add_arguments(p, subcommand=True)
+    add_arguments(p, subcommand=True, shards=True)
     p.set_defaults(func=cmd_split_wheel)
+
+
+def _add_assemble(p: argparse.ArgumentParser) -> None:
+    from kpack.wheelsplit import add_assemble_arguments
+
+    add_assemble_arguments(p)
+    p.set_defaults(func=cmd_assemble)
 
 
 def add_split_artifacts_arguments(p: argparse.ArgumentParser) -> None:
@@ -257,6 +271,12 @@ _SUBCOMMANDS: tuple[tuple[str, str, bool, _AddOptions], ...] = (
         "split a fat Python wheel into a host wheel and device wheels",
         True,
         _add_split_wheel,
+    ),
+    (
+        "assemble-wheel-shards",
+        "merge the shards of a wheel split (split-wheel --targets) into the whole split",
+        True,
+        _add_assemble,
     ),
 )
 

@@ -17,6 +17,11 @@
 - a split report, as JSON and Markdown, beside the output dir (``<output-dir>-split-reports/``,
   or ``--report-dir``), never among the distributions.
 
+``kpack split-wheel --targets …`` is a shard of the split: the host (and variant) wheels and
+only those targets' device wheels (:mod:`kpack.wheelsplit._shards`); ``--print-shards N``
+plans the shards (:mod:`kpack.wheelsplit._shard_plan`) and ``kpack assemble-wheel-shards``
+merges them into the one-machine split (:mod:`kpack.wheelsplit._assemble`).
+
 The input is a ``.whl`` or an unpacked wheel directory; ``--output-format directory`` writes
 each wheel unpacked, as rocm-kpack does. Everything is built in staging directories and
 published at the end under the output-directory rule (:mod:`kpack.common.outputs`): a
@@ -51,13 +56,8 @@ from kpack.databases import load_handlers
 from kpack.errors import PackagingError, RocmPackagingError, UsageError, shown_list
 from kpack.targets import target_order
 from kpack.wheelfile import InputWheel, Member, libdeflate
-from kpack.wheelsplit._bundles import (
-    bundle_key,
-    device_dist_name,
-    device_keys,
-    level_of,
-    served_targets,
-)
+from kpack.wheelsplit._assemble_write import add_assemble_arguments, run_assemble
+from kpack.wheelsplit._bundles import bundle_key, device_dist_name, level_of
 from kpack.wheelsplit._cli import Parser, add_arguments
 from kpack.wheelsplit._input import Source, open_source
 from kpack.wheelsplit._kernels import KernelResult, host_size, split_binaries
@@ -79,8 +79,9 @@ from kpack.wheelsplit._outputs import (
     write_split_wheel,
 )
 from kpack.wheelsplit._plan import SplitPlan, plan_split
-from kpack.wheelsplit._report import DeviceWheelRow, GpuRow, LibraryRow, SplitReport
+from kpack.wheelsplit._report import DeviceWheelRow, LibraryRow, SplitReport, gpu_rows
 from kpack.wheelsplit._requires import check_requires, device_requires
+from kpack.wheelsplit._shards import check_shard, kernel_scope
 from kpack.wheelsplit._variant import (
     NULL_LABEL,
     merge_index,
@@ -93,10 +94,12 @@ __all__ = [
     "Parser",
     "SplitOptions",
     "add_arguments",
+    "add_assemble_arguments",
     "main",
     "name_and_version",
     "resolve_options",
     "run",
+    "run_assemble",
     "split_wheel",
 ]
 
@@ -194,6 +197,8 @@ def _unchanged(
     source: Source, staging: Path, plan: SplitPlan, options: SplitOptions, progress: Progress
 ) -> SplitReport:
     wheel = source.wheel
+    if options.targets is not None:
+        check_shard(options.targets, (), source.filename)
     note = f"no fat binaries or database files {plan.where}; host wheel unchanged"
     log.warning("%s: %s", source.filename, note)
     if source.is_dir:  # a directory becomes the wheel it holds, with a new RECORD
@@ -213,8 +218,9 @@ def _unchanged(
         shutil.copyfile(wheel.path, staging / source.filename)
         name, size = source.filename, source.size
     return SplitReport(
-        source.filename, source.size, name, size, True, (), (), (), (), (*plan.notes, note)
-    )
+        source.filename, source.size, name, size, True, (), (), (), (), (*plan.notes, note),
+        targets=(), shard_targets=(),
+    )  # fmt: skip
 
 
 def _split(
@@ -230,22 +236,32 @@ def _split(
     fat_bytes = sum(f.entry.size for f in plan.fat)
     fat = f"{len(plan.fat)} fat binar{'y' if len(plan.fat) == 1 else 'ies'}"
     moving = f", {len(plan.databases)} database files to move" if plan.databases else ""
-    progress.phase(f"splitting the device code out of {fat} ({format_size(fat_bytes)}){moving}")
-    kernels = split_binaries(
-        plan, wheel.root, work, scheme=options.scheme, level=options.level, jobs=options.jobs
-    )
+    shard = "" if options.targets is None else f"; device wheels of {', '.join(options.targets)}"
     progress.phase(
-        f"{sum(kernels.kernels.values())} kernels in {len(kernels.archives)} archives "
-        f"({format_size(sum(a.archive.size for a in kernels.archives))})"
+        f"splitting the device code out of {fat} ({format_size(fat_bytes)}){moving}{shard}"
+    )
+    scope = None if options.targets is None else kernel_scope(options.targets)
+    kernels = split_binaries(
+        plan, wheel.root, work, scheme=options.scheme, level=options.level, jobs=options.jobs,
+        scope=scope,
+    )  # fmt: skip
+    present = sorted({*map(bundle_key, kernels.targets), *(d.key for d in plan.databases)},
+                     key=target_order)  # fmt: skip
+    if options.targets is not None:
+        check_shard(options.targets, present, source.filename)
+    keys = tuple(present) if options.targets is None else options.targets
+    progress.phase(
+        f"{sum(a.kernels for a in kernels.archives)} kernels in {len(kernels.archives)} "
+        f"archives ({format_size(sum(a.archive.size for a in kernels.archives))})"
     )
     check_windows_names(source.filename, wheel, kernels.archives)
-    groups = _device_groups(plan, kernels, wheel)
+    groups = _device_groups(plan, kernels, wheel, keys)
     counts = {a.arcname: a.kernels for a in kernels.archives}
     moved = frozenset(d.entry.arcname for d in plan.databases)
     layout = host_layout(wheel, kernels.stripped, moved)
     _check_disjoint(layout.arcnames, groups)
     check_windows_cases(wheel, layout.arcnames, groups)
-    extras = extra_requirements(options.device_package_prefix, version, groups)
+    extras = extra_requirements(options.device_package_prefix, version, present)
     where = f"{wheel.dist_info}/METADATA"
     write_host = partial(
         write_split_wheel, staging, wheel, dist_name=wheel.name, version=wheel.version,
@@ -265,7 +281,7 @@ def _split(
         host = write_host() if later is None else None
         rows = [
             _device_wheel(
-                staging, wheel, key, members, host_name, version, options, counts, groups,
+                staging, wheel, key, members, host_name, version, options, counts, present,
                 progress,
             )
             for key, members in sorted(groups.items(), key=lambda kv: target_order(kv[0]))
@@ -273,7 +289,7 @@ def _split(
         host = cancel.result(later) if later is not None else host
     assert host is not None
     variants = _variants(
-        staging, wheel, layout.members, groups, extras, version, options, progress
+        staging, wheel, layout.members, present, extras, version, options, progress
     ) if options.variant else ()  # fmt: skip
     libraries = tuple(
         LibraryRow(f.entry.arcname, f.entry.size, host_size(kernels.stripped[f.entry.arcname]),
@@ -282,24 +298,26 @@ def _split(
     )  # fmt: skip
     return SplitReport(
         source.filename, source.size, host.path.name, host.size, False, libraries,
-        tuple(rows), _gpus(host.path.name, host.size, rows), variants,
-        (*plan.notes, *kernels.notes),
+        tuple(rows), gpu_rows(host.path.name, host.size, rows), variants,
+        (*plan.notes, *kernels.notes), targets=tuple(present), shard_targets=keys,
     )  # fmt: skip
 
 
 def _device_groups(
-    plan: SplitPlan, kernels: KernelResult, wheel: InputWheel
+    plan: SplitPlan, kernels: KernelResult, wheel: InputWheel, keys: Sequence[str]
 ) -> dict[str, list[Member]]:
-    """Bundle key -> the device wheel's members (archives, then database files)."""
+    """Bundle key -> the device wheel's members (archives, then database files), for the
+    device wheels of ``keys`` (a shard's; else every key)."""
     groups: dict[str, list[Member]] = {}
     for archive in kernels.archives:
-        groups.setdefault(bundle_key(archive.target), []).append(
-            Member(archive.arcname, archive.archive.source())
-        )
+        if (key := bundle_key(archive.target)) in keys:
+            groups.setdefault(key, []).append(Member(archive.arcname, archive.archive.source()))
     for db in plan.databases:  # at its install path: the host's .data dir is not theirs
-        groups.setdefault(db.key, []).append(
-            Member(db.install_path, wheel.root / db.entry.arcname, executable=db.entry.executable)
-        )
+        if db.key in keys:
+            groups.setdefault(db.key, []).append(
+                Member(db.install_path, wheel.root / db.entry.arcname,
+                       executable=db.entry.executable)
+            )  # fmt: skip
     return groups
 
 
@@ -353,11 +371,10 @@ def _in_own_data_dir(
 
 
 def _variants(
-    staging: Path, wheel: InputWheel, host_members: Sequence[Member],
-    groups: dict[str, list[Member]], extras: list[str], version: str, options: SplitOptions,
-    progress: Progress,
+    staging: Path, wheel: InputWheel, host_members: Sequence[Member], keys: Sequence[str],
+    extras: list[str], version: str, options: SplitOptions, progress: Progress,
 ) -> tuple[str, ...]:  # fmt: skip
-    values, unknown = variant_targets(groups)
+    values, unknown = variant_targets(keys)
     if unknown:
         log.warning(
             "targets unknown to the amd :: gfx_arch provider, left out of the variant "
@@ -369,7 +386,7 @@ def _variants(
     docs, names = [], []
     for label, props in [*wanted, (NULL_LABEL, [])]:
         doc = variant_document(label, props, options.variant_schema)
-        lines = extras + variant_requirements(options.device_package_prefix, version, groups) \
+        lines = extras + variant_requirements(options.device_package_prefix, version, keys) \
             if props else extras  # fmt: skip
         members = [*host_members, Member(f"{info}/variant.json", render_json(doc))]
         result = write_split_wheel(
@@ -382,20 +399,6 @@ def _variants(
     index = staging / f"{info.removesuffix('.dist-info')}-variants.json"
     index.write_bytes(render_json(merge_index(docs)))
     return (*names, index.name)
-
-
-def _gpus(host: str, host_size: int, rows: Sequence[DeviceWheelRow]) -> tuple[GpuRow, ...]:
-    """Per GPU (each target a device wheel serves, its own or its generic target's): the
-    host wheel plus the device wheels its user installs (chain and generic target)."""
-    by_key = {r.key: r for r in rows}
-    gpus = []
-    for target in served_targets(by_key):
-        wheels = [by_key[k] for k in device_keys(target, by_key)]
-        gpus.append(
-            GpuRow(target, (host, *(r.filename for r in wheels)),
-                   host_size + sum(r.size for r in wheels))
-        )  # fmt: skip
-    return tuple(gpus)
 
 
 def _compat_options(args: argparse.Namespace) -> None:
@@ -423,6 +426,10 @@ def run(args: argparse.Namespace) -> int:
     An error's list of problems is cut to a few entries and a count."""
     _compat_options(args)
     options = resolve_options(args)
+    if getattr(args, "print_shards", None) is not None:
+        return _print_shards(args, options)
+    if args.output_dir is None:
+        raise UsageError("--output-dir is required (unless --print-shards)")
     report_dir = report_dir_for(args.output_dir, options.report_dir)
     if not os.path.exists(args.input):  # a path on the command line that is not there
         raise UsageError("--input: no such file or directory", path=args.input)
@@ -449,6 +456,23 @@ def run(args: argparse.Namespace) -> int:
         notes = f", with {len(report.notes)} notes" if report.notes else ""
         print(f"split report{notes}: {Path(report_dir).absolute()}", file=sys.stderr)
     print(Path(args.output_dir).absolute())  # the last line: where the outputs went
+    return 0
+
+
+def _print_shards(args: argparse.Namespace, options: SplitOptions) -> int:
+    """``--print-shards N``: the plan as JSON on stdout; nothing is written."""
+    import json
+
+    from kpack.wheelsplit._shard_plan import check_plannable, plan_wheel_shards
+
+    check_plannable(args.print_shards, options)
+    if args.output_dir is not None:
+        raise UsageError("--print-shards writes nothing: drop --output-dir")
+    if not os.path.exists(args.input):
+        raise UsageError("--input: no such file or directory", path=args.input)
+    with warnings_once():
+        shards = plan_wheel_shards(args.input, args.print_shards, options)
+    print(json.dumps([s.to_json() for s in shards], indent=2))
     return 0
 
 

@@ -7,7 +7,14 @@ import argparse
 from pathlib import Path
 
 from kpack.archive import DEFAULT_LEVEL
-from kpack.common.cli import Parser, add_jobs, add_verbosity, add_version, parse_size
+from kpack.common.cli import (
+    Parser,
+    add_jobs,
+    add_list_argument,
+    add_verbosity,
+    add_version,
+    parse_size,
+)
 from kpack.databases import lazy_handler_names
 from kpack.finalize import add_budget_argument, add_set_arguments
 
@@ -15,12 +22,18 @@ from kpack.finalize import add_budget_argument, add_set_arguments
 __all__ = ["Parser", "add_arguments"]
 
 
-def add_arguments(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser, *, subcommand: bool = False, shards: bool = False
+) -> None:
     """Every option of rocm-kpack's ``split_python_wheels``, spelled as there, and ours
     (``-V``/``--version``, ``-q``/``-v`` as every tool has them; ``subcommand``: those of
-    ``kpack split-wheel``, where ``kpack -q`` may have set them before it)."""
+    ``kpack split-wheel``, where ``kpack -q`` may have set them before it). ``shards``:
+    also ``--targets`` and ``--print-shards`` (``kpack split-wheel``'s own; rocm-kpack's
+    command line has no such flags)."""
     add_version(parser)
-    _add_io(parser)
+    _add_io(parser, output_required=not shards)
+    if shards:
+        _add_shards(parser)
     _add_split(parser)
     _add_variants(parser)
     _add_limits(parser)
@@ -35,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, subcommand: bool = False) 
     )
 
 
-def _add_io(parser: argparse.ArgumentParser) -> None:
+def _add_io(parser: argparse.ArgumentParser, *, output_required: bool) -> None:
     parser.add_argument(
         "--input",
         type=Path,
@@ -46,10 +59,11 @@ def _add_io(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output-dir",
         type=Path,
-        required=True,
+        required=output_required,
         metavar="DIR",
         help="where the split wheels go; a re-run replaces what an earlier split of the same "
-        "input wrote there and leaves every other file alone",
+        "input wrote there and leaves every other file alone"
+        + ("" if output_required else " (required unless --print-shards)"),
     )
     parser.add_argument(
         "--output-format",
@@ -75,6 +89,24 @@ def _add_io(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="DIR",
         help="where the unpacked input and the spools go (default: beside --output-dir)",
+    )
+
+
+def _add_shards(parser: argparse.ArgumentParser) -> None:
+    add_list_argument(
+        parser,
+        "--targets",
+        metavar="TARGET",
+        help="a shard of the split: write the host wheel and only these targets' device "
+        "wheels (named as the device wheels are: gfx942, gfx9-4-generic; gfx90a:xnack+ is "
+        "gfx90a's); kpack assemble-wheel-shards merges the shards",
+    )
+    parser.add_argument(
+        "--print-shards",
+        type=int,
+        metavar="N",
+        help="print a JSON plan of at most N shards balanced by device bytes (each: the "
+        "arguments it adds to --input and --output-dir, the input it reads) and split nothing",
     )
 
 

@@ -129,10 +129,12 @@ class Source:
         return self.wheel.root == self.wheel.path
 
 
-def open_source(path: Path, work: Path, limits: Limits) -> Source:
-    """A directory is read in place; a wheel is verified and extracted into ``work/in``."""
+def open_source(path: Path, work: Path, limits: Limits, *, index: bool = True) -> Source:
+    """A directory is read in place; a wheel is verified and extracted into ``work/in``,
+    its large binaries' deflate blocks indexed unless ``index`` is false (a plan that
+    writes no wheel)."""
     if path.is_dir():
         wheel, filename = open_wheel_dir(path, limits)
         return Source(wheel, filename, sum(e.size for e in wheel.entries))
-    wheel = open_wheel(path, work / "in", limits, index=True)
+    wheel = open_wheel(path, work / "in", limits, index=index)
     return Source(wheel, path.name, path.stat().st_size)

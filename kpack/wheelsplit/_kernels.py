@@ -47,8 +47,9 @@ class ArchiveFile:
 class KernelResult:
     stripped: dict[str, HostContent]  # arcname -> the transformed binary, streamed
     kernels: dict[str, int]  # arcname -> kernels moved out
-    archives: tuple[ArchiveFile, ...]
+    archives: tuple[ArchiveFile, ...]  # those of the scope
     notes: tuple[str, ...]
+    targets: frozenset[str] = frozenset()  # every kernel's target, in scope or not
 
 
 def host_size(content: HostContent) -> int:
@@ -61,12 +62,21 @@ def host_source(content: HostContent) -> Path | Generated:
 
 
 def split_binaries(
-    plan: SplitPlan, source_root: Path, work: Path, *, scheme: Scheme, level: int, jobs: int
+    plan: SplitPlan,
+    source_root: Path,
+    work: Path,
+    *,
+    scheme: Scheme,
+    level: int,
+    jobs: int,
+    scope: frozenset[str] | None = None,
 ) -> KernelResult:
     """Plan and verify the transform of every fat binary of ``plan`` and spool its kernels
     in ``work/spool``. Nothing else is written: the host binaries stream from the extracted
     input and the archives from the spools, straight into the wheels, so the input and
-    ``work/spool`` must outlive them."""
+    ``work/spool`` must outlive them. ``scope`` (a shard: the base arches whose kernels
+    it ships) spools and lays out only those kernels' archives; the others are planned all
+    the same, so the host binaries are the whole split's."""
     spool_dir = work / "spool"
     spool_dir.mkdir(parents=True, exist_ok=True)
     spec = ArchiveSpec(prefix=plan.group, scheme=scheme, level=level, limit=MAX_ARCHIVE_BYTES)
@@ -80,6 +90,7 @@ def split_binaries(
             search_path=fat.search_path,
             spool=spool_dir / f"{number}.spool",
             mode=0o755 if fat.entry.executable else 0o644,
+            scope=scope,
             level=spec.frame_level,
         )
         for number, fat in enumerate(plan.fat)
@@ -90,6 +101,7 @@ def split_binaries(
         spec=spec,
         place=lambda slot: Path(plan.archive_arcname(_root(slot.group), slot.file_name)),
         per_stage=True,
+        whole_plan=True,
     )
     archives = tuple(ArchiveFile(a.target, a.path.as_posix(), a) for a in split.archives)
     for archive in archives:
@@ -103,9 +115,10 @@ def split_binaries(
         if outcome.content is None:  # pragma: no cover - a job without dest always has one
             raise PackagingError("no transformed content", path=fat.entry.arcname)
         stripped[fat.entry.arcname] = outcome.content
-        kernels[fat.entry.arcname] = len(outcome.kernels)
+        kernels[fat.entry.arcname] = len(outcome.kernels) + outcome.skipped
         notes += outcome.notes
-    return KernelResult(stripped, kernels, archives, tuple(notes))
+    targets = frozenset(a.slot.target for a in split.plan.archives)
+    return KernelResult(stripped, kernels, archives, tuple(notes), targets)
 
 
 def _root(stage: str) -> str:

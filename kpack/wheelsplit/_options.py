@@ -13,6 +13,7 @@ from kpack.common.cli import default_jobs
 from kpack.errors import UsageError
 from kpack.wheelfile import DEFAULT_LIMITS, Limits
 from kpack.wheelsplit._requires import check_requires
+from kpack.wheelsplit._shards import shard_keys
 from kpack.wheelsplit._types import overlay_root_ok, prefix_ok, wheel_type
 from kpack.wheelsplit._variant import VariantSchema, check_label
 
@@ -59,6 +60,8 @@ class SplitOptions:
     keep_fat: tuple[str, ...] = ()  # --keep-fat globs: fat binaries shipped fat on purpose
     max_wheel_size: int | None = None  # --max-wheel-size: the budget of every wheel written
     finalize: FinalizeOptions | None = None  # --finalize: join the rocm-sdk set first
+    #: --targets: a shard, writing the device wheels of these keys only (None: every one)
+    targets: tuple[str, ...] | None = None
 
 
 def report_dir_for(output_dir: Path, report_dir: Path | None) -> Path:
@@ -141,7 +144,13 @@ def resolve_options(args: argparse.Namespace) -> SplitOptions:
         keep_fat=tuple(getattr(args, "keep_fat", None) or ()),
         max_wheel_size=getattr(args, "max_wheel_size", None),
         finalize=_finalize_options(args),
+        targets=_targets(args),
     )
+
+
+def _targets(args: argparse.Namespace) -> tuple[str, ...] | None:
+    given = getattr(args, "targets", None)
+    return None if given is None else shard_keys(given)
 
 
 def _finalize_options(args: argparse.Namespace) -> FinalizeOptions | None:
