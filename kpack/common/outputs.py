@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import stat
-import threading
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
@@ -51,7 +49,7 @@ from kpack.common.output_record import (
     write_record_file,
 )
 from kpack.common.safepath import safe_relpath
-from kpack.common.staging import Staging, refuse_symlinked, staging
+from kpack.common.staging import Staging, refuse_symlinked, signals_held, staging
 from kpack.errors import PackagingError, shown_list
 
 __all__ = [
@@ -286,21 +284,6 @@ def _remove_empty(dest: Path, dirs: Sequence[str]) -> None:
                 os.rmdir(dest / rel)
 
 
-@contextmanager
-def _signals_held() -> Iterator[None]:
-    """A second Ctrl-C or SIGTERM waits until the rollback is done (then acts as usual)."""
-    main = threading.current_thread() is threading.main_thread()
-    if not main or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def publish_all(
     publications: Sequence[Publication], *, tool: str, force: bool, owns: Owns = "recorded"
 ) -> None:
@@ -318,16 +301,16 @@ def publish_all(
             made = [d for d in (dest, *dest.parents) if not os.path.lexists(d)][::-1]
             dest.mkdir(parents=True, exist_ok=True)
             try:
-                trash = Staging.make(dest, tool, purpose="replaced")
+                with signals_held():  # made and journaled as one step: no signal between
+                    done.append(_Journal(Staging.make(dest, tool, purpose="replaced"), made=made))
             except BaseException:
                 for directory in reversed(made):
                     with suppress(OSError):
                         directory.rmdir()
                 raise
-            done.append(_Journal(trash, made=made))
             _apply(done[-1], step, tool)
     except BaseException as exc:
-        with _signals_held():
+        with signals_held():
             for journal in reversed(done):
                 journal.undo()
         if isinstance(exc, OSError):

@@ -15,8 +15,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import stat
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from pathlib import Path
 from kpack.common.tempdirs import make_temp_dir, temp_dir_name
 from kpack.errors import PackagingError
 
-__all__ = ["MARKER", "Staging", "refuse_symlinked", "remove_debris", "staging"]
+__all__ = ["MARKER", "Staging", "refuse_symlinked", "remove_debris", "signals_held", "staging"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,24 @@ def _lock(fd: int) -> bool:
     except OSError:
         return False
     return True
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (then act as usual): for a
+    step that must not be cut in two, such as making a staging directory and taking note of
+    it, or a rollback. POSIX main thread only; elsewhere the block runs as is."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "pthread_sigmask"
+    ):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @dataclass
@@ -176,7 +196,8 @@ def staging(dest: Path, tool: str) -> Iterator[Path]:
         try:
             dest.mkdir(parents=True, exist_ok=True)
             remove_debris(dest, tool)
-            stage = Staging.make(dest, tool)
+            with signals_held():  # a signal between making it and noting it would leak it
+                stage = Staging.make(dest, tool)
             work = stage.path / "out"
             work.mkdir()
         except OSError as exc:
