@@ -212,4 +212,5 @@ def staging(dest: Path, tool: str) -> Iterator[Path]:
             with suppress(OSError):
                 directory.rmdir()
         raise
-    stage.remove()
+    with signals_held():  # the work is done: a signal now must not cut the removal short
+        stage.remove()
