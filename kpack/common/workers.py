@@ -58,11 +58,12 @@ def pool_min_bytes() -> int:
 
 def done_future(fn: Callable[..., T], *args: object) -> Future[T]:
     """``fn(*args)`` run now, on this thread, as a completed future: what it returned or
-    raised, handed over as a pool's future would hand it."""
+    the error it raised, handed over as a pool's future would hand it. An interruption (a
+    signal, a cancelled run: not an ``Exception``) is raised at once, as on this thread."""
     future: Future[T] = Future()
     try:
         future.set_result(fn(*args))
-    except BaseException as exc:  # handed to whoever asks for the result, as a pool does
+    except Exception as exc:  # handed to whoever asks for the result, as a pool does
         future.set_exception(exc)
     return future
 

@@ -26,8 +26,8 @@ and CRC-32 and hands the work to a thread pool (both libraries and hashlib relea
 GIL), started once the wheel's deflate work passes
 :data:`~kpack.common.workers.THREAD_MIN_BYTES`: the first batches, and a small wheel's
 all, are deflated by the calling thread. Small members are batched into one task to save
-overhead. The output depends on
-libdeflate's version (pinned in ``pyproject.toml``), and in the fallback on zlib's.
+overhead. The output depends on libdeflate's version (pinned in ``pyproject.toml``), and in
+the fallback on zlib's.
 
 Chunk boundaries depend only on the content, so the archive is byte-identical whatever
 the number of workers or the thread timing. At most a fixed window of input is in flight;
