@@ -98,8 +98,7 @@ def _plan_split(
         fat = sum(len(s.transformed) for s in split.splits)
         say(
             f"planned the split of {len(split.splits)} fat artifacts ({fat} binaries, "
-            f"{len(split.archives)} archives): "
-            + ", ".join(s.artifact.id.dirname for s in split.splits)
+            f"{len(split.archives)} archives)"
         )
     if catalog.absent_targets:  # their archives are not read here: the one-machine build
         log.info("archive references not checked: this shard reads no per-target artifacts")

@@ -54,24 +54,51 @@ class PlannedSplit:
     spec: ArchiveSpec  # how the archives are made (the parts were cut for its limit)
 
     def describe(self) -> list[str]:
-        """The split as lines, for a dry run."""
+        """The split as lines for a dry run, short enough for 80 columns: the stage directory
+        every binary shares is said once, each archive is named by its target (its artifact
+        is ``<name>_<component>_<target>``), and each file's notes stand under its name."""
         host = sum(t.size for _, t in self.transformed)
         before = sum(e.size for e, _ in self.transformed)
+        stages = {e.stage for e, _ in self.transformed} | {
+            d.entry.stage for d in self.plan.databases
+        }
+        stage = f"{stages.pop()}/" if len(stages) == 1 else ""
         lines = [
-            f"split {self.artifact.id.dirname}: {len(self.transformed)} fat binaries "
-            f"({format_size(before)} -> {format_size(host)} host code), "
-            f"{len(self.archives)} archives, {len(self.plan.databases)} database files"
+            f"split {self.artifact.id.dirname}" + (f" (in {stage[:-1]})" if stage else "") + ":",
+            f"  {_count(len(self.transformed), 'fat binary', 'fat binaries')}, "
+            f"{format_size(before)} -> {format_size(host)} host code; "
+            f"{_count(len(self.archives), 'archive')}, "
+            f"{_count(len(self.plan.databases), 'database file')}",
         ]
         lines += [
-            f"  {a.key}: {len(a.kernels)} kernels, "
-            f"{format_size(a.original_bytes)} before compression"
+            f"  {a.target}: {_count(len(a.kernels), 'kernel')}, "
+            f"{format_size(a.original_bytes)} uncompressed"
+            + ("" if stage else f", in {_archive_stage(a)}")
             for a in self.archives
         ]
         lines += [
-            f"  {db.kernel_name} -> {self.plan.out_name(db.match.base_arch)}"
+            f"  {db.kernel_name.removeprefix(stage)} -> {self.plan.out_name(db.match.base_arch)}"
             for db in self.plan.databases
         ]
-        return lines + [f"  note: {n}" for n in self.notes]
+        subjects: dict[str, list[str]] = {}
+        for note in self.notes:
+            subject, sep, text = note.partition(": ")
+            if not sep:
+                subject, text = "", note
+            subjects.setdefault(subject.removeprefix(stage), []).append(text)
+        for subject, texts in subjects.items():
+            lines += [f"  {subject}:"] if subject else []
+            lines += [f"    {t}" if subject else f"  note: {t}" for t in texts]
+        return lines
+
+
+def _archive_stage(archive: PlannedArchive) -> str:
+    """The stage directory an archive is written in (its key: ``<artifact>/<stage>/.kpack/…``)."""
+    return archive.key.split("/", 1)[-1].rpartition("/.kpack/")[0]
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def _dirs(art: ArtifactId, stage: str, relpath: str, source: Path) -> list[Entry]:

@@ -130,6 +130,16 @@ def test_the_dry_run_plan_in_target_order(kpack_sample: Path, tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = proc.stdout[proc.stdout.index("Packages planned") :].splitlines()[:-2]
     assert all(len(line) <= 80 for line in table), table
+    # the split before it: every line fits, each split says its stage once and names each
+    # archive by its target (the targets of the kernels in the tree's fat binaries)
+    split = proc.stdout[: proc.stdout.index("Packages planned")].splitlines()
+    assert [line for line in [*split, *proc.stderr.splitlines()] if len(line) > 80] == []
+    rand = split[split.index("split rand_lib_generic (in math-libs/rocRAND/stage):") :]
+    archives = [line.split(":")[0].strip() for line in rand[2:] if "uncompressed" in line]
+    assert sorted(t.split(":")[0] for t in archives) == sorted(
+        ["gfx803", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx90a", "gfx1030"]
+    )
+    assert "  lib/librocrand.so.1.1:" in rand
     devices = [line.split()[1] for line in table if "rocm-sdk-device-" in line]
     assert devices == ["gfx803", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx1030"]
     assert not (tmp_path / "out").exists()
