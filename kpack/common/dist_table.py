@@ -119,3 +119,11 @@ def _label(path: str, name: _Name) -> str:
     parent = PurePosixPath(path).parent
     prefix = "" if parent == PurePosixPath(".") else f"{parent.as_posix()}/"
     return prefix + name.project + (SDIST if name.tag is None else "")
+
+
+def short_label(filename: str) -> str:
+    """A distribution's file name as a list row shows it once its version and tag are said
+    elsewhere: its project (``rocm-sdk-device-gfx942``, ``rocm (sdist)``); any other name as
+    it is."""
+    name = _parsed(filename)
+    return filename if name is None else _label(filename, name)

@@ -180,7 +180,11 @@ class RichProgress:
             self._bar.update(self._task, completed=self._done)
 
     def package_done(self, name: str, size: int, seconds: float) -> None:
-        self._print(f"wrote {name} ({format_size(size)}, {seconds:.1f} s)")
+        # the project, not the file name: the list at the end gives version and tag once,
+        # and the line fits 80 columns whole instead of losing its size to the cut
+        from kpack.common.dist_table import short_label
+
+        self._print(f"wrote {short_label(name)} ({format_size(size)}, {seconds:.1f} s)")
 
     def close(self) -> None:
         self._bar.stop()

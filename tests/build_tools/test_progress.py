@@ -95,7 +95,7 @@ def test_a_terminal_gets_a_live_display(tmp_path: Path) -> None:
     screen = b"".join(chunks).decode(errors="replace")
     assert proc.returncode == 0, screen
     assert "writing packages" in screen and "\x1b[" in screen  # rich's live bar
-    assert "wrote rocm_sdk_core-1.0" in screen
+    assert re.search(r"\] wrote rocm-sdk-core \([0-9.]+ [kM]B, [0-9.]+ s\)", screen), screen
     # 80 columns: no line past them (but a path, as long as it is), a bar never past its total
     text = ANSI.sub("", screen).replace(str(tmp_path), "T")
     shown = [part for line in text.split("\n") for part in line.split("\r")]
@@ -137,3 +137,20 @@ def test_the_bar_never_shows_more_done_than_its_total() -> None:
         assert task.description == "writing 2 wheels"
     finally:
         live.close()
+
+
+def test_a_package_line_on_a_terminal_fits_80_columns_whole() -> None:
+    """The longest wheel name of a release, written: the line names its project and keeps
+    its size (the file name would be cut at 80 columns, size and all)."""
+    wheel = "rocm_sdk_device_gfx1250_strict-7.99.0.dev0-py3-none-manylinux_2_28_x86_64.whl"
+    live = progress_module.RichProgress()
+    try:
+        console = live._bar.console
+        console.width = 80
+        with console.capture() as captured:
+            live.package_done(wheel, 123_400_000, 4.25)
+        line = captured.get().rstrip("\n")
+    finally:
+        live.close()
+    assert len(line) <= 80 and "\n" not in line, line
+    assert line.endswith("] wrote rocm-sdk-device-gfx1250-strict (123.4 MB, 4.2 s)"), line

@@ -129,7 +129,7 @@ def _run_in_pty(argv: list[str], cwd: Path) -> tuple[int, str]:
 def test_a_terminal_gets_a_live_display_within_80_columns(wheel: Path, tmp_path: Path) -> None:
     code, screen = _run_in_pty(_argv(wheel, tmp_path / "dist"), tmp_path)
     assert code == 0, screen
-    assert "\x1b[" in screen and "wrote jax_device_gfx908" in screen  # rich's live display
+    assert "\x1b[" in screen and "wrote jax-device-gfx908 (" in screen  # rich's live display
     text = ANSI.sub("", screen).replace(str(tmp_path), "T")  # a path is as long as it is
     shown = [part for line in text.split("\n") for part in line.split("\r")]
     too_long = [line for line in shown if len(line) > 80]
