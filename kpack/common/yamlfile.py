@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kpack.common.jsonfile import load_json_object
 from kpack.errors import ManifestError, RocmPackagingError
 
 __all__ = ["RENDERING_SUFFIX", "read_yaml", "render"]
@@ -65,11 +66,12 @@ def render(path: Path) -> bytes:
 def _rendering(path: Path, raw: bytes) -> tuple[Any] | None:
     """The data of ``path``'s rendering made from ``raw``, in a 1-tuple; ``None`` when there
     is no such rendering."""
-    try:
-        doc = json.loads(path.with_name(path.name + RENDERING_SUFFIX).read_bytes())
-    except (OSError, ValueError, RecursionError):
+    rendering = path.with_name(path.name + RENDERING_SUFFIX)
+    try:  # the bounded loader (size, depth, duplicate keys); anything wrong: parse the YAML
+        doc = load_json_object(rendering, error=ManifestError)
+    except ManifestError:
         return None
-    if not isinstance(doc, dict) or doc.get("format") != _FORMAT or "data" not in doc:
+    if doc.get("format") != _FORMAT or "data" not in doc:
         return None
     if doc.get("sha256") != hashlib.sha256(raw).hexdigest():
         return None
