@@ -102,9 +102,18 @@ def _devel_member(plan: BuildPlan, pkg: PlannedPackage, work: Path) -> Member:
     return Member(arcname=pkg.devel_tar_name, source=tar_path)
 
 
+def _make_below(root: Path, directory: Path) -> None:
+    """Make ``directory`` and its parents up to ``root``, never ``root`` itself: a writer
+    still running when a failed run's staging is gone fails here instead of making the
+    staging again (and leaving it behind)."""
+    for part in reversed([directory, *directory.parents]):
+        if part != root and part.is_relative_to(root):
+            part.mkdir(exist_ok=True)  # no parents: a missing root is an error
+
+
 def _write_package(job: _WriteJob, pkg: PlannedPackage, out_dir: Path, work: Path) -> Path:
     opts = job.plan.options
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _make_below(job.tmp, out_dir)
     if pkg.kind is DistKind.SELECTOR:
         return write_sdist(
             out_dir,
@@ -137,7 +146,7 @@ def _stage_package(job: _WriteJob, pkg: PlannedPackage, stage: Path, work: Path)
     """``--no-build-packages``: lay the package's files out in a directory instead."""
     for file in pkg.payload:
         target = stage / file.arcname
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _make_below(job.tmp, target.parent)
         with target.open("wb") as out:
             for chunk in file.iter_chunks(job.archives):
                 out.write(chunk)
@@ -145,7 +154,7 @@ def _stage_package(job: _WriteJob, pkg: PlannedPackage, stage: Path, work: Path)
     if pkg.devel_tar:
         member = _devel_member(job.plan, pkg, work)
         target = stage / member.arcname
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _make_below(job.tmp, target.parent)
         shutil.move(str(member.source), target)
     name = "PKG-INFO" if pkg.kind is DistKind.SELECTOR else "METADATA"
     (stage / name).write_bytes(pkg.metadata)

@@ -205,3 +205,18 @@ def test_a_signal_stops_the_packages_being_written(tmp_path: Path) -> None:
     assert not [line for line in lines if "wrote rocm_sdk_core" in line], "".join(lines)
     assert "".join(after).strip().endswith("interrupted"), "".join(after)
     assert not dest.exists() or not any(dest.rglob("*.whl"))
+
+
+def test_a_late_writer_never_makes_a_removed_staging_again(tmp_path: Path) -> None:
+    """A package writer still running after its run's staging is gone fails to make its
+    output directory instead of making the staging (and leaving it behind)."""
+    from build_tools.build import _make_below
+
+    root = tmp_path / "staging" / "out"
+    root.mkdir(parents=True)
+    _make_below(root, root / "dist" / "gfx110X-all")
+    assert (root / "dist" / "gfx110X-all").is_dir()
+    shutil.rmtree(tmp_path / "staging")
+    with pytest.raises(FileNotFoundError):
+        _make_below(root, root / "dist" / "gfx110X-all")
+    assert list(tmp_path.iterdir()) == []
