@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -75,9 +76,10 @@ def _hipcc(source: str, out: Path, libs: list[str], libdir: Path) -> Path:
     arch = [f"--offload-arch={a}" for a in ARCHS]
     cmd = ["hipcc", "-O2", "-fPIC", "-shared", *arch, str(src), "-o", str(out)]
     cmd += [f"-L{libdir}", *libs]
-    subprocess.run(
-        cmd, check=True, capture_output=True, env={"HIP_PLATFORM": "amd", "PATH": "/usr/bin:/bin"}
-    )
+    env = {"HIP_PLATFORM": "amd", "PATH": "/usr/bin:/bin"}
+    if "TMPDIR" in os.environ:  # the session's private one: clang-15 leaves empty dirs there
+        env["TMPDIR"] = os.environ["TMPDIR"]
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
     return out
 
 
