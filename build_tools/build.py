@@ -34,6 +34,7 @@ from kpack.common.outputs import (
 from kpack.common.progress import Progress
 from kpack.split import SpooledArchive
 from kpack.wheelfile import (
+    DeflateMemo,
     Member,
     libdeflate,
     normalize_dist_name,
@@ -76,12 +77,14 @@ Archives = Mapping[str, SpooledArchive]
 @dataclass(frozen=True, kw_only=True)
 class _WriteJob:
     """What writing each package of one build reads: the plan, the staging directory
-    (``tmp``), the spooled archives by key and the progress display."""
+    (``tmp``), the spooled archives by key, the progress display and the deflated chunks
+    of the devel tarballs (one per family, all but their last links alike)."""
 
     plan: BuildPlan
     tmp: Path
     archives: Archives
     progress: Progress | None
+    memo: DeflateMemo
 
 
 def _member(file: PayloadFile, archives: Archives) -> Member:
@@ -99,7 +102,9 @@ def _devel_member(plan: BuildPlan, pkg: PlannedPackage, work: Path) -> Member:
     opts = plan.options
     tar_path = work / Path(pkg.devel_tar_name).name
     write_devel_tar(tar_path, pkg.devel_tar, epoch=opts.epoch, xz=opts.devel_tarball_compression)
-    return Member(arcname=pkg.devel_tar_name, source=tar_path)
+    # every family's tarball holds the same files, only its links differ: its chunks repeat
+    shared = not opts.devel_tarball_compression
+    return Member(arcname=pkg.devel_tar_name, source=tar_path, shared=shared)
 
 
 def _make_below(root: Path, directory: Path) -> None:
@@ -138,6 +143,7 @@ def _write_package(job: _WriteJob, pkg: PlannedPackage, out_dir: Path, work: Pat
         epoch=opts.epoch,
         jobs=opts.jobs,
         progress=job.progress,
+        memo=job.memo,
     )
     return result.path
 
@@ -273,7 +279,9 @@ def _apply_plan(
         order = sorted(range(len(packages)), key=lambda i: -packages[i].input_bytes)
         if progress is not None:
             progress.set_total(sum(p.input_bytes for p in packages))
-        job = _WriteJob(plan=plan, tmp=tmp, archives=archives, progress=progress)
+        job = _WriteJob(
+            plan=plan, tmp=tmp, archives=archives, progress=progress, memo=DeflateMemo()
+        )
         pool = ThreadPoolExecutor(max_workers=min(2, plan.options.jobs))
         try:
             futures = {i: pool.submit(_write_one, job, packages[i]) for i in order}

@@ -17,6 +17,7 @@ from kpack.wheelfile._member import (
     open_source,
     read_all,
 )
+from kpack.wheelfile._memo import DeflateMemo
 from kpack.wheelfile._names import (
     expand_tag,
     normalize_dist_name,
@@ -38,6 +39,7 @@ else:  # the sdist writer (tarfile, gzip) is imported by the builder that uses i
 __all__ = [
     "DEFAULT_LIMITS",
     "ContentSource",
+    "DeflateMemo",
     "DeflateStream",
     "Generated",
     "InputWheel",

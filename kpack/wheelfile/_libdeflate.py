@@ -30,6 +30,7 @@ class LibDeflate(Protocol):
     """The part of the ``deflate`` module the writer calls."""
 
     def deflate_compress(self, data: bytes | bytearray, compresslevel: int = ...) -> bytes: ...
+    def crc32(self, data: bytes | bytearray | memoryview, value: int = ..., /) -> int: ...
 
 
 @functools.cache

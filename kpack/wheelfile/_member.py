@@ -111,6 +111,9 @@ class Member:
     compressed, deflate the rest when compression is on); ``True``/``False`` force it.
     ``reuse``: where the content's bytes are those of a deflated input member, whose
     compressed bytes the writer may copy instead of compressing (:mod:`kpack.wheelfile._reuse`).
+    ``shared``: content largely repeated in other archives of the same run (a legacy build's
+    devel tarball, one per family): deflated in fixed chunks however small it is, each
+    looked up in the run's memo first (:mod:`kpack.wheelfile._memo`).
     """
 
     arcname: str
@@ -118,6 +121,7 @@ class Member:
     executable: bool = False
     compress: bool | None = None
     reuse: Reuse | None = None
+    shared: bool = False
 
     def __post_init__(self) -> None:
         validate_arcname(self.arcname)

@@ -24,6 +24,7 @@ from kpack.errors import PackagingError
 from kpack.wheelfile._deflate import ByteProgress, MemberStreamer, default_jobs
 from kpack.wheelfile._libdeflate import libdeflate
 from kpack.wheelfile._member import ContentSource, Member
+from kpack.wheelfile._memo import DeflateMemo
 from kpack.wheelfile._names import (
     expand_tag,
     normalize_dist_name,
@@ -65,12 +66,15 @@ def write_wheel(
     generator: str = "rocm-python-packaging",
     progress: ByteProgress | None = None,
     wheel_info: bytes | None = None,
+    memo: DeflateMemo | None = None,
 ) -> WheelResult:
     """Write ``<dest_dir>/<wheel_filename>`` atomically and return what was written.
 
     ``wheel_info`` is a WHEEL file to write as it is (the wheel splitter keeps its
     input's, ``Root-Is-Purelib`` and every other field); its ``Tag`` lines must be the
-    wheel's tags. Without it, the WHEEL file is made from ``generator`` and ``tag``."""
+    wheel's tags. Without it, the WHEEL file is made from ``generator`` and ``tag``.
+    ``memo``: the deflated chunks of ``shared`` members, kept across the wheels of a run
+    (:mod:`kpack.wheelfile._memo`); the bytes written are the same without it."""
     name = normalize_dist_name(dist_name)
     norm_version = normalize_version(version)
     tags = expand_tag(tag)
@@ -96,6 +100,7 @@ def write_wheel(
             level=level,
             compression=compression,
             progress=progress,
+            memo=memo,
         ) as streamer:
             for member in ordered:
                 streamer.add(member)

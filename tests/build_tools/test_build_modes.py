@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from build_tools import build as build_module
 from build_tools.build_python_packages import main
+from kpack.wheelfile import DeflateMemo
+from kpack.wheelfile._deflate import CHUNK_SIZE
+from tests.kpack.wheelfile.test_memo import joined_chunks, member_stream
 
 from .conftest import VERSION, build_dist, install
 
@@ -89,7 +93,15 @@ def test_no_build_packages_stages_trees(sample_tree: Path, tmp_path: Path) -> No
     assert (dest / "rocm" / "PKG-INFO").is_file()
 
 
-def test_two_families(sample_tree: Path, tmp_path: Path) -> None:
+def test_two_families(sample_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    memos: list[DeflateMemo] = []
+
+    class Recorded(DeflateMemo):
+        def __init__(self) -> None:
+            super().__init__()
+            memos.append(self)
+
+    monkeypatch.setattr(build_module, "DeflateMemo", Recorded)
     tree = tmp_path / "artifacts"
     shutil.copytree(sample_tree, tree, symlinks=True)
     for name in ("rand", "fft"):
@@ -116,6 +128,20 @@ def test_two_families(sample_tree: Path, tmp_path: Path) -> None:
         member = next(m for m in tar.getmembers() if m.name.endswith("_dist_info.py"))
         text = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
     assert "'gfx110X-all'" in text and "'gfx90a-dcgpu'" not in text
+    # each family's devel tarball is deflated in chunks; the chunks alike in both were
+    # deflated once (the run's memo), and the bytes are those of a fresh compression
+    contents = []
+    for family in ("gfx110X-all", "gfx90a-dcgpu"):
+        wheel = dist / family / f"rocm_sdk_devel-{VERSION}-py3-none-linux_x86_64.whl"
+        raw, content = member_stream(wheel, "rocm_sdk_devel/_devel.tar")
+        assert raw == joined_chunks(content)
+        contents.append(content)
+    chunks = [
+        [(c[i : i + CHUNK_SIZE], i + CHUNK_SIZE >= len(c)) for i in range(0, len(c), CHUNK_SIZE)]
+        for c in contents
+    ]
+    alike = sum(a == b for a, b in zip(*chunks, strict=False))
+    assert len(memos) == 1 and memos[0].hits == alike > 0
 
 
 def test_nonce_and_xz_devel_install(sample_tree: Path, tmp_path: Path) -> None:
