@@ -11,11 +11,12 @@ import functools
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, overload
 
 from kpack.common.data import manifest_path
+from kpack.common.frozen import frozen
 from kpack.common.yamlfile import read_yaml
 from kpack.errors import ManifestError, UsageError
 
@@ -45,7 +46,7 @@ def base_arch(text: str) -> str:
     return _TENSILE_FEATURE_RE.sub(r":\1", text).split(":", 1)[0]
 
 
-@dataclass(frozen=True)
+@frozen
 class Handler:
     """One database handler: path rules, an optional explicit arch list, family keys."""
 
@@ -87,7 +88,7 @@ class Handler:
         return max(prefixes, key=len) if prefixes else None
 
 
-@dataclass(frozen=True)
+@frozen
 class DatabaseMatch:
     """A file claimed by ``handler``: its shard key and the key's base arch."""
 

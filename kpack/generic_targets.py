@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.common.data import manifest_path
+from kpack.common.frozen import frozen
 from kpack.common.yamlfile import read_yaml
 from kpack.errors import ManifestError
 from kpack.targets import base_target, is_processor, looks_generic, target_order
@@ -28,7 +28,7 @@ __all__ = [
 GENERIC_TARGETS_YAML = "generic_targets.yaml"
 
 
-@dataclass(frozen=True)
+@frozen
 class GenericTable:
     """Generic target -> member processors, and the reverse map."""
 

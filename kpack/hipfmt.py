@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgpack
@@ -27,6 +26,7 @@ import msgpack
 from kpack.archive import MAGIC as KPACK_MAGIC
 from kpack.bundle import CCOB_MAGIC
 from kpack.bundle import PLAIN_MAGIC as PLAIN_BUNDLE_MAGIC
+from kpack.common.frozen import frozen
 from kpack.errors import RocmPackagingError
 
 _Path = str | os.PathLike[str] | None
@@ -95,7 +95,7 @@ def search_path(depth: int, group: str) -> str:
     return "../" * depth + f".kpack/{group}_{GFXARCH}.kpack"
 
 
-@dataclass(frozen=True)
+@frozen
 class RawWrapper:
     """One wrapper as stored: ``index`` in the array, its fields."""
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.common.data import manifest_path
+from kpack.common.frozen import frozen
 from kpack.common.yamlfile import read_yaml
 from kpack.errors import ManifestError
 from kpack.targets import base_target, is_isa_target, is_processor
@@ -30,7 +30,7 @@ __all__ = [
 TARGET_OWNERS_YAML = "target_owners.yaml"
 
 
-@dataclass(frozen=True)
+@frozen
 class OwnerTable:
     """Target (no features) -> its owner, for the targets that do not own themselves."""
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Literal
 
@@ -28,6 +28,7 @@ import zstandard
 from kpack.archive import _write  # its limits are read at call time (tests lower them)
 from kpack.archive._toc import SCHEMES
 from kpack.archive._write import ZstdFrame, payload_size
+from kpack.common.frozen import frozen
 from kpack.errors import ArchiveError
 from kpack.targets import is_target_id, target_order
 
@@ -43,7 +44,7 @@ KeyRule = Literal["kernel", "name"]
 KEY_RULES: tuple[KeyRule, ...] = ("kernel", "name")
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelInput:
     """One code object to store: ``binary_key`` is ``<path>#<N>``, ``target`` a target id;
     ``data`` is the code object, or its frame compressed already (stored as it is when the
@@ -55,7 +56,7 @@ class KernelInput:
     metadata: Mapping[str, str] | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class StoredKernel:
     """A kernel as an archive will store it, known before the archive is written: its
     ``stored_size`` bytes in the blob area (its zstd frame at the archive's level, or, in

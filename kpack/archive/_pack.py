@@ -38,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import msgpack
@@ -64,12 +64,13 @@ from kpack.archive._write import (
     payload_size,
     too_large,
 )
+from kpack.common.frozen import frozen
 from kpack.errors import ArchiveError
 
 log = logging.getLogger("kpack.archive")  # the package's logger, as callers configure it
 
 
-@dataclass(frozen=True)
+@frozen
 class KpackSummary:
     path: Path
     size: int
@@ -188,7 +189,7 @@ def write_kpack(
     return KpackSummary(path, size, len(ordered), original, arches)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class KpackLayout:
     """An archive laid out before any of it is written (:func:`lay_out_kpack`): its size,
     which input kernel each ordinal holds, and the bytes around the blobs. :meth:`chunks`

@@ -8,11 +8,11 @@ naming the key.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 import msgpack
 
+from kpack.common.frozen import frozen
 from kpack.errors import ArchiveError
 from kpack.targets import is_target_id
 
@@ -21,7 +21,7 @@ Scheme = Literal["none", "zstd-per-kernel"]
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ArchiveEntry:
     """A TOC entry; ``offset``/``size`` locate the stored bytes (the zstd frame, or the blob)."""
 
@@ -34,14 +34,14 @@ class ArchiveEntry:
     metadata: Mapping[str, str] | None
 
 
-@dataclass(frozen=True)
+@frozen
 class TocEntry:
     ordinal: int
     original_size: int | None  # None only in old 'none' archives that did not record it
     metadata: Mapping[str, str] | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Toc:
     group_name: str
     gfx_arch_family: str

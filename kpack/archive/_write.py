@@ -21,7 +21,6 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -29,6 +28,7 @@ import msgpack
 import zstandard
 
 from kpack.common import cancel
+from kpack.common.frozen import frozen
 from kpack.common.outfile import output_file
 from kpack.errors import ArchiveError
 
@@ -57,7 +57,7 @@ _HEADER = struct.Struct("<4sIQ")
 U32 = struct.Struct("<I")
 
 
-@dataclass(frozen=True)
+@frozen
 class ZstdFrame:
     """A code object already compressed as an archive stores it (by :class:`FrameWriter`
     at ``level``): ``size`` is the code object's size."""

@@ -9,14 +9,15 @@ planned ``.kpack`` archives that apply writes before the wheels. Artifact entrie
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from kpack.common.frozen import frozen
 from kpack.transform import PlannedBinary
 
 __all__ = ["PlannedArchive", "PlannedContent", "PlannedKernel", "TransformedBinary"]
 
 
-@dataclass(frozen=True)
+@frozen
 class TransformedBinary:
     """A host binary whose device code moves out: ship the verified transform's bytes (an
     ELF file, a Windows DLL or EXE)."""
@@ -28,7 +29,7 @@ class TransformedBinary:
         return self.transform.size
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class PlannedKernel:
     """One code object of a planned archive, described (its bytes stay in the input until
     the archive is spooled): key ``<kernel_name>#<index>``."""
@@ -41,7 +42,7 @@ class PlannedKernel:
     original_size: int
 
 
-@dataclass(frozen=True)
+@frozen
 class PlannedArchive:
     """One ``<prefix>_<target>.kpack`` archive; ``key`` names it inside a build."""
 

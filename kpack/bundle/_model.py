@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import mmap
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from kpack.common.frozen import frozen
 from kpack.errors import BundleError
 from kpack.targets import is_target_id
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 
-@dataclass(frozen=True)
+@frozen
 class CodeObject:
     """One device code object of a bundle."""
 
@@ -30,7 +30,7 @@ class CodeObject:
     data: bytes | memoryview  # a zero-copy view for plain bundles
 
 
-@dataclass(frozen=True)
+@frozen
 class Bundle:
     """One bundle of a ``.hip_fatbin`` section: where it lies and its device code objects."""
 
@@ -41,7 +41,7 @@ class Bundle:
     code_objects: tuple[CodeObject, ...]  # host entries skipped
 
 
-@dataclass(frozen=True)
+@frozen
 class CodeObjectRef:
     """Where one device code object lies: ``data`` is a zero-copy view for a plain bundle and
     ``None`` inside a compressed one (read it with :func:`stream_code_objects`)."""
@@ -53,7 +53,7 @@ class CodeObjectRef:
     data: memoryview | None
 
 
-@dataclass(frozen=True)
+@frozen
 class IndexedBundle:
     """A bundle whose structure was checked in full, without keeping decoded bytes."""
 

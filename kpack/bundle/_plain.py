@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 from typing import NamedTuple
 
+from kpack.common.frozen import frozen
 from kpack.errors import BundleError
 
 PLAIN_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -23,7 +23,7 @@ _MAX_TRIPLE = 4096
 DEFAULT_HOST_TRIPLE = "host-x86_64-unknown-linux-gnu-"
 
 
-@dataclass(frozen=True)
+@frozen
 class Ctx:
     """Where a bundle lives, for error messages: the buffer's name and a location label."""
 

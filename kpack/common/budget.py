@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.common.cli import format_size
+from kpack.common.frozen import frozen
 from kpack.errors import PackagingError
 
 __all__ = [
@@ -32,7 +32,7 @@ BUDGET_FLAG = "--max-wheel-size"
 LARGEST = 3
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class WheelSize:
     """One wheel against the budget (``budget`` None: no budget given)."""
 

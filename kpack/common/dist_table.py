@@ -16,7 +16,6 @@ nothing is lost. Otherwise a row shows the file's path as it is. File names are 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from packaging.utils import (
@@ -26,6 +25,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
+from kpack.common.frozen import frozen
 from kpack.common.tables import Table
 
 __all__ = ["SDIST", "Listed", "dist_table"]
@@ -34,7 +34,7 @@ __all__ = ["SDIST", "Listed", "dist_table"]
 SDIST = " (sdist)"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Listed:
     """One file of a dist directory: its path there (POSIX) and the row's other cells."""
 
@@ -42,7 +42,7 @@ class Listed:
     cells: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class _Name:
     """What a file's name says: its project, version and (a wheel's) tag, as written."""
 

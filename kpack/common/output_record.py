@@ -29,9 +29,9 @@ import logging
 import os
 import stat
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from kpack.common.frozen import frozen
 from kpack.common.jsonfile import load_json_object
 from kpack.common.safepath import safe_relpath
 from kpack.common.workers import thread_min_bytes
@@ -59,7 +59,7 @@ _CHUNK = 1 << 20
 _HEX = frozenset("0123456789abcdef")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Entry:
     """One recorded output: ``kind`` is ``file``, ``symlink`` or ``dir``."""
 

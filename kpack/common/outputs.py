@@ -32,6 +32,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from kpack.common.frozen import frozen
 from kpack.common.output_claims import (
     CHANGED,
     OWNS,
@@ -65,7 +66,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Publication:
     """One destination: each output ``staged/<rel>`` goes to ``dest/<rel>`` (``rel`` a
     relative POSIX path; a directory moves whole), recorded in ``dest/<record>`` (None: a
@@ -194,7 +195,7 @@ def _under(rel: str, outputs: Collection[str]) -> bool:
     return any(parent in outputs for parent in _parents(rel))
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class _Step:
     pub: Publication
     record: dict[str, Entry]

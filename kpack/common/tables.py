@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
+from kpack.common.frozen import frozen
 from kpack.common.plain_tables import plain_lines, plain_width
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["Table", "markdown", "print_tables"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Table:
     """A titled table of text cells; ``numeric`` columns (by index) are right-aligned."""
 

@@ -20,11 +20,12 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterator
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+from kpack.common.frozen import frozen
 from kpack.common.outfile import output_file
 from kpack.errors import ElfError
 
@@ -42,7 +43,7 @@ class _Region(NamedTuple):
     origin: int | None  # source offset of ``start``; None: zeros; -1: ``appended``
 
 
-@dataclass(frozen=True)
+@frozen
 class ElfEdit:
     """The result of ``source`` with ``patches``, minus ``removed``, plus zeros and ``appended``."""
 

@@ -23,8 +23,9 @@ Rules (packages.md §21 E2/E3, kpack.md §3):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from kpack.common.frozen import frozen
 from kpack.elf.reader import ElfLayout
 from kpack.elf.structs import (
     EHDR_SIZE,
@@ -46,7 +47,7 @@ MAX_PADDING = 64 << 20
 Patch = tuple[int, bytes]
 
 
-@dataclass(frozen=True)
+@frozen
 class Blob:
     """Space requested in the new segment."""
 
@@ -54,7 +55,7 @@ class Blob:
     align: int = 1
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class LoadPlan:
     """Geometry of the new trailing PT_LOAD and of the grown program-header table."""
 

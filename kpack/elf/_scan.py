@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import enum
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
+from kpack.common.frozen import frozen
 from kpack.elf.reader import (
     ElfLayout,
     Reader,
@@ -53,7 +53,7 @@ class FileKind(enum.Enum):
     OTHER = "other"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ElfInfo:
     """The dynamic-linking facts of one ELF file."""
 

@@ -18,10 +18,11 @@ import os
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from kpack.common.frozen import frozen
 from kpack.errors import ElfError
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ _PARSE_ERRORS = (struct.error, OSError, ValueError, LookupError, TypeError, Over
 _STRING_TAGS = ("DT_NEEDED", "DT_SONAME", "DT_RPATH", "DT_RUNPATH")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class _Seg:
     index: int
     type: str
@@ -78,7 +79,7 @@ class _Seg:
         return self.offset <= offset and offset + size <= self.file_end
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class _Sec:
     index: int
     name: int
@@ -104,7 +105,7 @@ class _Sec:
         )
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class _Facts:
     size: int
     header: Any

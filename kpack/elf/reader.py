@@ -11,10 +11,10 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from kpack.common.frozen import frozen
 from kpack.elf._edit import ElfEdit
 from kpack.elf.structs import (
     DT_NULL,
@@ -42,7 +42,7 @@ from kpack.errors import ElfError
 MAX_TABLE = 256 << 20
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ElfLayout:
     """The structural view of one ELF64 LE file: headers and the dynamic table."""
 

@@ -16,9 +16,9 @@ import struct
 import sys
 from array import array
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import NamedTuple
 
+from kpack.common.frozen import frozen
 from kpack.elf.reader import ElfLayout, Reader
 from kpack.errors import ElfError, TransformError
 
@@ -70,7 +70,7 @@ class Rela(NamedTuple):
         return _RELA.pack(self.r_offset, (self.r_sym << 32) | self.r_type, self.r_addend)
 
 
-@dataclass(frozen=True)
+@frozen
 class Relocations:
     """Every dynamic relocation of a file. RELA entries are held as three columns (a large
     library has hundreds of thousands; one object each would cost more than reading them)."""

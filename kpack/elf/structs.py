@@ -8,8 +8,9 @@ I/O lives in :mod:`kpack.elf.reader`.
 from __future__ import annotations
 
 import struct
-from dataclasses import astuple, dataclass
+from dataclasses import astuple
 
+from kpack.common.frozen import frozen
 from kpack.errors import ElfError
 
 ELF_MAGIC = b"\x7fELF"
@@ -101,7 +102,7 @@ def align_up(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
 
 
-@dataclass(frozen=True)
+@frozen
 class Ehdr:
     """The ELF64 file header (``e_ident`` kept raw)."""
 
@@ -128,7 +129,7 @@ class Ehdr:
         return _pack(EHDR, self, "ELF header")
 
 
-@dataclass(frozen=True)
+@frozen
 class Phdr:
     """One ELF64 program header."""
 
@@ -161,7 +162,7 @@ class Phdr:
         return self.p_vaddr <= vaddr and vaddr + size <= self.p_vaddr + self.p_filesz
 
 
-@dataclass(frozen=True)
+@frozen
 class Shdr:
     """One ELF64 section header (``name`` resolved from ``.shstrtab``, may be empty)."""
 

@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from kpack.archive import (
@@ -24,6 +24,7 @@ from kpack.archive import (
     lay_out_kpack,
     write_chunks,
 )
+from kpack.common.frozen import frozen
 from kpack.errors import ArchiveError
 from kpack.split._pipeline import ArchiveSpec
 from kpack.split._spool import PageDropper, SpooledKernel, mapped
@@ -42,7 +43,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@frozen
 class SpooledArchive:
     """One target's archive, laid out from its spooled kernels and streamed from the spools
     on demand, as often as needed: into its file (``kpack split-artifacts``) or straight
@@ -193,7 +194,7 @@ def remove_spools(spools: Sequence[Path]) -> None:
 KernelEntry = tuple[str, str, SpooledKernel]  # (stage or overlay root, kernel_name, kernel)
 
 
-@dataclass(frozen=True)
+@frozen
 class ArchiveJob:
     """One target's archive: where it goes and its kernels."""
 

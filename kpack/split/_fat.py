@@ -15,10 +15,10 @@ the archives of its scope only.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.artifact.planned import PlannedKernel
+from kpack.common.frozen import frozen
 from kpack.errors import ArchiveError
 from kpack.split._archives import ArchiveJob, SpooledArchive, lay_out_archives
 from kpack.split._jobs import FatJob, FatOutcome, retarget, run_fat_jobs
@@ -28,7 +28,7 @@ from kpack.split._spool import SpooledKernel
 __all__ = ["FatSplit", "split_fat"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class FatSplit:
     """The fat binaries split: their outcomes (by kernel name; each marker names every
     archive part its binary has kernels in) and their archives, laid out in the plan's

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from kpack.artifact.output import copy_file, copy_meta
 from kpack.artifact.planned import PlannedKernel
 from kpack.common.cli import format_size
+from kpack.common.frozen import frozen
 from kpack.common.workers import thread_min_bytes
 from kpack.databases import base_arch
 from kpack.elf import ElfEdit
@@ -57,7 +58,7 @@ HostContent: TypeAlias = "ElfEdit | PeTransformPlan | Path"
 K = TypeVar("K", bound=Kernel)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class FatJob:
     """Transform ``source`` into ``dest`` (``None``: planned, for the caller to stream) with
     a marker naming ``search_path``; spool its in-scope kernels to ``spool``."""
@@ -85,7 +86,7 @@ class FatJob:
         )
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class FatOutcome:
     job: FatJob
     kernels: tuple[SpooledKernel, ...]  # in scope, spooled
@@ -101,7 +102,7 @@ class FatOutcome:
     content: HostContent | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class PlannedFat:
     """A planned job: the verified transform (its kernels dropped: they are views of the
     input) and the in-scope kernels it would move out, described."""

@@ -28,11 +28,11 @@ archive per target and one search path per marker, byte for byte as before.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import msgpack
 
 from kpack.archive import BLOB_ALIGNMENT, Scheme, stored_bound
+from kpack.common.frozen import frozen
 from kpack.errors import ArchiveError
 from kpack.hipfmt import search_path
 
@@ -42,7 +42,7 @@ _U32 = 4
 _BLOB_ENTRY = 32  # scheme none: {offset: u64, size: u64} in the TOC's blobs array, at most
 
 
-@dataclass(frozen=True)
+@frozen
 class PartKernel:
     """What the cut needs of one kernel of a target's archive."""
 

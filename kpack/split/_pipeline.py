@@ -19,10 +19,10 @@ paths changed, and lay out (or write) the archives.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from kpack.archive import DEFAULT_LEVEL, MAX_ARCHIVE_BYTES, Scheme
+from kpack.common.frozen import frozen
 from kpack.split._parts import PartKernel, cut_parts, part_group, part_search_paths
 
 __all__ = [
@@ -53,7 +53,7 @@ K = TypeVar("K", bound=Kernel)
 P = TypeVar("P")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ArchiveSpec:
     """How a split's archives are made: named for ``prefix`` (``<prefix>_<target>.kpack``,
     the marker's ``<prefix>_@GFXARCH@.kpack``), stored with ``scheme`` at ``level``, none
@@ -70,7 +70,7 @@ class ArchiveSpec:
         return self.level if self.scheme == "zstd-per-kernel" else None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class BinaryKernels(Generic[K]):
     """One binary's kernels, as the pipeline sees them."""
 
@@ -81,7 +81,7 @@ class BinaryKernels(Generic[K]):
     group: str = ""  # binaries of one group share archives (the wheel splitter: the root)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ArchiveSlot:
     """One archive as the placement rule is asked about it."""
 
@@ -92,7 +92,7 @@ class ArchiveSlot:
     stages: frozenset[str]  # stages of the group's binaries with kernels for the target
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ArchivePart(Generic[K, P]):
     """One archive: where it goes and its kernels, ``(stage, kernel_name, kernel)``."""
 
@@ -101,7 +101,7 @@ class ArchivePart(Generic[K, P]):
     kernels: tuple[tuple[str, str, K], ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ArchivePlan(Generic[K, P]):
     """Every archive of a split, by group, target and part; and, per binary given (in that
     order), its marker's search paths when it has kernels in a part after the first."""

@@ -15,7 +15,7 @@ import mmap
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from kpack.archive import (
@@ -25,6 +25,7 @@ from kpack.archive import (
 )
 from kpack.bundle import BundleSink, CodeObjectRef
 from kpack.common import cancel
+from kpack.common.frozen import frozen
 from kpack.common.outfile import output_file
 from kpack.common.workers import thread_min_bytes
 from kpack.databases import base_arch
@@ -48,7 +49,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class SpooledKernel:
     """Where one kernel's bytes wait for the archive writer: a spool range (the code object,
     or its zstd frame at ``level``), or (in-process only) a zero-copy view of the mapped

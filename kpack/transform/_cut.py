@@ -10,8 +10,9 @@ with ``p_filesz`` 0 / after), so every address stays mapped.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from kpack.common.frozen import frozen
 from kpack.elf.structs import PAGE, PT_LOAD, SHT_NOBITS, Phdr, Shdr, align_up
 from kpack.errors import TransformError
 from kpack.transform._scan import FatLayout
@@ -19,7 +20,7 @@ from kpack.transform._scan import FatLayout
 __all__ = ["Cut", "container_of", "cut_phdrs", "cut_shdrs", "must", "plan_cut"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Cut:
     """The source byte range ``[start, end)`` removed from the file."""
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from kpack.bundle import BundleSink
+from kpack.common.frozen import frozen
 from kpack.elf import ElfEdit
 from kpack.elf.reader import ElfLayout, Reader, open_reader, read_ident
 from kpack.elf.relocations import read_relocations, read_relr
@@ -47,7 +47,7 @@ __all__ = ["TransformPlan", "elf_kernels", "fat_binary_info", "inspect_elf", "pl
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class TransformPlan:
     """A verified, not yet written transform of ``source``."""
 

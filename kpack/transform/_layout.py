@@ -19,9 +19,10 @@ the cut range.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kpack.common.cli import format_size
+from kpack.common.frozen import frozen
 from kpack.elf import Blob, ElfEdit, LoadPlan, Patch, grown_table, plan_load
 from kpack.elf.reader import ElfLayout, Reader
 from kpack.elf.relocations import R_X86_64_RELATIVE, Rela
@@ -45,7 +46,7 @@ __all__ = ["Cut", "LaidOut", "lay_out"]
 PIN_LIBRARY_PADDING = PAGE
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class LaidOut:
     """The planned edit and the facts the verifier checks it against."""
 

@@ -14,7 +14,7 @@ import logging
 import mmap
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -26,6 +26,7 @@ from kpack.bundle import (
     index_bundles,
     stream_code_objects,
 )
+from kpack.common.frozen import frozen
 from kpack.errors import BundleError, TransformError
 from kpack.hipfmt import FATBIN, HIPK, MARKER, SEGMENT
 from kpack.transform._scan import RelocationKind
@@ -51,7 +52,7 @@ class AlreadyTransformed(TransformError):
     """The file already has HIPK wrappers or a ``.rocm_kpack_ref`` marker; pass it through."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class FatBinaryInfo:
     """What a host file's headers and wrapper array say about its device code."""
 
@@ -64,7 +65,7 @@ class FatBinaryInfo:
     relocation_kind: RelocationKind  # how wrapper pointers are relocated ('none': ET_EXEC)
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ExtractedKernel:
     """One device code object, found through wrapper ``index`` (the ``co_index``).
 
@@ -161,7 +162,7 @@ def check_transformable(
         raise TransformError(f"{segment} is empty; nothing points at {fatbin}", path=path)
 
 
-@dataclass(frozen=True)
+@frozen
 class IndexedSection:
     """The device-code section ``section_name`` of ``path``, mapped (``view``), and its
     bundles by section offset; ``name`` names the section in the bundles' messages."""

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import bisect
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kpack.common.frozen import frozen
 from kpack.elf.reader import ElfLayout, Reader, read_ident, read_layout
 from kpack.elf.relocations import (
     R_X86_64_64,
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 RelocationKind = Literal["rela", "relr", "none", "base"]  # base: PE base relocations
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Wrapper:
     """One ``__CudaFatBinaryWrapper`` as stored in the file."""
 
@@ -57,7 +57,7 @@ class Wrapper:
         return self.vaddr + 8
 
 
-@dataclass(frozen=True)
+@frozen
 class Pointer:
     """Where wrapper ``index`` points before the transform, and how that is relocated."""
 
@@ -67,7 +67,7 @@ class Pointer:
     rela: Rela | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class FatLayout:
     """A host ELF file with a ``.hip_fatbin`` section."""
 

@@ -9,8 +9,9 @@ and ``.symtab`` keep their bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from kpack.common.frozen import frozen
 from kpack.elf.reader import Reader
 from kpack.elf.structs import SHF_ALLOC, SHN_LORESERVE, Shdr
 from kpack.errors import TransformError
@@ -23,7 +24,7 @@ SHT_PROGBITS = 1
 SHT_SYMTAB = 2
 
 
-@dataclass(frozen=True)
+@frozen
 class SectionTable:
     """The new section-header table: the old headers in place, then the marker's."""
 

@@ -41,11 +41,12 @@ import hashlib
 import logging
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
 from kpack.common import cancel
+from kpack.common.frozen import frozen
 from kpack.errors import PackagingError
 from kpack.wheelfile._join import SYNC_MARKER, joiner
 from kpack.wheelfile._zip import DEFLATED, ZipWriter, needs_zip64_header
@@ -62,7 +63,7 @@ _FRESH_PIECE = 4 << 20
 _FINAL_EMPTY = b"\x03\x00"  # BFINAL 1, fixed Huffman, end-of-block
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class DeflateStream:
     """A deflated member of an input archive: where its raw stream lies, the CRC-32 of its
     bytes (``crc``), the sha256 of the compressed bytes (``raw_digest``), and, when indexed,
@@ -87,7 +88,7 @@ class DeflateStream:
         return replace(self, starts=starts, bits=bits, crcs=crcs)
 
 
-@dataclass(frozen=True)
+@frozen
 class Reuse:
     """A member whose bytes are, in ``runs``, those of ``stream``: each run is
     ``(member offset, stream offset, length)``; runs go forward in both, never overlap and
@@ -116,7 +117,7 @@ class Reuse:
         return cls(stream, ((0, 0, stream.length),) if stream.length else ())
 
 
-@dataclass(frozen=True)
+@frozen
 class _Copy:
     """Member bytes ``[start, end)`` are blocks ``[first, last)`` of the stream."""
 
@@ -126,7 +127,7 @@ class _Copy:
     last: int
 
 
-@dataclass(frozen=True)
+@frozen
 class SpliceResult:
     crc: int
     sha256: bytes

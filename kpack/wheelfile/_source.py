@@ -29,12 +29,12 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from kpack.common.cli import format_over, format_size
+from kpack.common.frozen import frozen
 from kpack.common.safepath import Root, case_collisions, safe_relpath, windows_platform
 from kpack.errors import PackagingError, UnsafePathError
 from kpack.wheelfile._inflate import member_chunks, read_ahead, starts_with
@@ -71,7 +71,7 @@ _ZIP_ERRORS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Limits:
     """How far an untrusted wheel may expand when extracted.
 
@@ -119,7 +119,7 @@ def _zip_errors(path: Path, member: str | None = None) -> Iterator[None]:
         raise PackagingError(f"damaged wheel{where}: {exc}", path=path) from None
 
 
-@dataclass(frozen=True)
+@frozen
 class WheelEntry:
     arcname: str
     size: int
@@ -128,7 +128,7 @@ class WheelEntry:
     stream: DeflateStream | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class InputWheel:
     """A verified, extracted wheel. ``root`` holds every member at its arcname."""
 

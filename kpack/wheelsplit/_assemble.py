@@ -27,10 +27,10 @@ import hashlib
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.common.budget import WheelSize
+from kpack.common.frozen import frozen
 from kpack.errors import PackagingError, UsageError
 from kpack.targets import target_order
 from kpack.wheelsplit._options import report_dir_for
@@ -46,7 +46,7 @@ REPORT_SUFFIX = "-split-report.json"
 _SHARED = ("unchanged", "libraries", "variant_wheels", "notes")
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Shard:
     """One shard's output dir: its report and the files in it (by name)."""
 
@@ -61,7 +61,7 @@ class Shard:
         return f"{self.path}/{file}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Assembly:
     """The merged split: its report, the file name of its report, and every output file
     (from the first shard that holds it)."""

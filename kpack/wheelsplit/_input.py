@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 from pathlib import Path
 
 from kpack.common.cli import format_over
+from kpack.common.frozen import frozen
 from kpack.common.safepath import case_collisions, is_utf8, shown_name, windows_platform
 from kpack.errors import PackagingError, shown_list
 from kpack.wheelfile import (
@@ -116,7 +116,7 @@ def open_wheel_dir(path: Path, limits: Limits) -> tuple[InputWheel, str]:
     return InputWheel(root, root, name, version, build, tag, dist_info, entries), filename
 
 
-@dataclass(frozen=True)
+@frozen
 class Source:
     """The input: a verified wheel (extracted) or an unpacked wheel directory."""
 

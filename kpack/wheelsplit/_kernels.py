@@ -11,11 +11,11 @@ directory until the wheels are written.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 from kpack.archive import MAX_ARCHIVE_BYTES, Scheme
 from kpack.common.cli import format_size
+from kpack.common.frozen import frozen
 from kpack.errors import PackagingError
 from kpack.split import ArchiveSpec, FatJob, HostContent, SpooledArchive, split_fat
 from kpack.wheelfile import Generated
@@ -26,7 +26,7 @@ __all__ = ["ArchiveFile", "KernelResult", "host_size", "host_source", "split_bin
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@frozen
 class ArchiveFile:
     """One target's archive, streamed into its wheels by ``archive.source()``."""
 
@@ -43,7 +43,7 @@ class ArchiveFile:
         return self.archive.size
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelResult:
     stripped: dict[str, HostContent]  # arcname -> the transformed binary, streamed
     kernels: dict[str, int]  # arcname -> kernels moved out

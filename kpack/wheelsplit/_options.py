@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from kpack.archive import DEFAULT_LEVEL, Scheme
 from kpack.common.cli import default_jobs
+from kpack.common.frozen import frozen
 from kpack.errors import UsageError
 from kpack.wheelfile import DEFAULT_LIMITS, Limits
 from kpack.wheelsplit._requires import check_requires
@@ -40,7 +41,7 @@ OutputFormat = Literal["wheel", "directory"]
 WHOLE_WHEEL = (".", "./", "/", "")
 
 
-@dataclass(frozen=True)
+@frozen
 class SplitOptions:
     overlay_root: str | None  # None: the whole wheel
     device_package_prefix: str

@@ -10,13 +10,13 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from kpack.common.frozen import frozen
 from kpack.common.progress import Progress
 from kpack.common.safepath import open_new
 from kpack.errors import PackagingError
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 _REGENERATED = ("METADATA", "WHEEL", "RECORD", "RECORD.jws", "RECORD.p7s")
 
 
-@dataclass(frozen=True)
+@frozen
 class HostLayout:
     """The host payload: kept members (from the input) and stripped binaries."""
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from kpack.common.frozen import frozen
 from kpack.databases import Handler, match_database
 from kpack.errors import PackagingError
 from kpack.hipfmt import identify, search_path
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 _SITE_SCHEMES = ("purelib", "platlib")
 
 
-@dataclass(frozen=True)
+@frozen
 class FatBinary:
     entry: WheelEntry
     root: str  # its archive root, as an install path ending in '/' ('' = site-packages)
@@ -51,7 +51,7 @@ class FatBinary:
     search_path: str  # e.g. '../.kpack/torch_@GFXARCH@.kpack'
 
 
-@dataclass(frozen=True)
+@frozen
 class DatabaseFile:
     entry: WheelEntry
     key: str  # device-wheel bundle key, e.g. 'gfx90a'
@@ -59,7 +59,7 @@ class DatabaseFile:
     install_path: str  # where it lands in site-packages (its arcname in the device wheel)
 
 
-@dataclass(frozen=True)
+@frozen
 class SplitPlan:
     overlay_root: str | None  # ends with '/'; None: the whole wheel
     group: str  # lower-cased wheel name

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from kpack.common.budget import WheelSize, budget_table
 from kpack.common.cli import format_size
 from kpack.common.dist_table import Listed, dist_table
+from kpack.common.frozen import frozen
 from kpack.common.tables import Table, markdown
 from kpack.wheelsplit._bundles import device_keys, served_targets
 
 __all__ = ["DeviceWheelRow", "GpuRow", "LibraryRow", "SplitReport", "gpu_rows"]
 
 
-@dataclass(frozen=True)
+@frozen
 class LibraryRow:
     arcname: str
     original: int
@@ -32,7 +33,7 @@ class LibraryRow:
         return self.original - self.stripped
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceWheelRow:
     key: str
     dist_name: str
@@ -44,7 +45,7 @@ class DeviceWheelRow:
     size: int
 
 
-@dataclass(frozen=True)
+@frozen
 class GpuRow:
     target: str
     wheels: tuple[str, ...]  # host first, then its device wheels
@@ -54,7 +55,7 @@ class GpuRow:
         return input_size - self.download
 
 
-@dataclass(frozen=True)
+@frozen
 class SplitReport:
     input_wheel: str
     input_size: int

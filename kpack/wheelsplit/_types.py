@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kpack.common.data import manifest_path
+from kpack.common.frozen import frozen
 from kpack.common.yamlfile import read_yaml
 from kpack.databases import handler_names
 from kpack.errors import ManifestError, UsageError
@@ -38,7 +38,7 @@ def prefix_ok(prefix: object) -> bool:
     return isinstance(prefix, str) and _PREFIX.fullmatch(prefix) is not None
 
 
-@dataclass(frozen=True)
+@frozen
 class WheelType:
     name: str
     description: str
