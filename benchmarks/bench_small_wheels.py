@@ -20,8 +20,11 @@ installed wheel ships or writes its ``.pyc``; ``PYTHONDONTWRITEBYTECODE`` would 
 run compile kpack's sources again). Both split commands must write byte-identical outputs in
 every run. Start-up is measured the same way: the bare interpreter (``python -c pass``), the
 command's start-up (``kpack split-wheel -V``: its parser and every module imported before the
-work), and ``import kpack.wheelsplit``. ``--against REV`` also times both split commands (and
-the start-up) of git revision ``REV`` in the same rounds: a before/after under the same load.
+work), ``import kpack.wheelsplit``, and a program importing exactly the modules a split of
+the smallest input imports, in the same order, and doing nothing else: the floor of a
+split's time (the split minus this is its work). ``--against REV`` also times both split
+commands (and the start-up) of git revision ``REV`` in the same rounds: a before/after under
+the same load.
 
 Inputs: ``jax-rocm7-plugin`` 0.10.0 from PyPI (8.0 MB: three extension modules, each with one
 CCOB v3 zstd bundle for gfx908, gfx90a and four generic targets; cached,
@@ -273,11 +276,40 @@ def _measure(item: Input, work: Path, trees: list[Tree], repeat: int) -> Row:
     )  # fmt: skip
 
 
-def _startup(work: Path, trees: list[Tree], repeat: int) -> dict[str, float]:
+_LOADED = """
+import json, sys
+from kpack.cli import main
+status = main({argv!r})
+print(json.dumps([m for m in sys.modules if m != "__main__"]))
+"""
+
+
+def _split_imports(wheel: Path, work: Path, env: dict[str, str]) -> str:
+    """A program importing what a split of ``wheel`` imports, in the same order, and doing
+    nothing else: the floor of the split's time (the interpreter and the imports)."""
+    out = work / "floor-out"
+    argv = ["split-wheel", "--input", str(wheel), "--output-dir", str(out), "-q", *SPLIT_ARGS]
+    code = _LOADED.format(argv=argv)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=work / "runs",
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(work / "floor-out-split-reports", ignore_errors=True)
+    names = json.loads(proc.stdout.splitlines()[-1])
+    return "import importlib\nfor m in " + repr(names) + ": importlib.import_module(m)\n"
+
+
+def _startup(work: Path, trees: list[Tree], repeat: int, smallest: Path | None
+             ) -> dict[str, float]:  # fmt: skip
     py = sys.executable
     commands: dict[str, Command] = {"python -c pass": ([py, "-c", "pass"], _env(work, trees[0]))}
+    (work / "runs").mkdir(exist_ok=True)
     for tree in trees:
         env = _env(work, tree)
+        if smallest is not None:
+            commands[f"import what its split imports{tree.label}"] = (
+                [py, "-c", _split_imports(smallest, work, env)],
+                env,
+            )
         commands[f"kpack split-wheel -V{tree.label}"] = (
             [py, "-m", "kpack", "split-wheel", "-V"],
             env,
@@ -330,9 +362,11 @@ def main() -> int:
         if args.against:
             trees.append(_against(args.against, work / "against"))
         inputs = _inputs(args, work)
-        startup = _startup(work, trees, args.repeat)
+        smallest = min((i.wheel for i in inputs), key=lambda w: w.stat().st_size, default=None)
+        startup = _startup(work, trees, args.repeat, smallest)
         rows = [_measure(item, work, trees, args.repeat) for item in inputs]
-    print(f"start-up, best of {args.repeat} (whole processes):")
+    print(f"start-up, best of {args.repeat} (whole processes; the imports: those of the "
+          f"smallest input's split, {smallest.name if smallest else 'none'}):")  # fmt: skip
     for name, wall in startup.items():
         print(f"  {name:36s} {wall * 1e3:7.1f} ms")
     met = _report(rows, trees)

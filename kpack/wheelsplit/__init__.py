@@ -43,11 +43,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpack.common import cancel
 from kpack.common.boundary import guarded
 from kpack.common.budget import check_budget
 from kpack.common.cli import configure_logging, format_size
+from kpack.common.lazy import lazy_face
 from kpack.common.outputs import Publication, publish_all, staging
 from kpack.common.progress import Progress, QuietProgress, make_progress
 from kpack.common.safepath import output_dir_problem
@@ -56,7 +58,6 @@ from kpack.databases import load_handlers
 from kpack.errors import PackagingError, RocmPackagingError, UsageError, shown_list
 from kpack.targets import target_order
 from kpack.wheelfile import InputWheel, Member, libdeflate
-from kpack.wheelsplit._assemble_write import add_assemble_arguments, run_assemble
 from kpack.wheelsplit._bundles import bundle_key, device_dist_name, level_of
 from kpack.wheelsplit._cli import Parser, add_arguments
 from kpack.wheelsplit._input import Source, open_source
@@ -89,6 +90,14 @@ from kpack.wheelsplit._variant import (
     variant_document,
 )
 from kpack.wheelsplit._windows import check_windows_cases, check_windows_names
+
+if TYPE_CHECKING:
+    from kpack.wheelsplit._assemble_write import add_assemble_arguments, run_assemble
+else:  # kpack assemble-wheel-shards' own: a split imports none of it (kpack.common.lazy)
+    __getattr__, __dir__ = lazy_face(
+        __name__,
+        {"add_assemble_arguments": "_assemble_write", "run_assemble": "_assemble_write"},
+    )
 
 __all__ = [
     "Parser",

@@ -17,8 +17,16 @@ from kpack.common.lazy import lazy_face
 
 ROOT = Path(__file__).resolve().parents[3]
 #: every package whose face is lazy, in all (split) or in part (transform: the PE transform;
-#: wheelfile: the sdist writer; elf: the link edits and the old-kernel rule; pe: the reader)
-LAZY_FACES = ("kpack.elf", "kpack.pe", "kpack.split", "kpack.transform", "kpack.wheelfile")
+#: wheelfile: the sdist writer; elf: the link edits and the old-kernel rule; pe: the reader;
+#: wheelsplit: the shards' assembly)
+LAZY_FACES = (
+    "kpack.elf",
+    "kpack.pe",
+    "kpack.split",
+    "kpack.transform",
+    "kpack.wheelfile",
+    "kpack.wheelsplit",
+)
 
 
 def _checked_imports(package: str) -> dict[str, str]:
