@@ -193,7 +193,7 @@ class MemberStreamer:
         with open_source(member, CHUNK_SIZE) as stream:
             job: _Job | None = None
             prev: bytes | None = None
-            held = bytearray()  # a member that may still be compressed whole
+            held: list[bytes] = []  # the chunks of a member that may still be compressed whole
             progress = self._progress
             if progress is not None and stream.size is not None:
                 progress.file_started(member.arcname, stream.size)
@@ -211,19 +211,15 @@ class MemberStreamer:
                     job = _Job(member, method, zip64_header=needs_zip64_header(known), whole=whole)
                     self._queue.append(job)
                 if job.whole:
-                    held += data
+                    held.append(data)  # joined once at the end: no copy per chunk
                     if last:
-                        self._read_whole(job, held)
-                        held = bytearray()
-                    elif len(held) > WHOLE_MAX:  # the size was not known: stream it
+                        self._read_whole(job, held[0] if len(held) == 1 else b"".join(held))
+                        held = []
+                    elif len(held) * CHUNK_SIZE > WHOLE_MAX:  # the size was not known: stream it
                         job.whole = False
-                        pieces = [
-                            bytes(held[i : i + CHUNK_SIZE]) for i in range(0, len(held), CHUNK_SIZE)
-                        ]
-                        held = bytearray()
-                        for i, piece in enumerate(pieces):
-                            self._read_chunk(job, piece, pieces[i - 1] if i else None, False)
-                        prev = pieces[-1]
+                        for i, piece in enumerate(held):  # every chunk but the last is full
+                            self._read_chunk(job, piece, held[i - 1] if i else None, False)
+                        prev, held = held[-1], []
                     continue
                 self._read_chunk(job, data, prev, last)
                 prev = data
@@ -275,7 +271,7 @@ class MemberStreamer:
             return STORED
         return DEFLATED
 
-    def _read_whole(self, job: _Job, data: bytearray) -> None:
+    def _read_whole(self, job: _Job, data: bytes) -> None:
         """Queue a whole member for libdeflate (kept to be stored if deflate loses)."""
         job.raw = data
         self._read(job, data, None, True, whole=True)

@@ -260,20 +260,37 @@ def _counted(pieces: Iterator[bytes], size: int, arcname: str) -> Iterator[bytes
 def _generated_pieces(
     chunks: Iterator[bytes | memoryview], chunk_size: int, arcname: str
 ) -> Iterator[bytes]:
-    buf = bytearray()
+    """Cut what a generator yields into ``chunk_size`` pieces: a full chunk of ``bytes``
+    passes as it is, smaller ``bytes`` are joined once; a mutable piece (a buffer the
+    generator may fill again) is copied when it comes."""
+    held: list[bytes] = []
+    size = 0
     for piece in chunks:
         if not isinstance(piece, (bytes, bytearray, memoryview)):
             raise PackagingError(
                 f"content generator yielded {type(piece).__name__}, not bytes", path=arcname
             )
-        buf += piece
-        if len(buf) < chunk_size:
+        if not held and isinstance(piece, bytes) and len(piece) == chunk_size:
+            yield piece
             continue
-        view = memoryview(buf)
-        full = len(buf) - len(buf) % chunk_size
-        for start in range(0, full, chunk_size):
-            yield bytes(view[start : start + chunk_size])
-        view.release()
-        del buf[:full]
-    if buf:
-        yield bytes(buf)
+        if not isinstance(piece, bytes):
+            piece = bytes(piece)
+        if not piece:
+            continue
+        held.append(piece)
+        size += len(piece)
+        if size < chunk_size:
+            continue
+        data = b"".join(held)
+        full = size - size % chunk_size
+        if full == size == chunk_size:
+            yield data
+        else:
+            view = memoryview(data)
+            for start in range(0, full, chunk_size):
+                yield bytes(view[start : start + chunk_size])
+            view.release()
+        held = [data[full:]] if full < size else []
+        size -= full
+    if held:
+        yield b"".join(held)
