@@ -22,6 +22,10 @@ process and its children; each output is deleted once measured (they are GBs).
   the inputs it lists (hard links), then ``assemble-shards``; prints each shard's bytes
   read and written and wall time, and the slowest shard against the one-machine build (the
   speed-up N machines buy; the assembly, which copies, is timed apart).
+- ``ab``: the builder of this checkout against the builder of ``--against REV`` (``git
+  archive``) on one tree, alternating for ``--rounds``: each run's wall and CPU seconds, peak
+  RSS and dist bytes, then this checkout's median and best against the revision's (CPU
+  seconds are the steadier figure on a shared machine), and whether the dists are the same.
 - ``fat-shards``: the shards a *fat* kpack tree could be cut into, each on the whole tree
   (why ``--print-shards`` plans such a tree as one shard): the slowest against the
   one-machine build.
@@ -298,6 +302,68 @@ def fat_shards(args: argparse.Namespace) -> int:
     return 0 if same else 1
 
 
+_AB = """
+import json, os, resource, shutil, sys, time
+sys.path.insert(0, {repo!r})
+shutil.rmtree({dest!r}, ignore_errors=True)
+os.makedirs({dest!r})
+from build_tools.build_python_packages import main
+t = time.perf_counter()
+rc = main(["--artifact-dir", {tree!r}, "--dest-dir", {dest!r}, "--version", {version!r}, "-q"])
+wall = time.perf_counter() - t
+use = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"wall": wall, "cpu": use.ru_utime + use.ru_stime, "rss": use.ru_maxrss * 1024,
+                  "rc": rc}}))
+"""
+
+
+def ab(args: argparse.Namespace) -> int:
+    import statistics
+
+    from benchmarks.bench_small_wheels import _against
+
+    tree, work = args.tree.absolute(), args.work.absolute()
+    shutil.rmtree(work / "against", ignore_errors=True)
+    repos = {
+        "this checkout": REPO,
+        f"@{args.against}": _against(args.against, work / "against").root,
+    }
+    runs: dict[str, list[tuple[float, float, int, int]]] = {name: [] for name in repos}
+    digests: dict[str, dict[str, str]] = {}
+    for round_ in range(args.rounds):
+        for name, repo in repos.items():
+            dest = work / "ab-out"
+            code = _AB.format(repo=str(repo), tree=str(tree), dest=str(dest), version=VERSION)
+            proc = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=False
+            )
+            if proc.returncode != 0:
+                raise SystemExit(f"{name}: the build failed\n{proc.stdout}\n{proc.stderr}")
+            got = json.loads(proc.stdout.strip().splitlines()[-1])
+            out = _dist_bytes(dest)
+            runs[name].append((got["wall"], got["cpu"], got["rss"], out))
+            digests[name] = _digests(dest / "dist")
+            shutil.rmtree(dest)
+            print(
+                f"round {round_ + 1} {name:16} {got['wall']:6.1f} s wall {got['cpu']:6.1f} s CPU "
+                f"peak RSS {got['rss'] / 1e6:5.0f} MB dist {out:,} bytes",
+                flush=True,
+            )
+    ours, theirs = runs["this checkout"], runs[f"@{args.against}"]
+    for what, i in (("wall", 0), ("CPU", 1)):
+        median = statistics.median(r[i] for r in ours) / statistics.median(r[i] for r in theirs)
+        best = min(r[i] for r in ours) / min(r[i] for r in theirs)
+        print(f"{what}: median {median:.3f}, best {best:.3f} x @{args.against}'s")
+    mine, base = digests["this checkout"], digests[f"@{args.against}"]
+    differ = sorted(k for k in mine.keys() | base.keys() if mine.get(k) != base.get(k))
+    print(
+        f"dist bytes {ours[-1][3] / theirs[-1][3]:.6f} x @{args.against}'s; "
+        f"{len(differ)} files differ: {', '.join(differ) or 'none'}"
+    )
+    shutil.rmtree(work / "against", ignore_errors=True)
+    return 0
+
+
 def _digests(root: Path) -> dict[str, str]:
     from build_tools.pep503 import file_sha256
 
@@ -325,11 +391,21 @@ def main() -> int:
     h.add_argument("--tree", type=Path, required=True, help="a pre-split kpack tree")
     h.add_argument("--split-from", type=Path, help="make --tree by splitting this fat tree")
     h.add_argument("--shards", type=int, default=4)
+    a = sub.add_parser("ab")
+    a.add_argument("--tree", type=Path, required=True)
+    a.add_argument("--against", metavar="REV", required=True, help="a git revision to time too")
+    a.add_argument("--rounds", type=int, default=3)
     f = sub.add_parser("fat-shards")
     f.add_argument("--tree", type=Path, required=True, help="a fat kpack tree")
     f.add_argument("--shards", type=int, default=3)
     args = ap.parse_args()
-    run = {"compare": compare, "scaling": scaling, "shards": shards, "fat-shards": fat_shards}
+    run = {
+        "compare": compare,
+        "scaling": scaling,
+        "shards": shards,
+        "fat-shards": fat_shards,
+        "ab": ab,
+    }
     return run[args.what](args)
 
 
