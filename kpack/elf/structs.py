@@ -8,7 +8,7 @@ I/O lives in :mod:`kpack.elf.reader`.
 from __future__ import annotations
 
 import struct
-from dataclasses import astuple
+from dataclasses import fields
 
 from kpack.common.frozen import frozen
 from kpack.errors import ElfError
@@ -188,7 +188,7 @@ class Shdr:
 def _pack(layout: struct.Struct, header: object, what: str) -> bytes:
     """Encode a header; a field computed out of its range (from hostile input values that
     overflow when an edit moves or grows something) is an :class:`ElfError`, not a crash."""
-    values = astuple(header)  # type: ignore[call-overload]
+    values = tuple(getattr(header, f.name) for f in fields(header))  # type: ignore[arg-type]
     try:
         return layout.pack(*values)
     except struct.error:
