@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from kpack.artifact.names import COMPONENTS, ArtifactId, Component, check_manife
 from kpack.artifact.packed import PackedArtifact, naming_archive, unpack_artifact
 from kpack.artifact.tree import Artifact, Entry, EntryKind, read_stages, walk_stages
 from kpack.common.jsonfile import load_json_object
+from kpack.common.threadpool import ThreadPool
 from kpack.errors import ArtifactError
 
 __all__ = [
@@ -133,7 +133,7 @@ def _read_all(
                 "holds artifact archives, but no spool directory was given to read them into",
                 path=archives[0].path.parent,
             )
-        with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(archives)))) as pool:
+        with ThreadPool(max_workers=max(1, min(jobs, len(archives)))) as pool:
             artifacts += pool.map(lambda p: _spooled(p, spool), archives)
     return sorted(artifacts, key=lambda a: a.id.dirname)
 

@@ -17,7 +17,6 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from kpack.common.outputs import (
     staging,
 )
 from kpack.common.progress import Progress
+from kpack.common.threadpool import ThreadPool
 from kpack.split import SpooledArchive
 from kpack.wheelfile import (
     DeflateMemo,
@@ -282,7 +282,7 @@ def _apply_plan(
         job = _WriteJob(
             plan=plan, tmp=tmp, archives=archives, progress=progress, memo=DeflateMemo()
         )
-        pool = ThreadPoolExecutor(max_workers=min(2, plan.options.jobs))
+        pool = ThreadPool(max_workers=min(2, plan.options.jobs))
         try:
             futures = {i: pool.submit(_write_one, job, packages[i]) for i in order}
             built = [cancel.result(futures[i]) for i in range(len(packages))]

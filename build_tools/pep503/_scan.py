@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from kpack.common.threadpool import ThreadPool
 from kpack.errors import PackagingError
 
 from ._metadata import NO_METADATA, CoreMetadata, read_core_metadata
@@ -159,7 +159,7 @@ def scan_dist_dirs(
         except OSError as exc:
             problems.append(f"{path.name}: cannot hash: {exc}")
 
-    with ThreadPoolExecutor(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
+    with ThreadPool(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
         list(pool.map(describe, entries))
     if problems:
         raise PackagingError("cannot index", path=dirs[0], problems=sorted(problems))

@@ -14,7 +14,6 @@ import enum
 import os
 import stat
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from packaging.utils import (
 
 from build_tools.pep503 import file_sha256
 from build_tools.report import Report
+from kpack.common.threadpool import ThreadPool
 from kpack.errors import PackagingError
 from kpack.generic_targets import generic_table
 from kpack.targets import is_isa_target
@@ -237,7 +237,7 @@ def scan_shards(directories: Sequence[Path], *, jobs: int | None = None) -> tupl
         raise PackagingError("invalid shard input", problems=problems)
     paths = list(classified)
     try:
-        with ThreadPoolExecutor(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
+        with ThreadPool(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
             checked = pool.map(lambda p: _read_archive(p, *classified[p][1:3]), paths)
             digests = dict(zip(paths, checked, strict=True))
         sizes = {p: p.stat().st_size for p in paths}

@@ -20,7 +20,7 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import BinaryIO
 
@@ -30,6 +30,7 @@ import zstandard
 from kpack.common import cancel
 from kpack.common.frozen import frozen
 from kpack.common.outfile import output_file
+from kpack.common.threadpool import ThreadPool
 from kpack.errors import ArchiveError
 
 MAGIC = b"KPAK"
@@ -163,7 +164,7 @@ def compressed(payloads: Sequence[Payload], level: int, jobs: int) -> Iterator[b
     if jobs <= 1:
         yield from map(compress, payloads)
         return
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kpack-zstd")
+    pool = ThreadPool(max_workers=jobs, thread_name_prefix="kpack-zstd")
     pending: deque[Future[bytes | memoryview]] = deque()
     try:
         for data in payloads:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpack.common.threadpool import ThreadPool
 from kpack.elf import ElfInfo, scan_reader
 from kpack.elf.reader import is_regular_file, open_reader, read_ident, read_layout
 from kpack.elf.structs import ELF_MAGIC
@@ -88,7 +88,7 @@ class FactsTable:
     def scan(self, paths: Iterable[Path], *, jobs: int = 2) -> Mapping[Path, ElfInfo | None]:
         """ELF facts of ``paths``, read on ``jobs`` threads (headers only)."""
         unique = sorted(set(paths))
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        with ThreadPool(max_workers=max(1, jobs)) as pool:
             return dict(zip(unique, pool.map(self.elf, unique), strict=True))
 
     def __len__(self) -> int:

@@ -151,9 +151,9 @@ def _digests(root: Path, files: list[str], total: int) -> dict[str, str]:
     there is enough to hash for threads to pay (:mod:`kpack.common.workers`)."""
     if len(files) < 2 or total < thread_min_bytes():
         return {rel: file_sha256(root / rel) for rel in files}
-    from concurrent.futures import ThreadPoolExecutor
+    from kpack.common.threadpool import ThreadPool
 
-    with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
+    with ThreadPool(max_workers=_HASH_THREADS) as pool:
         return dict(zip(files, pool.map(lambda r: file_sha256(root / r), files), strict=True))
 
 

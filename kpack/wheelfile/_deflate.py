@@ -47,12 +47,13 @@ import hashlib
 import logging
 import os
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Protocol
 
 from kpack.common import cancel
+from kpack.common.threadpool import ThreadPool
 from kpack.common.workers import done_future, thread_min_bytes
 from kpack.errors import PackagingError
 from kpack.wheelfile._engine import Task, crc32, deflate_batch
@@ -163,7 +164,7 @@ class MemberStreamer:
         self._level = level
         self._compression = compression
         self._jobs = jobs
-        self._pool: ThreadPoolExecutor | None = None  # started once the work pays for it
+        self._pool: ThreadPool | None = None  # started once the work pays for it
         self._inline_left = thread_min_bytes()  # bytes deflated here before it starts
         self._window = min(max(4, 2 * jobs + 2), _MAX_WINDOW_CHUNKS) * CHUNK_SIZE
         self._queue: deque[_Job] = deque()
@@ -307,7 +308,7 @@ class MemberStreamer:
             batch.future = done_future(deflate_batch, batch.tasks, self._level, self._memo)
         else:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._jobs, thread_name_prefix="deflate")
+                self._pool = ThreadPool(self._jobs, thread_name_prefix="deflate")
             batch.future = self._pool.submit(deflate_batch, batch.tasks, self._level, self._memo)
         self._batch = _Batch()
 

@@ -39,7 +39,6 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
@@ -53,6 +52,7 @@ from kpack.common.lazy import lazy_face
 from kpack.common.outputs import Publication, publish_all, staging
 from kpack.common.progress import Progress, QuietProgress, make_progress
 from kpack.common.safepath import output_dir_problem
+from kpack.common.threadpool import ThreadPool
 from kpack.common.workers import thread_min_bytes
 from kpack.databases import load_handlers
 from kpack.errors import PackagingError, RocmPackagingError, UsageError, shown_list
@@ -282,7 +282,7 @@ def _split(
         _content_bytes(layout.members, *groups.values()) * (3 if options.variant else 1),
         f"writing {wheels} wheels",
     )
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="host-wheel") as pool:
+    with ThreadPool(max_workers=1, thread_name_prefix="host-wheel") as pool:
         # with workers to spare and enough to write, the host wheel (hashing and copying,
         # mostly) is written while the device wheels are
         threaded = options.jobs > 1 and _content_bytes(layout.members) >= thread_min_bytes()

@@ -155,7 +155,8 @@ def test_signal_while_writing_packages_keeps_dist(tmp_path: Path) -> None:
             proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert _digests(dest) == before
-    assert sorted(p.name for p in dest.iterdir()) == ["dist"]
+    left = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
+    assert sorted(p.name for p in dest.iterdir()) == ["dist"], (left, err)
 
 
 def test_a_signal_stops_the_packages_being_written(tmp_path: Path) -> None:
