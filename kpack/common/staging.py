@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 MARKER = ".rocm-packaging-staging"
 _MARKER_MAX = 4096
+#: passes at removing a staging's contents before its marker is left for the next run
+_REMOVE_TRIES = 3
 
 
 def _slug(tool: str) -> str:
@@ -108,21 +110,40 @@ class Staging:
         return cls(path, fd)
 
     def remove(self) -> None:
-        """Remove the directory; the marker goes last, so its lock guards the removal."""
-        for entry in os.listdir(self.path) if os.path.isdir(self.path) else ():
-            if entry != MARKER:
-                target = self.path / entry
-                if os.path.isdir(target) and not os.path.islink(target):
-                    shutil.rmtree(target, ignore_errors=True)
-                else:
-                    with suppress(OSError):
-                        os.unlink(target)
+        """Remove the directory; the marker goes last, so its lock guards the removal. When
+        something cannot be removed (a file made while the removal ran), the marker stays:
+        the next run of the tool removes the rest as a dead staging."""
+        for _ in range(_REMOVE_TRIES):
+            if not self._remove_entries():
+                break
+        else:
+            with suppress(OSError):
+                os.close(self.fd)
+            return
         with suppress(OSError):
             os.close(self.fd)
         with suppress(OSError):
             os.unlink(self.path / MARKER)
         with suppress(OSError):
             os.rmdir(self.path)
+
+    def _remove_entries(self) -> list[str]:
+        """Remove everything but the marker; returns what is left besides it."""
+        try:
+            entries = [e for e in os.listdir(self.path) if e != MARKER]
+        except OSError:
+            return []
+        for entry in entries:
+            target = self.path / entry
+            if os.path.isdir(target) and not os.path.islink(target):
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                with suppress(OSError):
+                    os.unlink(target)
+        try:
+            return [e for e in os.listdir(self.path) if e != MARKER]
+        except OSError:
+            return []
 
 
 def _dead_staging(path: Path, tool: str) -> int | None:
