@@ -22,7 +22,8 @@ every run. Start-up is measured the same way: the bare interpreter (``python -c 
 command's start-up (``kpack split-wheel -V``: its parser and every module imported before the
 work), ``import kpack.wheelsplit``, and a program importing exactly the modules a split of
 the smallest input imports, in the same order, and doing nothing else: the floor of a
-split's time (the split minus this is its work). ``--against REV`` also times both split
+split's time (the split minus this is its work); the same without kpack's own modules gives
+the part of the floor its libraries set. ``--against REV`` also times both split
 commands (and the start-up) of git revision ``REV`` in the same rounds: a before/after under
 the same load.
 
@@ -284,9 +285,11 @@ print(json.dumps([m for m in sys.modules if m != "__main__"]))
 """
 
 
-def _split_imports(wheel: Path, work: Path, env: dict[str, str]) -> str:
+def _split_imports(wheel: Path, work: Path, env: dict[str, str], *, ours: bool = True) -> str:
     """A program importing what a split of ``wheel`` imports, in the same order, and doing
-    nothing else: the floor of the split's time (the interpreter and the imports)."""
+    nothing else: the floor of the split's time (the interpreter and the imports). Without
+    ``ours``, kpack's own modules are left out: the part of the floor that the standard
+    library and the project's dependencies (pyelftools, packaging, zstandard, ...) set."""
     out = work / "floor-out"
     argv = ["split-wheel", "--input", str(wheel), "--output-dir", str(out), "-q", *SPLIT_ARGS]
     code = _LOADED.format(argv=argv)
@@ -295,6 +298,8 @@ def _split_imports(wheel: Path, work: Path, env: dict[str, str]) -> str:
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(work / "floor-out-split-reports", ignore_errors=True)
     names = json.loads(proc.stdout.splitlines()[-1])
+    if not ours:
+        names = [n for n in names if n != "kpack" and not n.startswith("kpack.")]
     return "import importlib\nfor m in " + repr(names) + ": importlib.import_module(m)\n"
 
 
@@ -308,6 +313,10 @@ def _startup(work: Path, trees: list[Tree], repeat: int, smallest: Path | None
         if smallest is not None:
             commands[f"import what its split imports{tree.label}"] = (
                 [py, "-c", _split_imports(smallest, work, env)],
+                env,
+            )
+            commands[f"import what its split imports but kpack's{tree.label}"] = (
+                [py, "-c", _split_imports(smallest, work, env, ours=False)],
                 env,
             )
         commands[f"kpack split-wheel -V{tree.label}"] = (
