@@ -113,19 +113,14 @@ class Staging:
         """Remove the directory; the marker goes last, so its lock guards the removal. When
         something cannot be removed (a file made while the removal ran), the marker stays:
         the next run of the tool removes the rest as a dead staging."""
-        for _ in range(_REMOVE_TRIES):
-            if not self._remove_entries():
-                break
-        else:
-            with suppress(OSError):
-                os.close(self.fd)
-            return
+        cleared = any(not self._remove_entries() for _ in range(_REMOVE_TRIES))
         with suppress(OSError):
             os.close(self.fd)
-        with suppress(OSError):
-            os.unlink(self.path / MARKER)
-        with suppress(OSError):
-            os.rmdir(self.path)
+        if cleared:
+            with suppress(OSError):
+                os.unlink(self.path / MARKER)
+            with suppress(OSError):
+                os.rmdir(self.path)
 
     def _remove_entries(self) -> list[str]:
         """Remove everything but the marker; returns what is left besides it."""

@@ -23,7 +23,6 @@ rows recomputed over every device wheel, the size budget's rows united.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import stat
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from kpack.common.budget import WheelSize
 from kpack.common.frozen import frozen
+from kpack.common.output_record import file_sha256
 from kpack.errors import PackagingError, UsageError
 from kpack.targets import target_order
 from kpack.wheelsplit._options import report_dir_for
@@ -209,7 +209,7 @@ def _shard_files(shard: Shard, digests: dict[str, tuple[str, Shard]], problems: 
             if earlier[1] is not shard and earlier[0] != keys[name]:  # same key: told above
                 problems.append(f"{shard.name(name)}: also in {earlier[1].path}")
             continue
-        digest = _sha256(path)
+        digest = file_sha256(path)
         earlier = digests.setdefault(name, (digest, shard))
         if earlier[0] != digest:
             problems.append(f"{shard.name(name)}: differs from {earlier[1].name(name)}")
@@ -232,11 +232,3 @@ def _merged(shards: Sequence[Shard], digests: dict[str, tuple[str, Shard]]) -> A
     )
     files = tuple((name, shard.files[name]) for name, (_, shard) in sorted(digests.items()))
     return Assembly(report=report, report_name=shards[0].report_path.name, files=files)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()

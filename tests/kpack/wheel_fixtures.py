@@ -64,6 +64,22 @@ def make_fat_wheel(dest: Path, library: Path, *, soname: str = "librocrand.so.1"
     return result.path
 
 
+#: two copies of one fat library in a torch wheel (a code object repeated across binaries)
+TWIN_LIBS = ("torch/lib/librocrand.so.1", "torch/lib/more/librocrand_copy.so.1")
+
+
+def make_twin_wheel(dest: Path, library: Path) -> Path:
+    """A torch wheel holding ``library`` at both :data:`TWIN_LIBS` paths."""
+    members = [
+        Member("torch/__init__.py", INIT_PY),
+        *(Member(name, library, executable=True) for name in TWIN_LIBS),
+    ]
+    result = write_wheel(
+        dest, dist_name="torch", version=VERSION, tag=TAG, members=members, metadata=metadata()
+    )
+    return result.path
+
+
 def make_plain_wheel(dest: Path) -> Path:
     members = [
         Member("torch/__init__.py", b"def rocrand_version() -> int:\n    return 0\n"),

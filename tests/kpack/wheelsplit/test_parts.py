@@ -17,14 +17,11 @@ import pytest
 from kpack import wheelsplit as spw
 from kpack.resolve import read_kpack_ref, resolve_binary
 from kpack.transform import extract_kernels
-from kpack.wheelfile import Member, write_wheel
 from kpack.wheelsplit import _kernels
 from tests.kpack.hrx_reader import hrx_read
-from tests.kpack.wheel_fixtures import INIT_PY, ROCRAND_LIB, TAG, VERSION, metadata
+from tests.kpack.wheel_fixtures import ROCRAND_LIB, TWIN_LIBS, make_twin_wheel
 
 pytestmark = pytest.mark.real
-
-LIBS = ("torch/lib/librocrand.so.1", "torch/lib/more/librocrand_copy.so.1")
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +32,7 @@ def rocrand(debian_package: Callable[[str], Path]) -> Path:
 def test_device_archives_are_cut_in_parts_every_reader_loads(
     rocrand: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    members = [
-        Member("torch/__init__.py", INIT_PY),
-        *(Member(name, rocrand, executable=True) for name in LIBS),
-    ]
-    fat = write_wheel(tmp_path / "in", dist_name="torch", version=VERSION, tag=TAG,
-                      members=members, metadata=metadata()).path  # fmt: skip
+    fat = make_twin_wheel(tmp_path / "in", rocrand)
     originals = {(k.index, k.target): k.read() for k in extract_kernels(rocrand)}
     largest = max(len(d) for d in originals.values())
     limit = largest + largest // 4 + 4096  # one of the largest code objects per part
@@ -65,11 +57,11 @@ def test_device_archives_are_cut_in_parts_every_reader_loads(
         found.update(contents)
     expected = {
         (f"{rel.removeprefix('torch/')}#{index}", target): data
-        for rel in LIBS
+        for rel in TWIN_LIBS
         for (index, target), data in originals.items()
     }
     assert found == expected
-    for rel in LIBS:
+    for rel in TWIN_LIBS:
         lib = install / rel
         ref = read_kpack_ref(lib)
         assert ref is not None

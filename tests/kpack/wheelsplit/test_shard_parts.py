@@ -20,18 +20,15 @@ from kpack import wheelsplit as spw
 from kpack.archive import compressed
 from kpack.split._jobs import FatJob, run_fat_job
 from kpack.transform import extract_kernels
-from kpack.wheelfile import Member, write_wheel
 from kpack.wheelsplit import _kernels
 from kpack.wheelsplit._assemble import plan_assembly, scan_shard
 from kpack.wheelsplit._assemble_write import write_assembly
 from kpack.wheelsplit._options import report_dir_for
 from kpack.wheelsplit._shard_plan import passed_on
 from kpack.wheelsplit._shards import kernel_scope
-from tests.kpack.wheel_fixtures import INIT_PY, ROCRAND_LIB, TAG, VERSION, metadata
+from tests.kpack.wheel_fixtures import ROCRAND_LIB, make_twin_wheel
 
 pytestmark = pytest.mark.real
-
-LIBS = ("torch/lib/librocrand.so.1", "torch/lib/more/librocrand_copy.so.1")
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +47,7 @@ def _files(directory: Path) -> dict[str, bytes]:
 def test_shards_of_a_split_in_parts_assemble_to_the_whole(
     rocrand: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    members = [
-        Member("torch/__init__.py", INIT_PY),
-        *(Member(name, rocrand, executable=True) for name in LIBS),
-    ]
-    fat = write_wheel(tmp_path / "in", dist_name="torch", version=VERSION, tag=TAG,
-                      members=members, metadata=metadata()).path  # fmt: skip
+    fat = make_twin_wheel(tmp_path / "in", rocrand)
     largest = max(k.size for k in extract_kernels(rocrand))
     monkeypatch.setattr(_kernels, "MAX_ARCHIVE_BYTES", largest + largest // 4 + 4096)
     options = spw.SplitOptions(overlay_root="torch/", device_package_prefix="amd-torch-device")
