@@ -6,9 +6,10 @@ default), ``.tar.xz``, or a plain ``.tar``; ``artifact_manifest.txt`` is the fir
 the stage trees follow at their relative paths (``fileset_tool.py artifact-archive``), and a
 ``<archive>.sha256sum`` sidecar may hold the digest of the archive's bytes.
 
-:func:`unpack_artifact` reads one archive front to back exactly once (``tarfile`` in stream
-mode over a streaming decompressor: memory stays flat whatever the archive's size) and lays
-its members out as an artifact directory inside a spool directory the caller owns and
+:func:`unpack_artifact` reads one archive front to back exactly once: ``tarfile`` parses the
+headers of a streaming decompressor's output, read forward only, and each member's data goes
+straight from the decompressor into its file (memory stays flat whatever the archive's size);
+it lays the members out as an artifact directory inside a spool directory the caller owns and
 removes. The spool is what the rest of the build reads with random access (ELF headers,
 edits, copies); the scan of that directory is then the very scan an extracted tree gets
 (:mod:`kpack.artifact.tree`), so names, manifests, stage dirs and symlinks inside the
@@ -81,20 +82,43 @@ def archive_id(name: str) -> tuple[ArtifactId | None, str] | None:
     return None
 
 
-class _Tail:
-    """The decompressed tar stream, counted, with its last 1 KiB kept: a whole tar ends
-    in two zero blocks, so an archive cut between two members is told from a whole one."""
+class _Forward:
+    """The decompressed tar stream as tarfile's random-access mode reads a file: ``tell`` and
+    ``seek``, forward only (a skip decompresses and drops), so member data is read straight
+    into the spool without tarfile's stream buffer. It counts what it reads and keeps the last
+    1 KiB: a whole tar ends in two zero blocks, so an archive cut between two members is told
+    from a whole one."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self.stream = stream
         self.total = 0
         self.tail = b""
 
+    def _seen(self, data: bytes | memoryview) -> None:
+        self.total += len(data)
+        self.tail = (self.tail + bytes(data[-_END:]))[-_END:]
+
     def read(self, size: int = -1) -> bytes:
         data = self.stream.read(size)
-        self.total += len(data)
-        self.tail = (self.tail + data[-_END:])[-_END:]
+        self._seen(data)
         return data
+
+    def readinto(self, buffer: memoryview) -> int:
+        count = self.stream.readinto(buffer)  # type: ignore[attr-defined]
+        self._seen(buffer[:count])
+        return count  # type: ignore[no-any-return]
+
+    def tell(self) -> int:
+        return self.total
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        target = offset if whence == 0 else self.total + offset
+        if whence not in (0, 1) or target < self.total:
+            raise tarfile.ReadError("the archive is read forward only")
+        while self.total < target:
+            if not self.read(min(_CHUNK, target - self.total)):
+                break
+        return self.total
 
     def drain(self) -> None:
         while self.read(_CHUNK):
@@ -180,8 +204,8 @@ def unpack_artifact(packed: PackedArtifact, spool: Path) -> Path:
         raw = _Hashing(handle, hashing=expected is not None)
         try:
             with _decompressed(packed, raw) as stream:
-                tail = _Tail(stream)
-                _Unpacker(packed, target).run(tail)  # type: ignore[arg-type]
+                tail = _Forward(stream)
+                _Unpacker(packed, target, tail).run()
                 tail.drain()
             raw.drain()
             if not tail.whole:
@@ -215,17 +239,22 @@ def _codec_errors() -> tuple[type[BaseException], ...]:
 class _Unpacker:
     """The one pass over one archive's members."""
 
-    def __init__(self, packed: PackedArtifact, target: Path) -> None:
+    def __init__(self, packed: PackedArtifact, target: Path, stream: _Forward) -> None:
         self.packed = packed
         self.target = target
+        self.stream = stream
         self.seen: dict[str, str] = {}  # member path -> "file" | "dir" | "symlink"
         self.links: set[str] = set()
+        self.made: set[Path] = {target}  # directories known to exist
+        self.buffer = memoryview(bytearray(_CHUNK))
 
     def fail(self, member: str, message: str) -> ArtifactError:
         return ArtifactError(f"member {member!r}: {message}", path=self.packed.path)
 
-    def run(self, stream: BinaryIO) -> None:
-        with tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK) as tar:
+    def run(self) -> None:
+        # tarfile reads each header at the offset where the previous member ended; the
+        # member data between is copied by _member, so every seek it asks for is forward
+        with tarfile.open(fileobj=self.stream, mode="r:") as tar:  # type: ignore[call-overload]
             first = True
             for info in tar:
                 if first and (info.name != MANIFEST or not info.isreg()):
@@ -235,7 +264,8 @@ class _Unpacker:
                         path=self.packed.path,
                     )
                 first = False
-                self._member(tar, info)
+                self._member(info)
+                self.stream.seek(tar.offset)  # the padding up to the next header
             if first:
                 raise ArtifactError(f"holds no members (no {MANIFEST})", path=self.packed.path)
 
@@ -255,24 +285,24 @@ class _Unpacker:
             raise self.fail(rel, f"lies below the regular file member {bad!r}")
         return rel
 
-    def _member(self, tar: tarfile.TarFile, info: tarfile.TarInfo) -> None:
+    def _mkdirs(self, path: Path) -> None:
+        if path not in self.made:
+            path.mkdir(parents=True, exist_ok=True)
+            self.made.add(path)
+
+    def _member(self, info: tarfile.TarInfo) -> None:
         rel = self._relpath(info.name)
         path = self.target / rel
         mode = info.mode & 0o7777 & ~_DROPPED_BITS
         if info.isdir():
-            path.mkdir(parents=True, exist_ok=True)
+            self._mkdirs(path)
             self.seen[rel] = "dir"
             return
         if self.seen.get(rel) is None and path.is_dir() and not path.is_symlink():
             raise self.fail(rel, "is a file member where earlier members made a directory")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._mkdirs(path.parent)
         if info.isreg():
-            source = tar.extractfile(info)
-            if source is None:  # pragma: no cover - a regular member always reads
-                raise self.fail(rel, "cannot be read")
-            with source, path.open("xb") as out:
-                while chunk := source.read(_CHUNK):
-                    out.write(chunk)
+            self._copy(rel, path, info.size)
             os.chmod(path, mode)
             self.seen[rel] = "file"
         elif info.issym():
@@ -283,6 +313,18 @@ class _Unpacker:
             self._hardlink(rel, path, info.linkname)
         else:
             raise self.fail(rel, "is not a regular file, directory or symlink")
+
+    def _copy(self, rel: str, path: Path, size: int) -> None:
+        """The member's data, read from where the stream stands (its first byte) into one
+        reused buffer and written out; a stream that ends first is a truncated archive."""
+        left = size
+        with path.open("xb", buffering=0) as out:
+            while left:
+                count = self.stream.readinto(self.buffer[: min(left, _CHUNK)])
+                if count == 0:
+                    raise tarfile.ReadError(f"member {rel!r}: the data ends early")
+                out.write(self.buffer[:count])
+                left -= count
 
     def _hardlink(self, rel: str, path: Path, linkname: str) -> None:
         """TheRock's ``tarfile.add`` writes a file with several names as one regular member

@@ -209,3 +209,62 @@ def test_a_sidecar_rides_with_its_archive(tmp_path: Path) -> None:
     spool.mkdir()
     with pytest.raises(ArtifactError, match=f"does not match {NAME}.tar.sha256sum"):
         unpack_artifact(archives[0], spool)
+
+
+_SIZES = (0, 1, 511, 512, 513, (1 << 20) - 3, (1 << 20) + 512, 3 * (1 << 20) + 7)
+
+
+def _compressed(raw: bytes, suffix: str) -> bytes:
+    if suffix == ".tar.zst":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3).compress(raw)
+    if suffix == ".tar.xz":
+        import lzma
+
+        return lzma.compress(raw, preset=0)
+    return raw
+
+
+@pytest.mark.parametrize("suffix", [".tar", ".tar.zst", ".tar.xz"])
+@pytest.mark.parametrize("fmt", [tarfile.PAX_FORMAT, tarfile.GNU_FORMAT], ids=["pax", "gnu"])
+def test_member_data_of_every_size_and_long_names_land_as_gnu_tar_extracts_them(
+    tmp_path: Path, suffix: str, fmt: int
+) -> None:
+    """Member data is read straight from the decompressor, header by header: sizes around
+    the 512-byte blocks and the 1 MiB read buffer, names longer than ustar holds (PAX
+    records or GNU long-name members ahead of the member), a hardlink member. GNU tar
+    extracting the same archive is the oracle."""
+    deep = "/".join(["d" * 40] * 4)
+    members: list[Member] = [_file("artifact_manifest.txt", f"{STAGE}\n".encode())]
+    for n, size in enumerate(_SIZES):
+        data = bytes((n * 7 + i) % 251 for i in range(min(size, 4096))) * (size // 4096 + 1)
+        members.append(_file(f"{STAGE}/{deep}/member-{n}-{'x' * 60}.bin", data[:size]))
+    members.append(_special(f"{STAGE}/twin", tarfile.LNKTYPE, members[-1][0].name))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    raw = buf.getvalue()
+    out = _unpack(tmp_path, _compressed(raw, suffix), f"{NAME}{suffix}")
+    oracle = tmp_path / "oracle"
+    oracle.mkdir()
+    (tmp_path / "plain.tar").write_bytes(raw)
+    import subprocess
+
+    subprocess.run(["tar", "-xf", str(tmp_path / "plain.tar"), "-C", str(oracle)], check=True)
+    ours = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    theirs = {p.relative_to(oracle): p.read_bytes() for p in oracle.rglob("*") if p.is_file()}
+    assert ours.keys() == theirs.keys()
+    assert len(ours) == len(_SIZES) + 2
+    assert all(ours[k] == theirs[k] for k in ours)
+
+
+@pytest.mark.parametrize("suffix", [".tar", ".tar.zst"])
+def test_an_archive_cut_inside_member_data_is_one_error(tmp_path: Path, suffix: str) -> None:
+    members = [*_basic(), _file(f"{STAGE}/lib/big.so", bytes(3 << 20))]
+    raw = _tar(members)
+    cut = _compressed(raw[: len(raw) // 2], suffix)
+    with pytest.raises(ArtifactError, match="truncated or corrupt") as info:
+        _unpack(tmp_path, cut, f"{NAME}{suffix}")
+    assert f"{NAME}{suffix}" in str(info.value)
