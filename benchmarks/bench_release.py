@@ -5,6 +5,7 @@
     python benchmarks/bench_release.py scaling --mode kpack|legacy [--scales 0.5,1,2,4,8]
     python benchmarks/bench_release.py shards --tree DIR [--shards 4]
     python benchmarks/bench_release.py fat-shards --tree DIR [--shards 3]
+    python benchmarks/bench_release.py archives --tree DIR [--codec zstd|xz|none]
 
 Trees come from ``benchmarks/make_release_inputs.py``. Every measurement runs in its own
 child process, under ``SOURCE_DATE_EPOCH``, and reports wall time and the peak RSS of the
@@ -26,6 +27,15 @@ process and its children; each output is deleted once measured (they are GBs).
   archive``) on one tree, alternating for ``--rounds``: each run's wall and CPU seconds, peak
   RSS and dist bytes, then this checkout's median and best against the revision's (CPU
   seconds are the steadier figure on a shared machine), and whether the dists are the same.
+- ``archives``: TheRock's artifact archives as input (item 3). Packs every artifact dir of
+  ``--tree`` as ``fileset_tool.py artifact-archive`` + ``artifact_manager.py push`` do
+  (``tests/build_tools/archive_kit.py``; cached under ``--work``), then times the builder on
+  the extracted tree, the builder on the archives (each read once, streaming, by the build
+  itself), and TheRock's way: ``tar -x`` of every archive, two at a time as ``fetch``
+  extracts in parallel, then the builder on that tree. Also one bare decompression pass over
+  every archive (what each further pass of a reader that kept no copy would cost). Prints
+  wall time, peak RSS and the most disk each way took beyond its inputs, the ratios, and
+  whether the dist of the archives equals the dist of the tree, byte for byte.
 - ``fat-shards``: the shards a *fat* kpack tree could be cut into, each on the whole tree
   (why ``--print-shards`` plans such a tree as one shard): the slowest against the
   one-machine build.
@@ -364,6 +374,139 @@ def ab(args: argparse.Namespace) -> int:
     return 0
 
 
+class _DiskPeak:
+    """The most bytes the file system holding ``where`` had in use beyond its use at the
+    start, sampled every 20 ms while the body runs (a benchmark, not a test)."""
+
+    def __init__(self, where: Path) -> None:
+        import threading
+
+        self.where = where
+        self.start = self._used()
+        self.peak = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _used(self) -> int:
+        st = os.statvfs(self.where)
+        return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.02):
+            self.peak = max(self.peak, self._used() - self.start)
+
+    def __enter__(self) -> _DiskPeak:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def _pack_archives(tree: Path, dest: Path, codec: str) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tests.build_tools.archive_kit import pack_artifact
+
+    stamp = dest / ".packed"
+    if stamp.is_file() and stamp.read_text() == f"{tree}\n":
+        return
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    arts = sorted(p for p in tree.iterdir() if p.is_dir())
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        list(pool.map(pack_artifact, arts, [dest] * len(arts), [codec] * len(arts)))
+    stamp.write_text(f"{tree}\n")
+
+
+_DECOMPRESS = """
+from pathlib import Path
+import lzma, zstandard
+total = 0
+for path in sorted(Path({archives!r}).glob("*.tar*")):
+    with path.open("rb") as raw:
+        if path.name.endswith(".zst"):
+            stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        elif path.name.endswith(".xz"):
+            stream = lzma.LZMAFile(raw)
+        else:
+            stream = raw
+        while block := stream.read(1 << 20):
+            total += len(block)
+"""
+
+_EXTRACT = """
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+flags = {{".zst": ["--zstd"], ".xz": ["-J"], ".tar": []}}
+def extract(path):
+    out = Path({tree!r}) / path.name.split(".tar")[0]
+    out.mkdir(parents=True)
+    subprocess.run(["tar", *flags[path.suffix], "-xf", str(path), "-C", str(out)], check=True)
+with ThreadPoolExecutor(2) as pool:
+    list(pool.map(extract, sorted(Path({archives!r}).glob("*.tar*"))))
+"""
+
+
+def archives(args: argparse.Namespace) -> int:
+    tree, work = args.tree.absolute(), args.work.absolute()
+    packed = work / f"archives-{tree.name}-{args.codec}"
+    t = time.perf_counter()
+    _pack_archives(tree, packed, args.codec)
+    size = _tree_bytes(tree)
+    archive_bytes = sum(p.stat().st_size for p in packed.glob("*.tar*"))
+    print(
+        f"tree {tree}: {size / 1e9:.2f} GB; {len(list(packed.glob('*.tar*')))} {args.codec} "
+        f"archives {archive_bytes / 1e9:.2f} GB "
+        f"(packed or reused in {time.perf_counter() - t:.0f} s)",
+        flush=True,
+    )
+    dest = work / "out"
+    rows: dict[str, tuple[float, int, int]] = {}
+    digests: dict[str, dict[str, str]] = {}
+
+    def run(name: str, body: str, digest: bool = True) -> None:
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        with _DiskPeak(work) as disk:
+            wall, rss = _child(_MEASURE.format(repo=str(REPO), body=body))
+        rows[name] = (wall, rss, disk.peak)
+        if digest:
+            digests[name] = _digests(dest / "dist")
+        print(
+            f"{name:34} {wall:7.1f} s  peak RSS {rss / 1e6:5.0f} MB  disk beyond inputs "
+            f"{disk.peak / 1e9:6.2f} GB",
+            flush=True,
+        )
+
+    run("decompress every archive once", _DECOMPRESS.format(archives=str(packed)), False)
+    run("ours, extracted tree", _ours(tree).replace("{dest}", str(dest)))
+    run("ours, archives", _ours(packed).replace("{dest}", str(dest)))
+    extracted = work / "extracted"
+    shutil.rmtree(extracted, ignore_errors=True)
+    extract = _EXTRACT.format(archives=str(packed), tree=str(extracted))
+    build = _ours(extracted).replace("{dest}", str(dest))
+    run("tar -x (2 at a time), then ours", extract + build)
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.rmtree(extracted, ignore_errors=True)
+    ours, tree_row = rows["ours, archives"], rows["ours, extracted tree"]
+    theirs, once = rows["tar -x (2 at a time), then ours"], rows["decompress every archive once"]
+    same = digests["ours, archives"] == digests["ours, extracted tree"]
+    print(f"ours from archives / from the extracted tree: {ours[0] / tree_row[0]:.3f}")
+    print(f"ours from archives / tar -x then ours: {ours[0] / theirs[0]:.3f}")
+    print(
+        f"one more decompression pass: {once[0]:.1f} s = {once[0] / tree_row[0]:.2f}x the "
+        f"build from the extracted tree ({size / 1e6 / once[0]:.0f} MB/s of tar stream)"
+    )
+    print(
+        f"dist from archives equals dist from the tree: {same} "
+        f"({len(digests['ours, archives'])} files)"
+    )
+    return 0 if same else 1
+
+
 def _digests(root: Path) -> dict[str, str]:
     from build_tools.pep503 import file_sha256
 
@@ -398,8 +541,12 @@ def main() -> int:
     f = sub.add_parser("fat-shards")
     f.add_argument("--tree", type=Path, required=True, help="a fat kpack tree")
     f.add_argument("--shards", type=int, default=3)
+    r = sub.add_parser("archives")
+    r.add_argument("--tree", type=Path, required=True)
+    r.add_argument("--codec", choices=("zstd", "xz", "none"), default="zstd")
     args = ap.parse_args()
     run = {
+        "archives": archives,
         "compare": compare,
         "scaling": scaling,
         "shards": shards,

@@ -302,7 +302,7 @@ class _Unpacker:
             raise self.fail(rel, "is a file member where earlier members made a directory")
         self._mkdirs(path.parent)
         if info.isreg():
-            self._copy(rel, path, info.size)
+            self._copy(rel, path, info)
             os.chmod(path, mode)
             self.seen[rel] = "file"
         elif info.issym():
@@ -314,17 +314,31 @@ class _Unpacker:
         else:
             raise self.fail(rel, "is not a regular file, directory or symlink")
 
-    def _copy(self, rel: str, path: Path, size: int) -> None:
-        """The member's data, read from where the stream stands (its first byte) into one
-        reused buffer and written out; a stream that ends first is a truncated archive."""
-        left = size
+    def _copy(self, rel: str, path: Path, info: tarfile.TarInfo) -> None:
+        """The member's data, read from its first byte on into one reused buffer and written
+        out; a stream that ends first is a truncated archive. A sparse member (GNU tar
+        ``--sparse``, old GNU or PAX form) stores only its data regions: each lands at its
+        offset and the file is cut to the member's full size, as ``tar -x`` makes it."""
+        self.stream.seek(info.offset_data)  # forward only: past a PAX sparse map, if any
+        sparse = getattr(info, "sparse", None)
+        regions = sparse if sparse is not None else [(0, info.size)]
         with path.open("xb", buffering=0) as out:
-            while left:
-                count = self.stream.readinto(self.buffer[: min(left, _CHUNK)])
-                if count == 0:
-                    raise tarfile.ReadError(f"member {rel!r}: the data ends early")
-                out.write(self.buffer[:count])
-                left -= count
+            for offset, length in regions:
+                out.seek(offset)
+                self._copy_region(rel, out, length)
+            if sparse is not None:
+                out.truncate(info.size)
+
+    def _copy_region(self, rel: str, out: BinaryIO, length: int) -> None:
+        left = length
+        while left:
+            count = self.stream.readinto(self.buffer[: min(left, _CHUNK)])
+            if count == 0:
+                raise tarfile.ReadError(f"member {rel!r}: the data ends early")
+            view = self.buffer[:count]
+            while view:
+                view = view[out.write(view) :]
+            left -= count
 
     def _hardlink(self, rel: str, path: Path, linkname: str) -> None:
         """TheRock's ``tarfile.add`` writes a file with several names as one regular member

@@ -268,3 +268,46 @@ def test_an_archive_cut_inside_member_data_is_one_error(tmp_path: Path, suffix: 
     with pytest.raises(ArtifactError, match="truncated or corrupt") as info:
         _unpack(tmp_path, cut, f"{NAME}{suffix}")
     assert f"{NAME}{suffix}" in str(info.value)
+
+
+@pytest.mark.parametrize("fmt", ["gnu", "posix"])
+def test_a_sparse_member_lands_as_gnu_tar_extracts_it(tmp_path: Path, fmt: str) -> None:
+    """GNU tar ``--sparse`` stores only a file's data regions (an old GNU sparse header, or
+    PAX records with the region map ahead of the data): each region lands at its offset and
+    the holes read as zeros, the file at its full size."""
+    import subprocess
+
+    src = tmp_path / "src"
+    lib = src / STAGE / "lib"
+    lib.mkdir(parents=True)
+    (src / "artifact_manifest.txt").write_text(f"{STAGE}\n")
+    size = 5 * (1 << 20) + 123
+    with (lib / "holes.bin").open("wb") as f:
+        for offset, data in (
+            (0, b"head" * 1000),
+            (2 << 20, b"\x7f" * 70000),
+            (size - 9, b"tail!!!!!"),
+        ):
+            f.seek(offset)
+            f.write(data)
+    (lib / "after.txt").write_text("after")
+    raw = tmp_path / "raw.tar"
+    subprocess.run(
+        [
+            "tar",
+            "--sparse",
+            f"--format={fmt}",
+            "-cf",
+            str(raw),
+            "-C",
+            str(src),
+            "artifact_manifest.txt",
+            f"{STAGE}/lib/holes.bin",
+            f"{STAGE}/lib/after.txt",
+        ],
+        check=True,
+    )
+    assert raw.stat().st_size < size  # the holes are not stored
+    out = _unpack(tmp_path, raw.read_bytes())
+    assert (out / STAGE / "lib/holes.bin").read_bytes() == (lib / "holes.bin").read_bytes()
+    assert (out / STAGE / "lib/after.txt").read_text() == "after"
