@@ -55,7 +55,8 @@ SIDECAR_SUFFIX = ".sha256sum"
 _MAGIC = {".tar.zst": b"\x28\xb5\x2f\xfd", ".tar.xz": b"\xfd7zXZ\x00"}
 _KIND = {".tar.zst": "zstd", ".tar.xz": "xz", ".tar": "tar"}
 _CHUNK = 1 << 20
-_END = 1024  # tar's end-of-archive marker: two zero blocks
+_BLOCK = 512
+_END = 2 * _BLOCK  # tar's end-of-archive marker: two zero blocks
 #: tarfile's ``tar`` filter, as TheRock's ``fetch`` extracts: these mode bits go.
 _DROPPED_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | stat.S_IWGRP | stat.S_IWOTH
 
@@ -268,6 +269,24 @@ class _Unpacker:
                 self.stream.seek(tar.offset)  # the padding up to the next header
             if first:
                 raise ArtifactError(f"holds no members (no {MANIFEST})", path=self.packed.path)
+            self._at_end(tar.offset)
+
+    def _at_end(self, offset: int) -> None:
+        """tarfile stops at the first block that is no member header, the damaged header of
+        a member as well as tar's end-of-archive marker: here it must be the marker (two
+        zero blocks), or the members behind a damaged header would be dropped unseen. A
+        stream that ends before is left to the end-of-archive check."""
+        if self.stream.total - offset != _BLOCK:
+            return
+        if self.stream.tail[-_BLOCK:] == bytes(_BLOCK):
+            second = self.stream.read(_BLOCK)
+            if len(second) < _BLOCK or second == bytes(_BLOCK):
+                return
+            offset += _BLOCK
+        raise tarfile.ReadError(
+            f"the block at offset {offset} of the tar stream is neither a member header nor "
+            "tar's end-of-archive marker"
+        )
 
     def _relpath(self, name: str) -> str:
         rel = safe_relpath(

@@ -311,3 +311,22 @@ def test_a_sparse_member_lands_as_gnu_tar_extracts_it(tmp_path: Path, fmt: str) 
     out = _unpack(tmp_path, raw.read_bytes())
     assert (out / STAGE / "lib/holes.bin").read_bytes() == (lib / "holes.bin").read_bytes()
     assert (out / STAGE / "lib/after.txt").read_text() == "after"
+
+
+@pytest.mark.parametrize("where", ["header", "second-end-block"])
+@pytest.mark.parametrize("suffix", [".tar", ".tar.zst"])
+def test_a_damaged_header_is_an_error_not_the_end(tmp_path: Path, suffix: str, where: str) -> None:
+    """tarfile ends its member list at a block that is no valid header; the members behind
+    a damaged one must not be dropped unseen (a codec without checksums passes the bytes)."""
+    members = [*_basic(), _file(f"{STAGE}/lib/b.so", b"b" * 700), _file(f"{STAGE}/lib/c.so")]
+    raw = bytearray(_tar(members))
+    if where == "header":
+        at = _length_without_end(members[:-1])  # the header of c.so
+        raw[at + 148] ^= 0x11  # its checksum field
+    else:
+        at = _length_without_end(members) + 512  # the second block of the end marker
+        raw[at + 3] = 0x41
+    with pytest.raises(ArtifactError, match="neither a member header nor") as info:
+        _unpack(tmp_path, _compressed(bytes(raw), suffix), f"{NAME}{suffix}")
+    assert f"{NAME}{suffix}" in str(info.value)
+    assert f"offset {at // 512 * 512}" in str(info.value)
