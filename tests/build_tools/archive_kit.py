@@ -18,7 +18,13 @@ from typing import BinaryIO
 
 import zstandard
 
-SUFFIX = {"zstd": ".tar.zst", "xz": ".tar.xz", "none": ".tar"}
+SUFFIX = {
+    "zstd": ".tar.zst",
+    "xz": ".tar.xz",
+    "none": ".tar",
+    "pyzstd": ".tar.zst",
+    "pyzstd-seekable": ".tar.zst",
+}
 
 
 def _walk(base: Path) -> Iterator[Path]:
@@ -42,7 +48,23 @@ def pack_artifact(
             stream = stack.enter_context(compressor.stream_writer(raw, closefd=False))
         elif compression == "xz":
             stream = stack.enter_context(lzma.LZMAFile(raw, "wb", preset=0))  # type: ignore[assignment]
-        with tarfile.open(fileobj=stream, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        elif compression == "pyzstd":
+            import pyzstd
+
+            stream = stack.enter_context(pyzstd.ZstdFile(raw, "wb", level_or_option=3))  # type: ignore[assignment]
+        elif compression == "pyzstd-seekable":
+            import pyzstd
+
+            stream = stack.enter_context(  # type: ignore[assignment]
+                pyzstd.SeekableZstdFile(
+                    raw, "wb", level_or_option=3, max_frame_content_size=256 << 10
+                )
+            )
+        if compression.startswith("pyzstd"):  # TarFile's write mode, as archive_util opens it
+            opened = tarfile.TarFile(fileobj=stream, mode="w", format=tarfile.PAX_FORMAT)
+        else:
+            opened = tarfile.open(fileobj=stream, mode="w|", format=tarfile.PAX_FORMAT)  # noqa: SIM115
+        with opened as tar:
             tar.add(manifest, arcname=manifest.name, recursive=False)
             for line in manifest.read_text().splitlines():
                 if not line.strip() or not (art / line).is_dir():

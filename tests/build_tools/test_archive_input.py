@@ -65,7 +65,16 @@ def _build(src: Path, dest: Path, *extra: str) -> int:
     )
 
 
-@pytest.mark.parametrize(("compression", "mixed"), [("zstd", False), ("xz", True), ("none", False)])
+@pytest.mark.parametrize(
+    ("compression", "mixed"),
+    [
+        ("zstd", False),
+        ("xz", True),
+        ("none", False),
+        ("pyzstd", False),
+        ("pyzstd-seekable", False),
+    ],
+)
 def test_archives_build_the_bytes_of_the_extracted_tree(
     tree: Path, reference: dict[str, str], tmp_path: Path, compression: str, mixed: bool
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import random
 import stat
 import tarfile
 from collections.abc import Callable
@@ -330,3 +331,24 @@ def test_a_damaged_header_is_an_error_not_the_end(tmp_path: Path, suffix: str, w
         _unpack(tmp_path, _compressed(bytes(raw), suffix), f"{NAME}{suffix}")
     assert f"{NAME}{suffix}" in str(info.value)
     assert f"offset {at // 512 * 512}" in str(info.value)
+
+
+@pytest.mark.parametrize("compression", ["pyzstd", "pyzstd-seekable"])
+def test_archives_written_by_therocks_zstd_library_unpack(tmp_path: Path, compression: str) -> None:
+    """pyzstd, which TheRock's ``archive_util`` writes with: one frame through ``ZstdFile``,
+    and the seekable format (many frames, the seek table in a skippable frame at the end)."""
+    from tests.build_tools.archive_kit import pack_artifact
+
+    art = tmp_path / NAME
+    lib = art / STAGE / "lib"
+    lib.mkdir(parents=True)
+    (art / "artifact_manifest.txt").write_text(f"{STAGE}\n")
+    data = bytes(range(256)) * 4096 + random.Random(31).randbytes(300_000)  # several frames
+    (lib / "a.so").write_bytes(data)
+    (tmp_path / "packed").mkdir()
+    archive = pack_artifact(art, tmp_path / "packed", compression)
+    raw = archive.read_bytes()
+    seekable = raw[-4:] == (0x8F92EAB1).to_bytes(4, "little")  # the seek table's footer
+    assert seekable == (compression == "pyzstd-seekable")
+    out = _unpack(tmp_path, raw, archive.name)
+    assert (out / STAGE / "lib/a.so").read_bytes() == data
