@@ -36,9 +36,26 @@ def _walk(base: Path) -> Iterator[Path]:
             yield here / name
 
 
+def _depth_first(base: Path) -> Iterator[Path]:
+    """TheRock's order (``PatternMatcher.add_basedir``): each directory followed at once by
+    everything below it, entries in ``os.scandir`` order, which no one sorts; reverse name
+    order here, so that it differs from the sorted walk on every file system."""
+    for entry in sorted(os.scandir(base), key=lambda e: e.name, reverse=True):
+        yield Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            yield from _depth_first(Path(entry.path))
+
+
 def pack_artifact(
-    art: Path, dest: Path, compression: str = "zstd", *, sidecar: bool = False
+    art: Path,
+    dest: Path,
+    compression: str = "zstd",
+    *,
+    sidecar: bool = False,
+    order: str = "sorted",
 ) -> Path:
+    """``order``: ``sorted`` (parents first, names sorted) or ``unsorted`` (TheRock's
+    depth-first order, names reversed)."""
     out = dest / f"{art.name}{SUFFIX[compression]}"
     manifest = art / "artifact_manifest.txt"
     with out.open("wb") as raw, ExitStack() as stack:
@@ -69,7 +86,8 @@ def pack_artifact(
             for line in manifest.read_text().splitlines():
                 if not line.strip() or not (art / line).is_dir():
                     continue
-                for path in _walk(art / line):
+                walk = _walk if order == "sorted" else _depth_first
+                for path in walk(art / line):
                     tar.add(path, arcname=f"{line}/{path.relative_to(art / line)}", recursive=False)
     if sidecar:
         digest = hashlib.sha256(out.read_bytes()).hexdigest()
@@ -78,7 +96,12 @@ def pack_artifact(
 
 
 def pack_tree(
-    tree: Path, dest: Path, compression: str = "zstd", *, keep: frozenset[str] = frozenset()
+    tree: Path,
+    dest: Path,
+    compression: str = "zstd",
+    *,
+    keep: frozenset[str] = frozenset(),
+    order: str = "sorted",
 ) -> Path:
     """Every artifact dir of ``tree`` as an archive in ``dest`` (the ones named in ``keep``
     copied as directories instead, a mixed input dir)."""
@@ -91,5 +114,5 @@ def pack_tree(
         if art.name in keep:
             shutil.copytree(art, dest / art.name, symlinks=True)
         else:
-            pack_artifact(art, dest, compression)
+            pack_artifact(art, dest, compression, order=order)
     return dest
