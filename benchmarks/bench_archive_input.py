@@ -12,6 +12,13 @@ memory: the RSS must not grow with the archive).
 
     python benchmarks/bench_archive_input.py                   # 256 MB and 1024 MB
     python benchmarks/bench_archive_input.py --size-mb 2048 --xz
+
+``--archives DIR [--against REV] [--rounds N]`` times instead the unpacking of every archive
+in ``DIR`` (say, the ones ``bench_release.py archives`` packs), one at a time into one
+spool, by this checkout's reader and, alternating round by round, by the reader of git
+revision ``REV`` (``git archive``); dirty pages are written back before each run.
+
+    python benchmarks/bench_archive_input.py --archives W/archives-legacy-8-zstd --against ddf5fd6
 """
 
 from __future__ import annotations
@@ -86,11 +93,63 @@ def _bench(archive: Path, work: Path, tar_flag: str) -> tuple[float, float, int]
     return ours, tar, rss
 
 
+_UNPACK_ALL = """
+import shutil, sys
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from kpack.artifact.names import ArtifactId
+from kpack.artifact.packed import PackedArtifact, unpack_artifact
+spool = Path({spool!r})
+for path in sorted(Path({archives!r}).glob("*.tar*")):
+    if path.name.endswith(".sha256sum"):
+        continue
+    art = ArtifactId.parse(path.name.split(".tar")[0])
+    unpack_artifact(PackedArtifact(id=art, path=path, size=path.stat().st_size), spool)
+"""
+
+
+def _readers(archives: Path, against: str | None, rounds: int) -> int:
+    import statistics
+
+    from bench_small_wheels import _against  # benchmarks/ is on sys.path
+
+    with tempfile.TemporaryDirectory(prefix="bench-archive-", dir=archives.parent) as tmp:
+        work = Path(tmp)
+        repos = {"this checkout": REPO}
+        if against is not None:
+            repos[f"@{against}"] = _against(against, work / "against").root
+        times: dict[str, list[float]] = {name: [] for name in repos}
+        for round_ in range(rounds):
+            for name, repo in repos.items():
+                spool = work / "spool"
+                spool.mkdir()
+                code = _UNPACK_ALL.format(repo=str(repo), spool=str(spool), archives=str(archives))
+                wall, rss = _timed([sys.executable, "-c", code])
+                shutil.rmtree(spool)
+                times[name].append(wall)
+                print(f"round {round_ + 1} {name:16} {wall:7.2f} s  peak RSS {rss / 1024:5.0f} MiB")
+        for name, walls in times.items():
+            print(f"{name:16} median {statistics.median(walls):7.2f} s, best {min(walls):7.2f} s")
+        if against is not None:
+            mine, theirs = times["this checkout"], times[f"@{against}"]
+            print(
+                f"this checkout / @{against}: median "
+                f"{statistics.median(mine) / statistics.median(theirs):.3f}, "
+                f"best {min(mine) / min(theirs):.3f}"
+            )
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size-mb", type=int, nargs="+", default=[256, 1024])
     p.add_argument("--xz", action="store_true", help="also an xz archive (slow to write)")
+    p.add_argument("--archives", type=Path, help="time unpacking the archives of this dir")
+    p.add_argument("--against", metavar="REV", help="with --archives: also REV's reader")
+    p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
+    if args.archives is not None:
+        return _readers(args.archives.absolute(), args.against, args.rounds)
     print(f"{'archive':<28}{'MB':>7}{'ours s':>9}{'tar s':>9}{'ratio':>8}{'RSS MiB':>9}")
     for size in args.size_mb:
         with tempfile.TemporaryDirectory(prefix="bench-archive-") as tmp:
